@@ -1,0 +1,295 @@
+/* hkernel.h — libhkernel: Vulkan compute kernels for quantized LLM inference.
+ *
+ * One flat C API. A context owns (or borrows) a Vulkan device, its compute queue and a pipeline
+ * cache. Buffers hold tensors; a view is (buffer, byte offset), so many tensors can share one
+ * allocation. Kernels record into a stream; a NULL stream runs the kernel at once (record, submit,
+ * wait). Every function returns an hk_status; on failure hk_last_error() explains it in words and
+ * nothing was recorded or written.
+ *
+ * Threading: a context may be used from several threads only with external synchronisation;
+ * hk_last_error() is per thread.
+ *
+ * Weights are GGUF blocks exactly as stored in a .gguf file (no repacking):
+ *   Q8_0  34 B / 32 values    Q4_K 144 B / 256 values    Q6_K 210 B / 256 values
+ * Activations Q8_1 are 36 B / 32 values (f16 d, f16 s = d*sum(qs), i8 qs[32]).
+ */
+#ifndef HKERNEL_H
+#define HKERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <vulkan/vulkan_core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HK_VERSION_MAJOR 0
+#define HK_VERSION_MINOR 1
+#define HK_VERSION_PATCH 0
+
+#if defined(_WIN32)
+#define HK_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define HK_API __attribute__((visibility("default")))
+#else
+#define HK_API
+#endif
+
+/* ---- status ----------------------------------------------------------------------------------- */
+
+typedef enum hk_status {
+    HK_OK = 0,
+    HK_ERROR_INVALID_ARGUMENT = 1, /* null handle, bad shape, view past a buffer's end, ... */
+    HK_ERROR_UNSUPPORTED = 2,      /* the device lacks a feature this call needs */
+    HK_ERROR_OUT_OF_MEMORY = 3,    /* host or device allocation failed */
+    HK_ERROR_VULKAN = 4,           /* a Vulkan call failed (the message names it and its VkResult) */
+    HK_ERROR_NOT_FOUND = 5,        /* no Vulkan loader, no device, or HK_DEVICE matched nothing */
+    HK_ERROR_STATE = 6             /* call not valid in the object's current state */
+} hk_status;
+
+/* The message for the last failed call on this thread ("" if none). Valid until this thread's next
+ * failing hk_ call. */
+HK_API const char *hk_last_error(void);
+
+/* A fixed name for a status code ("HK_ERROR_INVALID_ARGUMENT", ...). */
+HK_API const char *hk_status_name(hk_status status);
+
+/* ---- types ------------------------------------------------------------------------------------ */
+
+typedef enum hk_type {
+    HK_TYPE_F32 = 0,
+    HK_TYPE_Q8_0 = 1,
+    HK_TYPE_Q4_K = 2,
+    HK_TYPE_Q6_K = 3,
+    HK_TYPE_Q8_1 = 4
+} hk_type;
+
+/* Values per block of a type (1 for F32), 0 for an unknown type. */
+HK_API uint32_t hk_type_block_values(hk_type type);
+/* Bytes per block of a type (4 for F32), 0 for an unknown type. */
+HK_API uint32_t hk_type_block_bytes(hk_type type);
+/* A fixed name ("q4_k", ...), "?" for an unknown type. */
+HK_API const char *hk_type_name(hk_type type);
+
+/* ---- context ---------------------------------------------------------------------------------- */
+
+typedef struct hk_context hk_context;
+
+typedef struct hk_context_desc {
+    /* Device choice: device_index >= 0 picks that physical device; else device_name (a substring,
+     * case-insensitive) picks the first match; else the environment variable HK_DEVICE (an index
+     * or a name substring); else the first discrete GPU, then integrated, then virtual, then CPU. */
+    int device_index;
+    const char *device_name;
+    /* Enable VK_LAYER_KHRONOS_validation if installed. Every message it reports is printed to
+     * stderr and counted (hk_context_validation_messages). If the layer is missing the context is
+     * still created and hk_context_validation_active() says 0. */
+    int enable_validation;
+    /* Pipeline cache: directory for the persisted cache, NULL for the default
+     * ($HK_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel). The file is
+     * keyed by device UUID, driver version and library version. disable_pipeline_cache != 0 keeps
+     * the cache in memory only. */
+    const char *pipeline_cache_dir;
+    int disable_pipeline_cache;
+} hk_context_desc;
+
+/* Fills desc with the defaults: device_index = -1, everything else 0/NULL. */
+HK_API void hk_context_desc_init(hk_context_desc *desc);
+
+/* Creates a context: loads Vulkan, creates an instance and a device with one compute queue,
+ * enabling every optional feature the kernels can use (16/8-bit storage, f16/i8 arithmetic, packed
+ * int8 dot product, cooperative matrix, subgroup size control). desc may be NULL (defaults). */
+HK_API hk_status hk_context_create(const hk_context_desc *desc, hk_context **out_context);
+
+/* Features an engine's device was created with, for hk_context_create_borrowed. */
+enum {
+    HK_FEATURE_STORAGE_16BIT = 1u << 0,      /* storageBuffer16BitAccess (required) */
+    HK_FEATURE_STORAGE_8BIT = 1u << 1,       /* storageBuffer8BitAccess */
+    HK_FEATURE_FLOAT16 = 1u << 2,            /* shaderFloat16 */
+    HK_FEATURE_INT8 = 1u << 3,               /* shaderInt8 */
+    HK_FEATURE_INTEGER_DOT = 1u << 4,        /* shaderIntegerDotProduct */
+    HK_FEATURE_COOPMAT_KHR = 1u << 5,        /* VK_KHR_cooperative_matrix */
+    HK_FEATURE_COOPMAT_NV = 1u << 6,         /* VK_NV_cooperative_matrix */
+    HK_FEATURE_MAINTENANCE4 = 1u << 7,       /* maintenance4 */
+    HK_FEATURE_SUBGROUP_SIZE_CONTROL = 1u << 8
+};
+
+typedef struct hk_borrowed_device {
+    PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL: the system loader's */
+    VkInstance instance;
+    VkPhysicalDevice physical_device;
+    VkDevice device;
+    VkQueue queue;                 /* a queue with compute support */
+    uint32_t queue_family_index;
+    uint32_t enabled_features;     /* HK_FEATURE_* the device was created with */
+    const char *pipeline_cache_dir;
+    int disable_pipeline_cache;
+} hk_borrowed_device;
+
+/* Creates a context on an engine's existing device. The engine keeps ownership: destroying the
+ * context never destroys the instance, device or queue. The engine must not use the queue from
+ * another thread while a hk_ call submits to it. */
+HK_API hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, hk_context **out_context);
+
+/* Waits for the device to go idle (owned devices) and frees everything the context created.
+ * Buffers and streams of the context must be destroyed first. NULL is ignored. */
+HK_API void hk_context_destroy(hk_context *context);
+
+/* Number of validation-layer messages seen since the context was created (0 when inactive). */
+HK_API uint32_t hk_context_validation_messages(const hk_context *context);
+/* 1 if the validation layer is active on this context. */
+HK_API int hk_context_validation_active(const hk_context *context);
+
+/* ---- capabilities ----------------------------------------------------------------------------- */
+
+/* Component types in cooperative-matrix properties, numbered as VkComponentTypeKHR. */
+typedef struct hk_coopmat_props {
+    uint32_t m, n, k;
+    uint32_t a_type, b_type, c_type, result_type; /* VkComponentTypeKHR values */
+    uint32_t saturating;
+    uint32_t scope;                               /* VkScopeKHR value (3 = subgroup) */
+} hk_coopmat_props;
+
+#define HK_MAX_COOPMAT_PROPS 32
+
+typedef struct hk_caps {
+    char device_name[256];
+    uint32_t vendor_id, device_id;
+    VkPhysicalDeviceType device_type;
+    uint32_t api_version, driver_version;
+    uint8_t device_uuid[16];
+    uint32_t subgroup_size;            /* default subgroup size */
+    uint32_t subgroup_size_min, subgroup_size_max;
+    int subgroup_arithmetic;           /* subgroupAdd etc. in compute shaders */
+    uint32_t shared_memory_bytes;      /* maxComputeSharedMemorySize */
+    uint32_t max_workgroup_size;       /* maxComputeWorkGroupInvocations */
+    uint64_t max_storage_buffer_range;
+    uint64_t min_storage_offset_alignment;
+    int storage_16bit, storage_8bit;
+    int float16, int8;
+    int integer_dot;                   /* shaderIntegerDotProduct enabled */
+    int integer_dot_accelerated;       /* 4x8-bit packed signed dot is hardware accelerated */
+    int coopmat_khr, coopmat_nv;
+    uint32_t coopmat_khr_count, coopmat_nv_count;
+    hk_coopmat_props coopmat_khr_props[HK_MAX_COOPMAT_PROPS];
+    hk_coopmat_props coopmat_nv_props[HK_MAX_COOPMAT_PROPS];
+    int timestamps;                    /* compute queue supports timestamps */
+    float timestamp_period_ns;
+} hk_caps;
+
+/* Copies the capabilities probed when the context was created. */
+HK_API hk_status hk_context_caps(const hk_context *context, hk_caps *out_caps);
+
+/* Lists physical devices (names and types) without creating a context: writes up to max entries,
+ * and the total count to *out_count. names may be NULL to query the count only. */
+HK_API hk_status hk_enumerate_devices(char (*names)[256], VkPhysicalDeviceType *types, uint32_t max,
+                                      uint32_t *out_count);
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+typedef struct hk_buffer hk_buffer;
+
+/* A tensor's place: a buffer and a byte offset into it. */
+typedef struct hk_view {
+    hk_buffer *buffer;
+    uint64_t offset;
+} hk_view;
+
+/* Creates a device-local storage buffer of size bytes (contents undefined). */
+HK_API hk_status hk_buffer_create(hk_context *context, uint64_t size, hk_buffer **out_buffer);
+
+/* Wraps an engine's VkBuffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
+ * upload/download) of size bytes. The engine keeps ownership of buffer and memory. */
+HK_API hk_status hk_buffer_wrap(hk_context *context, VkBuffer buffer, uint64_t size, hk_buffer **out_buffer);
+
+/* Frees a buffer created by hk_buffer_create (or forgets a wrapped one). NULL is ignored. The
+ * caller must make sure no submitted work still uses it. */
+HK_API void hk_buffer_destroy(hk_buffer *buffer);
+
+/* Size of a buffer in bytes (0 for NULL). */
+HK_API uint64_t hk_buffer_size(const hk_buffer *buffer);
+
+/* The VkBuffer behind a buffer, for an engine that records its own work on it. */
+HK_API VkBuffer hk_buffer_handle(const hk_buffer *buffer);
+
+/* Copies size bytes from host memory into the buffer at offset, through a staging buffer; waits. */
+HK_API hk_status hk_buffer_upload(hk_buffer *buffer, uint64_t offset, const void *data, uint64_t size);
+/* Copies size bytes from the buffer at offset into host memory; waits. */
+HK_API hk_status hk_buffer_download(hk_buffer *buffer, uint64_t offset, void *data, uint64_t size);
+/* Fills size bytes at offset (both multiples of 4) with a repeated 32-bit word; waits. */
+HK_API hk_status hk_buffer_fill(hk_buffer *buffer, uint64_t offset, uint64_t size, uint32_t word);
+
+/* ---- streams ---------------------------------------------------------------------------------- */
+
+typedef struct hk_stream hk_stream;
+
+/* Creates a stream: a command buffer that kernels record into, in order, with a compute barrier
+ * between dependent dispatches. max_timestamps > 0 enables GPU timestamps: each recorded kernel
+ * then writes one start and one end timestamp (needs caps.timestamps). */
+HK_API hk_status hk_stream_create(hk_context *context, uint32_t max_timestamps, hk_stream **out_stream);
+
+/* Creates a stream that records into an engine's command buffer (in the recording state). The
+ * engine submits it and keeps it alive until the work completes; hk_stream_submit is refused. The
+ * stream's descriptor sets live until hk_stream_reset or hk_stream_destroy. */
+HK_API hk_status hk_stream_wrap(hk_context *context, VkCommandBuffer command_buffer, hk_stream **out_stream);
+
+/* Frees a stream (waits for its submitted work first). NULL is ignored. */
+HK_API void hk_stream_destroy(hk_stream *stream);
+
+/* Submits everything recorded since the last submit and waits for it; the stream is then empty
+ * and ready to record again. Submitting an empty stream is allowed. */
+HK_API hk_status hk_stream_submit(hk_stream *stream);
+
+/* Forgets what was recorded (owned streams: resets the command buffer; wrapped streams: frees
+ * the descriptor sets; the engine must have finished with the work). */
+HK_API hk_status hk_stream_reset(hk_stream *stream);
+
+/* Number of kernels (and copies) recorded since the last submit or reset. */
+HK_API uint32_t hk_stream_kernel_count(const hk_stream *stream);
+
+/* For a timestamped stream: GPU time in milliseconds from the start of kernel `first` to the end
+ * of kernel `last` (inclusive, 0-based, in recording order) of the last submit. Only the first
+ * max_timestamps kernels of a submit are timed. */
+HK_API hk_status hk_stream_time_ms(const hk_stream *stream, uint32_t first, uint32_t last, double *out_ms);
+
+/* Records a buffer-to-buffer copy (used to measure the device's copy bandwidth). */
+HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view dst, uint64_t size);
+
+/* ---- kernels ----------------------------------------------------------------------------------
+ * Common rules: stream NULL means run now (record + submit + wait). Views must lie inside their
+ * buffers for the whole tensor; a weight view's offset must be a multiple of 2 (GGUF blocks are
+ * 2-byte aligned), every other view's a multiple of 4. Outputs must not overlap inputs.
+ */
+
+/* Dense quantized matvec: y[rows] = W[rows, k] . x[k]. W is rows contiguous GGUF rows of k values
+ * of weight type wtype (Q8_0, Q4_K or Q6_K); x and y are f32. k must be a positive multiple of the
+ * type's block (32 for Q8_0, 256 for Q4_K/Q6_K). */
+HK_API hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
+                           hk_view y, uint32_t rows, uint32_t k);
+/* hk_matvec for one weight type. */
+HK_API hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
+                                uint32_t rows, uint32_t k);
+HK_API hk_status hk_matvec_q4k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
+                               uint32_t rows, uint32_t k);
+HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
+                               uint32_t rows, uint32_t k);
+
+/* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32, k >= 1. */
+HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
+                             uint32_t rows, uint32_t k);
+
+/* RMSNorm over rows of n: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * weight[i]. eps > 0
+ * and finite; y may equal x (in place). */
+HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
+                            uint32_t rows, uint32_t n, float eps);
+
+/* Activation quantizer: x[k] f32 -> k/32 GGUF Q8_1 blocks (d = amax/127, q = round(x/d),
+ * s = d*sum(q)), the input of the int8 kernels. k a positive multiple of 32; y's offset a
+ * multiple of 4. */
+HK_API hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+// Shared by every kernel: extensions, the push-constant prologue, workgroup ids, reductions.
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+// Workgroup width: specialization constant 0 in every kernel.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;
+
+// The runtime binds each view at an aligned base and passes the view's byte offset past that
+// base here (src/runtime/internal.h, HK_MAX_BINDINGS = 8); kernel parameters follow.
+#define HK_PUSH_BEGIN layout(push_constant) uniform Push { uint view_offset[8];
+#define HK_PUSH_END } pc;
+
+// Large row counts are spread over x and y (65535 groups each); groups past the end exit.
+uint hk_group_id() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
+
+shared float hk_partial[WG];
+
+// Sum of v over the workgroup, returned to every invocation. Subgroup sums first, then one
+// shared-memory pass over the subgroups (sized for the smallest possible subgroup).
+float hk_workgroup_sum(float v)
+{
+    v = subgroupAdd(v);
+    if (subgroupElect())
+        hk_partial[gl_SubgroupID] = v;
+    barrier();
+    float total = 0.0;
+    for (uint i = 0; i < gl_NumSubgroups; i++)
+        total += hk_partial[i];
+    barrier();
+    return total;
+}
+
+// f16 bits (low 16 bits of h) to f32
+float hk_half(uint h) { return unpackHalf2x16(h).x; }
+
+// Signed bytes of a 16-bit word
+int hk_lo_i8(uint w) { return int(w << 24) >> 24; }
+int hk_hi_i8(uint w) { return int(w << 16) >> 24; }

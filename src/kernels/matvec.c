@@ -1,0 +1,59 @@
+/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp). */
+#include "internal.h"
+
+/* Workgroup width: one invocation per 32-value unit of a 4096-wide row. */
+#define MATVEC_WG 128u
+
+hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
+                    uint32_t rows, uint32_t k)
+{
+    static const char fn[] = "hk_matvec";
+    static const char *const names[] = {"w", "x", "y"};
+    int shader;
+    switch (wtype) {
+    case HK_TYPE_Q8_0: shader = HK_SHADER_MATVEC_Q8_0; break;
+    case HK_TYPE_Q4_K: shader = HK_SHADER_MATVEC_Q4_K; break;
+    case HK_TYPE_Q6_K: shader = HK_SHADER_MATVEC_Q6_K; break;
+    default:
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
+                        hk_type_name(wtype), (int)wtype);
+    }
+    uint32_t block = hk_type_block_values(wtype);
+    if (rows == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
+    if (k == 0 || k % block)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
+                        hk_type_name(wtype));
+    uint64_t row_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype);
+    hk_binding b[3] = {
+        {w, row_bytes * rows, 2, 0, 0},
+        {x, (uint64_t)k * 4, 4, 0, 0},
+        {y, (uint64_t)rows * 4, 4, 1, 0},
+    };
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    if (st != HK_OK)
+        return st;
+    uint32_t wg = MATVEC_WG < context->caps.max_workgroup_size ? MATVEC_WG : context->caps.max_workgroup_size;
+    uint32_t params[2] = {rows, k};
+    hk_dispatch_desc d = {.shader = shader, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 3,
+                          .params = params, .params_bytes = sizeof params, .groups = rows};
+    return hk__dispatch(context, stream, fn, &d);
+}
+
+hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
+                         uint32_t k)
+{
+    return hk_matvec(context, stream, HK_TYPE_Q8_0, w, x, y, rows, k);
+}
+
+hk_status hk_matvec_q4k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
+                        uint32_t k)
+{
+    return hk_matvec(context, stream, HK_TYPE_Q4_K, w, x, y, rows, k);
+}
+
+hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
+                        uint32_t k)
+{
+    return hk_matvec(context, stream, HK_TYPE_Q6_K, w, x, y, rows, k);
+}

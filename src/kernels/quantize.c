@@ -1,0 +1,25 @@
+/* f32 -> Q8_1 activation quantizer (shaders/quantize.comp). */
+#include "internal.h"
+
+#define QUANTIZE_WG 64u
+
+hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k)
+{
+    static const char fn[] = "hk_quantize_q8_1";
+    static const char *const names[] = {"x", "y"};
+    if (k == 0 || k % 32)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of 32 (q8_1 block)", k);
+    uint32_t blocks = k / 32;
+    hk_binding b[2] = {
+        {x, (uint64_t)k * 4, 4, 0, 0},
+        {y, (uint64_t)blocks * 36, 4, 1, 0},
+    };
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 2);
+    if (st != HK_OK)
+        return st;
+    uint32_t wg = QUANTIZE_WG;
+    hk_dispatch_desc d = {.shader = HK_SHADER_QUANTIZE_Q8_1, .spec = &wg, .spec_count = 1, .bindings = b,
+                          .binding_count = 2, .params = &blocks, .params_bytes = sizeof blocks,
+                          .groups = (blocks + wg - 1) / wg};
+    return hk__dispatch(context, stream, fn, &d);
+}

@@ -1,0 +1,34 @@
+/* RMSNorm over rows (shaders/rmsnorm.comp). */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define RMSNORM_WG 128u
+
+hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y, uint32_t rows,
+                     uint32_t n, float eps)
+{
+    static const char fn[] = "hk_rmsnorm";
+    static const char *const names[] = {"x", "weight", "y"};
+    if (rows == 0 || n == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and n=%u must both be positive", rows, n);
+    if (!(eps > 0.0f) || !isfinite(eps))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "eps=%g must be positive and finite", (double)eps);
+    hk_binding b[3] = {
+        {x, (uint64_t)rows * n * 4, 4, 0, 0},
+        {weight, (uint64_t)n * 4, 4, 0, 0},
+        {y, (uint64_t)rows * n * 4, 4, 1, 1},
+    };
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    if (st != HK_OK)
+        return st;
+    uint32_t wg = RMSNORM_WG < context->caps.max_workgroup_size ? RMSNORM_WG : context->caps.max_workgroup_size;
+    struct {
+        uint32_t rows, n;
+        float eps;
+    } params = {rows, n, eps};
+    hk_dispatch_desc d = {.shader = HK_SHADER_RMSNORM, .spec = &wg, .spec_count = 1, .bindings = b,
+                          .binding_count = 3, .params = &params, .params_bytes = sizeof params, .groups = rows};
+    return hk__dispatch(context, stream, fn, &d);
+}

@@ -1,0 +1,315 @@
+/* formats.c — GGUF block formats: dequantizers, reference quantizers, row sizes.
+ * Dequantizers follow llama.cpp's ggml-quants.c (dequantize_row_*) operation for operation,
+ * so their f32 results are the definition every GPU kernel is checked against.
+ * Quantizers produce valid GGUF blocks for test data; Q8_0/Q8_1 match llama.cpp's
+ * quantize_row_q8_*_ref exactly, Q4_K/Q6_K are simpler than llama.cpp's (no search). */
+#include "hk_ref.h"
+
+#include <math.h>
+
+/* ---- Q4_K scale/min packing ------------------------------------------------------------------ */
+
+/* Same as llama.cpp get_scale_min_k4. Sub-blocks 0..3 keep their 6-bit scale/min in the low
+ * six bits of scales[j] / scales[j+4]; sub-blocks 4..7 keep the low four bits in a nibble of
+ * scales[j+4] and the high two bits in the top two bits of scales[j-4] / scales[j]. */
+void hk_q4k_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = (uint8_t)(scales[j] & 63);
+        *m = (uint8_t)(scales[j + 4] & 63);
+    } else {
+        *sc = (uint8_t)((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+        *m = (uint8_t)((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+}
+
+/* Exact inverse of hk_q4k_scale_min: ls[j], lm[j] in 0..63. */
+static void q4k_pack_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[12])
+{
+    for (int j = 0; j < 12; j++)
+        scales[j] = 0;
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            scales[j] = ls[j];
+            scales[j + 4] = lm[j];
+        } else {
+            scales[j + 4] = (uint8_t)((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+            scales[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            scales[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+}
+
+/* ---- dequantize ------------------------------------------------------------------------------ */
+
+void hk_dequant_row_q8_0(const hk_block_q8_0 *x, float *y, size_t k)
+{
+    const size_t nb = k / HK_QK8_0;
+    for (size_t i = 0; i < nb; i++) {
+        const float d = hk_f16_to_f32(x[i].d);
+        for (size_t j = 0; j < HK_QK8_0; j++)
+            y[i * HK_QK8_0 + j] = (float)x[i].qs[j] * d;
+    }
+}
+
+void hk_dequant_row_q8_1(const hk_block_q8_1 *x, float *y, size_t k)
+{
+    const size_t nb = k / HK_QK8_0;
+    for (size_t i = 0; i < nb; i++) {
+        const float d = hk_f16_to_f32(x[i].d);
+        for (size_t j = 0; j < HK_QK8_0; j++)
+            y[i * HK_QK8_0 + j] = (float)x[i].qs[j] * d;
+    }
+}
+
+void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k)
+{
+    const size_t nb = k / HK_QK_K;
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *q = x[i].qs;
+        const float d = hk_f16_to_f32(x[i].d);
+        const float min = hk_f16_to_f32(x[i].dmin);
+        int is = 0;
+        for (int j = 0; j < HK_QK_K; j += 64) {
+            uint8_t sc, m;
+            hk_q4k_scale_min(x[i].scales, is + 0, &sc, &m);
+            const float d1 = d * sc;
+            const float m1 = min * m;
+            hk_q4k_scale_min(x[i].scales, is + 1, &sc, &m);
+            const float d2 = d * sc;
+            const float m2 = min * m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)(q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)(q[l] >> 4) - m2;
+            q += 32;
+            is += 2;
+        }
+    }
+}
+
+void hk_dequant_row_q6_k(const hk_block_q6_k *x, float *y, size_t k)
+{
+    const size_t nb = k / HK_QK_K;
+    for (size_t i = 0; i < nb; i++) {
+        const float d = hk_f16_to_f32(x[i].d);
+        const uint8_t *ql = x[i].ql;
+        const uint8_t *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int n = 0; n < HK_QK_K; n += 128) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = (int)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = (int)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * sc[is + 0] * (float)q1;
+                y[l + 32] = d * sc[is + 2] * (float)q2;
+                y[l + 64] = d * sc[is + 4] * (float)q3;
+                y[l + 96] = d * sc[is + 6] * (float)q4;
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+/* ---- quantize -------------------------------------------------------------------------------- */
+
+/* llama.cpp quantize_row_q8_0_ref: d = amax/127, q = roundf(x * (1/d)). */
+void hk_quant_row_q8_0(const float *x, hk_block_q8_0 *y, size_t k)
+{
+    const size_t nb = k / HK_QK8_0;
+    for (size_t i = 0; i < nb; i++) {
+        const float *xb = x + i * HK_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < HK_QK8_0; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = hk_f32_to_f16(d);
+        for (int j = 0; j < HK_QK8_0; j++)
+            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
+    }
+}
+
+/* llama.cpp quantize_row_q8_1_ref: as Q8_0, plus s = f16(sum(q) * d) with the f32 d. */
+void hk_quant_row_q8_1(const float *x, hk_block_q8_1 *y, size_t k)
+{
+    const size_t nb = k / HK_QK8_0;
+    for (size_t i = 0; i < nb; i++) {
+        const float *xb = x + i * HK_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < HK_QK8_0; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = hk_f32_to_f16(d);
+        int sum = 0;
+        for (int j = 0; j < HK_QK8_0; j++) {
+            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = hk_f32_to_f16((float)sum * d);
+    }
+}
+
+/* round(v) clamped to lo..hi; the clamp happens in float first so the conversion to int is
+ * always in range, however extreme v is. */
+static int round_clamp(float v, int lo, int hi)
+{
+    v = fmaxf(v, (float)lo);
+    v = fminf(v, (float)hi);
+    return (int)lroundf(v);
+}
+
+/* Smallest f16 >= v (v >= 0, finite): v / f16(v) <= 1, so sub-block scales quantized against
+ * it never need clamping, even where the f16 is subnormal and coarse (tiny data). */
+static uint16_t f16_round_up(float v)
+{
+    uint16_t h = hk_f32_to_f16(v);
+    if (hk_f16_to_f32(h) < v && h < 0x7C00u)
+        h++;
+    return h;
+}
+
+/* Simple Q4_K: per 32-value sub-block, min = min(0, min x), scale = (max - min)/15; the
+ * sub-block scales and mins are quantized to 6 bits against d = max scale/63 and
+ * dmin = max min/63 (both rounded up to f16 first); the 4-bit quants are then chosen against the
+ * quantized effective scale/min, so the block decodes consistently. */
+void hk_quant_row_q4_k(const float *x, hk_block_q4_k *y, size_t k)
+{
+    const size_t nb = k / HK_QK_K;
+    for (size_t i = 0; i < nb; i++) {
+        const float *xb = x + i * HK_QK_K;
+        float scale[8], mins[8];
+        float max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            float lo = xb[32 * j], hi = xb[32 * j];
+            for (int l = 1; l < 32; l++) {
+                lo = fminf(lo, xb[32 * j + l]);
+                hi = fmaxf(hi, xb[32 * j + l]);
+            }
+            if (lo > 0.0f)
+                lo = 0.0f;
+            scale[j] = (hi - lo) / 15.0f;
+            mins[j] = -lo; /* >= 0: decode is d*sc*q - dmin*m */
+            max_scale = fmaxf(max_scale, scale[j]);
+            max_min = fmaxf(max_min, mins[j]);
+        }
+
+        y[i].d = f16_round_up(max_scale / 63.0f);
+        y[i].dmin = f16_round_up(max_min / 63.0f);
+        const float d = hk_f16_to_f32(y[i].d);
+        const float dmin = hk_f16_to_f32(y[i].dmin);
+
+        uint8_t ls[8], lm[8];
+        for (int j = 0; j < 8; j++) {
+            int s = d > 0.0f ? round_clamp(scale[j] / d, 0, 63) : 0;
+            /* a sub-block with any spread keeps a nonzero scale, else it would decode flat */
+            if (s == 0 && scale[j] > 0.0f && d > 0.0f)
+                s = 1;
+            ls[j] = (uint8_t)s;
+            lm[j] = (uint8_t)(dmin > 0.0f ? round_clamp(mins[j] / dmin, 0, 63) : 0);
+        }
+        q4k_pack_scales(ls, lm, y[i].scales);
+
+        uint8_t L[HK_QK_K];
+        for (int j = 0; j < 8; j++) {
+            const float s_eff = d * ls[j];
+            const float m_eff = dmin * lm[j];
+            for (int l = 0; l < 32; l++) {
+                int q = 0;
+                if (s_eff > 0.0f)
+                    q = round_clamp((xb[32 * j + l] + m_eff) / s_eff, 0, 15);
+                L[32 * j + l] = (uint8_t)q;
+            }
+        }
+        /* value 64c+l (l < 32) is the low nibble of qs[32c+l], value 64c+32+l the high one */
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+/* Simple Q6_K: per 16-value sub-block, |scale| = amax/32 with the sign chosen so the value of
+ * largest magnitude maps to q = -32 (as llama.cpp does). If the other side comes within 31/32
+ * of that magnitude it would need q = 32, so the scale is widened just enough (or the sign
+ * flipped, whichever is smaller) for every q to fit in -32..31. The 16 scales are quantized
+ * to int8 against d = max|scale|/127 (rounded up to f16 first);
+ * q = clamp(round(x / (d*sc)), -32, 31) + 32. */
+void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k)
+{
+    const size_t nb = k / HK_QK_K;
+    for (size_t i = 0; i < nb; i++) {
+        const float *xb = x + i * HK_QK_K;
+        float scale[16];
+        float max_abs_scale = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float pos = 0.0f, neg = 0.0f; /* largest positive value, largest |negative| */
+            for (int l = 0; l < 16; l++) {
+                pos = fmaxf(pos, xb[16 * j + l]);
+                neg = fmaxf(neg, -xb[16 * j + l]);
+            }
+            /* scale > 0 sends negatives towards -32; scale < 0 sends positives there */
+            const float s_neg_low = fmaxf(neg / 32.0f, pos / 31.0f);
+            const float s_pos_low = fmaxf(pos / 32.0f, neg / 31.0f);
+            scale[j] = s_neg_low <= s_pos_low ? s_neg_low : -s_pos_low;
+            max_abs_scale = fmaxf(max_abs_scale, fabsf(scale[j]));
+        }
+
+        y[i].d = f16_round_up(max_abs_scale / 127.0f);
+        const float d = hk_f16_to_f32(y[i].d);
+
+        for (int j = 0; j < 16; j++) {
+            int s = d > 0.0f ? round_clamp(scale[j] / d, -128, 127) : 0;
+            if (s == 0 && scale[j] != 0.0f && d > 0.0f)
+                s = scale[j] > 0.0f ? 1 : -1;
+            y[i].scales[j] = (int8_t)s;
+        }
+
+        uint8_t L[HK_QK_K]; /* biased quants, 0..63 */
+        for (int j = 0; j < 16; j++) {
+            const float s_eff = d * y[i].scales[j];
+            for (int l = 0; l < 16; l++) {
+                int q = 0;
+                if (s_eff != 0.0f)
+                    q = round_clamp(xb[16 * j + l] / s_eff, -32, 31);
+                L[16 * j + l] = (uint8_t)(q + 32);
+            }
+        }
+
+        /* inverse of hk_dequant_row_q6_k: in each 128-value half n, position l < 32 holds
+         * values l, l+32, l+64, l+96 in ql[l] lo, ql[l+32] lo, ql[l] hi, ql[l+32] hi and
+         * the high two bits in qh[l] bits 0-1, 2-3, 4-5, 6-7. */
+        for (int n = 0; n < 2; n++) {
+            const uint8_t *Lh = L + 128 * n;
+            uint8_t *ql = y[i].ql + 64 * n;
+            uint8_t *qh = y[i].qh + 32 * n;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t q1 = Lh[l], q2 = Lh[l + 32], q3 = Lh[l + 64], q4 = Lh[l + 96];
+                ql[l] = (uint8_t)((q1 & 0xF) | ((q3 & 0xF) << 4));
+                ql[l + 32] = (uint8_t)((q2 & 0xF) | ((q4 & 0xF) << 4));
+                qh[l] = (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+            }
+        }
+    }
+}
+
+/* ---- row sizes ------------------------------------------------------------------------------- */
+
+size_t hk_ref_row_bytes(int type, size_t k)
+{
+    switch (type) {
+    case HK_REF_Q8_0:
+        return k % HK_QK8_0 ? 0 : k / HK_QK8_0 * sizeof(hk_block_q8_0);
+    case HK_REF_Q4_K:
+        return k % HK_QK_K ? 0 : k / HK_QK_K * sizeof(hk_block_q4_k);
+    case HK_REF_Q6_K:
+        return k % HK_QK_K ? 0 : k / HK_QK_K * sizeof(hk_block_q6_k);
+    default:
+        return 0;
+    }
+}

@@ -1,0 +1,82 @@
+/* hk_ref.h — plain-C specification of every libhkernel kernel: GGUF block formats, f16
+ * conversion, reference quantizers (for test data) and scalar reference kernels.
+ * No Vulkan here: tests, tools and the tuner call these, and they are meant to be read as the
+ * definition of what each GPU kernel computes. Written for clarity, not speed. */
+#ifndef HK_REF_H
+#define HK_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GGUF block layouts, byte for byte ------------------------------------------------------ */
+#define HK_QK8_0 32  /* values per Q8_0 / Q8_1 block */
+#define HK_QK_K 256  /* values per K-quant super-block */
+
+typedef struct hk_block_q8_0 {
+    uint16_t d;        /* f16 scale */
+    int8_t qs[32];
+} hk_block_q8_0;       /* 34 bytes */
+
+typedef struct hk_block_q8_1 {
+    uint16_t d;        /* f16 scale */
+    uint16_t s;        /* f16 of d * sum(qs) */
+    int8_t qs[32];
+} hk_block_q8_1;       /* 36 bytes */
+
+typedef struct hk_block_q4_k {
+    uint16_t d;        /* f16 super-block scale of the 6-bit scales */
+    uint16_t dmin;     /* f16 super-block scale of the 6-bit mins */
+    uint8_t scales[12];/* 8 x (6-bit scale, 6-bit min), packed */
+    uint8_t qs[128];   /* 256 x 4-bit quants */
+} hk_block_q4_k;       /* 144 bytes */
+
+typedef struct hk_block_q6_k {
+    uint8_t ql[128];   /* low 4 bits */
+    uint8_t qh[64];    /* high 2 bits */
+    int8_t scales[16]; /* 8-bit scale per 16 values */
+    uint16_t d;        /* f16 super-block scale */
+} hk_block_q6_k;       /* 210 bytes */
+
+/* ---- f16 ------------------------------------------------------------------------------------ */
+/* IEEE binary16 <-> binary32; f32->f16 rounds to nearest even, handles inf/nan/subnormals. */
+float hk_f16_to_f32(uint16_t h);
+uint16_t hk_f32_to_f16(float f);
+
+/* ---- Q4_K scale/min unpacking (sub-block j in 0..7) ------------------------------------------ */
+void hk_q4k_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *m);
+
+/* ---- dequantize: k values (k a multiple of the block size) ---------------------------------- */
+void hk_dequant_row_q8_0(const hk_block_q8_0 *x, float *y, size_t k);
+void hk_dequant_row_q8_1(const hk_block_q8_1 *x, float *y, size_t k);
+void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k);
+void hk_dequant_row_q6_k(const hk_block_q6_k *x, float *y, size_t k);
+
+/* ---- quantize: reference quantizers (GGUF-compatible layouts; simple, not llama.cpp's search) */
+void hk_quant_row_q8_0(const float *x, hk_block_q8_0 *y, size_t k);
+/* Q8_1 is the activation format the int8 kernels consume: d = amax/127, q = round(x/d),
+ * s = d * sum(q). This is the exact definition the GPU quantizer kernel is held to. */
+void hk_quant_row_q8_1(const float *x, hk_block_q8_1 *y, size_t k);
+void hk_quant_row_q4_k(const float *x, hk_block_q4_k *y, size_t k);
+void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k);
+
+/* ---- reference kernels ---------------------------------------------------------------------- */
+/* Weight types, numbered as in the public header's hk_type. */
+enum { HK_REF_Q8_0 = 1, HK_REF_Q4_K = 2, HK_REF_Q6_K = 3 };
+/* Bytes of one row of k values for a weight type (0 for an unknown type or k off the block). */
+size_t hk_ref_row_bytes(int type, size_t k);
+/* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
+ * Accumulates in f32 per block, then adds the block sums in order. */
+void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);
+/* y[r] = sum_i W[r*k + i] * x[i] (f32). */
+void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
+/* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */
+void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, size_t n, float eps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,74 @@
+/* Per-thread error messages, status and type names. */
+#include "internal.h"
+
+#include <stdio.h>
+
+static _Thread_local char last_error[1024];
+
+const char *hk_last_error(void) { return last_error; }
+
+hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
+{
+    int n = snprintf(last_error, sizeof last_error, "%s: ", fn);
+    if (n < 0 || (size_t)n >= sizeof last_error)
+        return status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *hk__vk_result_name(VkResult result)
+{
+    switch (result) {
+#define R(x) case x: return #x;
+    R(VK_SUCCESS) R(VK_NOT_READY) R(VK_TIMEOUT) R(VK_INCOMPLETE)
+    R(VK_ERROR_OUT_OF_HOST_MEMORY) R(VK_ERROR_OUT_OF_DEVICE_MEMORY) R(VK_ERROR_INITIALIZATION_FAILED)
+    R(VK_ERROR_DEVICE_LOST) R(VK_ERROR_MEMORY_MAP_FAILED) R(VK_ERROR_LAYER_NOT_PRESENT)
+    R(VK_ERROR_EXTENSION_NOT_PRESENT) R(VK_ERROR_FEATURE_NOT_PRESENT) R(VK_ERROR_INCOMPATIBLE_DRIVER)
+    R(VK_ERROR_TOO_MANY_OBJECTS) R(VK_ERROR_FORMAT_NOT_SUPPORTED) R(VK_ERROR_FRAGMENTED_POOL)
+    R(VK_ERROR_OUT_OF_POOL_MEMORY) R(VK_ERROR_INVALID_SHADER_NV) R(VK_ERROR_UNKNOWN)
+#undef R
+    default: return "VkResult(unknown)";
+    }
+}
+
+hk_status hk__vk_fail(VkResult result, const char *fn, const char *what)
+{
+    hk_status status = (result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY)
+                           ? HK_ERROR_OUT_OF_MEMORY
+                           : HK_ERROR_VULKAN;
+    return hk__fail(status, fn, "%s failed (%s, %d)", what, hk__vk_result_name(result), (int)result);
+}
+
+const char *hk_status_name(hk_status status)
+{
+    switch (status) {
+    case HK_OK: return "HK_OK";
+    case HK_ERROR_INVALID_ARGUMENT: return "HK_ERROR_INVALID_ARGUMENT";
+    case HK_ERROR_UNSUPPORTED: return "HK_ERROR_UNSUPPORTED";
+    case HK_ERROR_OUT_OF_MEMORY: return "HK_ERROR_OUT_OF_MEMORY";
+    case HK_ERROR_VULKAN: return "HK_ERROR_VULKAN";
+    case HK_ERROR_NOT_FOUND: return "HK_ERROR_NOT_FOUND";
+    case HK_ERROR_STATE: return "HK_ERROR_STATE";
+    }
+    return "HK_ERROR_(unknown)";
+}
+
+static const struct {
+    const char *name;
+    uint32_t values, bytes;
+} type_table[] = {
+    [HK_TYPE_F32] = {"f32", 1, 4},
+    [HK_TYPE_Q8_0] = {"q8_0", 32, 34},
+    [HK_TYPE_Q4_K] = {"q4_k", 256, 144},
+    [HK_TYPE_Q6_K] = {"q6_k", 256, 210},
+    [HK_TYPE_Q8_1] = {"q8_1", 32, 36},
+};
+
+static int type_known(hk_type type) { return (unsigned)type < sizeof type_table / sizeof type_table[0]; }
+
+uint32_t hk_type_block_values(hk_type type) { return type_known(type) ? type_table[type].values : 0; }
+uint32_t hk_type_block_bytes(hk_type type) { return type_known(type) ? type_table[type].bytes : 0; }
+const char *hk_type_name(hk_type type) { return type_known(type) ? type_table[type].name : "?"; }

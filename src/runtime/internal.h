@@ -1,0 +1,149 @@
+/* Runtime internals shared by src/runtime and the kernel family files in src/kernels.
+ * The runtime knows no kernel: a kernel family checks its arguments with hk__check_* and records
+ * itself with one call to hk__dispatch. */
+#ifndef HK_INTERNAL_H
+#define HK_INTERNAL_H
+
+#include "volk.h"
+#include "hkernel.h"
+#include "hk_shaders.h" /* generated: HK_SHADER_* ids and the embedded SPIR-V table */
+
+#include <stdarg.h>
+
+/* VK_KHR_cooperative_matrix postdates Debian 12's headers (1.3.239): its few definitions, from
+ * the registry, when the header lacks them. */
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_cooperative_matrix 1
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef struct VkCooperativeMatrixPropertiesKHR {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MSize, NSize, KSize;
+    uint32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
+    VkBool32 saturatingAccumulation;
+    uint32_t scope; /* VkScopeKHR */
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix;
+    VkBool32 cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *);
+#endif
+
+/* Every kernel binds at most this many storage buffers. The push-constant block of every shader
+ * starts with uint view_offset[HK_MAX_BINDINGS]: the byte offset of each view past the aligned
+ * descriptor base (shaders/common.glsl); kernel parameters follow at HK_PUSH_PARAMS_OFFSET. */
+#define HK_MAX_BINDINGS 8
+#define HK_PUSH_PARAMS_OFFSET (HK_MAX_BINDINGS * 4)
+#define HK_PUSH_BYTES 128
+#define HK_MAX_SPEC 8
+
+typedef struct hk_pipeline_entry {
+    int shader;
+    uint32_t spec[HK_MAX_SPEC];
+    uint32_t spec_count;
+    VkPipeline pipeline;
+} hk_pipeline_entry;
+
+struct hk_context {
+    VkInstance instance;
+    VkPhysicalDevice physical_device;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    int owns_device; /* created instance and device (not borrowed) */
+    struct VolkDeviceTable vk;
+    uint32_t features; /* HK_FEATURE_* enabled on the device */
+    hk_caps caps;
+    VkPhysicalDeviceMemoryProperties memory;
+
+    VkDebugUtilsMessengerEXT messenger;
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+    uint32_t validation_messages;
+    int validation_active;
+
+    VkPipelineCache pipeline_cache;
+    char pipeline_cache_file[1024]; /* "" when not persisted */
+    VkDescriptorSetLayout set_layout[HK_MAX_BINDINGS + 1]; /* by binding count, lazily */
+    VkPipelineLayout pipeline_layout[HK_MAX_BINDINGS + 1];
+    hk_pipeline_entry *pipelines;
+    uint32_t pipeline_count, pipeline_capacity;
+
+    VkCommandPool command_pool;
+    hk_stream *immediate; /* the stream behind a NULL-stream kernel call */
+};
+
+struct hk_buffer {
+    hk_context *context;
+    VkBuffer buffer;
+    VkDeviceMemory memory; /* VK_NULL_HANDLE for wrapped buffers */
+    uint64_t size;
+};
+
+/* ---- errors (error.c) ---- */
+/* Sets this thread's message ("fn: ...") and returns status. */
+hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* HK_ERROR_VULKAN with "fn: what failed (VK_ERROR_...)" */
+hk_status hk__vk_fail(VkResult result, const char *fn, const char *what);
+const char *hk__vk_result_name(VkResult result);
+
+/* ---- memory (buffer.c) ---- */
+/* Allocates and binds memory with the required properties (preferred first, then required). */
+hk_status hk__alloc_buffer(hk_context *context, const char *fn, uint64_t size, VkBufferUsageFlags usage,
+                           VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred, VkBuffer *out_buffer,
+                           VkDeviceMemory *out_memory);
+
+/* ---- pipelines (pipeline.c) ---- */
+hk_status hk__pipeline_cache_open(hk_context *context, const char *dir, int disabled);
+void hk__pipeline_cache_close(hk_context *context);
+hk_status hk__pipeline_get(hk_context *context, const char *fn, int shader, const uint32_t *spec, uint32_t spec_count,
+                           VkPipeline *out_pipeline, VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout);
+void hk__pipelines_destroy(hk_context *context);
+
+/* ---- argument checks (stream.c) ---- */
+/* A view the kernel reads or writes: bytes it touches, the alignment its offset needs. */
+typedef struct hk_binding {
+    hk_view view;
+    uint64_t bytes;
+    uint32_t align;
+    int writes;
+    int in_place_ok; /* an output may be exactly another binding's view (same offset and size) */
+} hk_binding;
+
+/* Checks the context, the stream (same context, may be NULL) and every binding (non-null buffer of
+ * this context, offset aligned, offset + bytes inside the buffer, outputs not overlapping other
+ * bindings). */
+hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char *fn, const char *const *names,
+                             const hk_binding *bindings, uint32_t count);
+
+/* ---- dispatch (stream.c): the one way every kernel is recorded ---- */
+typedef struct hk_dispatch_desc {
+    int shader;
+    const uint32_t *spec; /* specialization constants 0..spec_count-1 */
+    uint32_t spec_count;
+    const hk_binding *bindings; /* bound at binding 0..count-1 */
+    uint32_t binding_count;
+    const void *params; /* kernel push constants, placed at HK_PUSH_PARAMS_OFFSET */
+    uint32_t params_bytes;
+    uint64_t groups; /* linear workgroup count, spread over x and y (shaders/common.glsl hk_group_id) */
+} hk_dispatch_desc;
+
+/* Records one dispatch into stream (NULL: into the context's immediate stream, then submits and
+ * waits). Arguments must have been checked. */
+hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, const hk_dispatch_desc *desc);
+
+hk_status hk__stream_create(hk_context *context, uint32_t max_timestamps, VkCommandBuffer wrapped, hk_stream **out);
+/* Runs a one-off transfer recorded by record(cmd, user) and waits (upload/download/fill). */
+hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(hk_context *, VkCommandBuffer, void *),
+                           void *user);
+
+#endif

@@ -1,0 +1,459 @@
+/* Streams: one command buffer that kernels record into, hazard-tracked barriers, descriptor pools,
+ * GPU timestamps; the single dispatch path every kernel uses; argument checks for views. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HK_SETS_PER_POOL 256
+#define HK_MAX_PENDING 64
+/* Vulkan's guaranteed minimum for maxComputeWorkGroupCount[0..1]. */
+#define HK_MAX_GROUPS_XY 65535u
+
+typedef struct hk_range {
+    VkBuffer buffer;
+    uint64_t begin, end;
+    int writes;
+} hk_range;
+
+struct hk_stream {
+    hk_context *context;
+    VkCommandBuffer cmd;
+    int wrapped;
+    int recording;
+    int barrier_due; /* the next command must wait for all earlier ones */
+    VkFence fence;
+    VkDescriptorPool *pools;
+    uint32_t pool_count, pool_current;
+    VkQueryPool queries;
+    uint32_t max_timestamps;
+    uint32_t kernel_count;  /* recorded since the last submit/reset */
+    uint32_t timed_count;   /* kernels of the last submit that have timestamps */
+    uint64_t *stamps;       /* 2 per timed kernel, from the last submit */
+    hk_range pending[HK_MAX_PENDING]; /* accesses since the last barrier */
+    uint32_t pending_count;
+};
+
+/* ---- argument checks ---- */
+
+hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char *fn, const char *const *names,
+                             const hk_binding *b, uint32_t count)
+{
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (stream && stream->context != context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "stream belongs to another context");
+    for (uint32_t i = 0; i < count; i++) {
+        const hk_buffer *buf = b[i].view.buffer;
+        uint64_t off = b[i].view.offset;
+        if (!buf)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s.buffer is NULL", names[i]);
+        if (buf->context != context)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s.buffer belongs to another context", names[i]);
+        if (off % b[i].align)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s.offset=%llu is not a multiple of %u", names[i],
+                            (unsigned long long)off, b[i].align);
+        if (off > buf->size || b[i].bytes > buf->size - off)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
+                            "%s needs %llu bytes at offset %llu, past the end of its %llu-byte buffer", names[i],
+                            (unsigned long long)b[i].bytes, (unsigned long long)off, (unsigned long long)buf->size);
+        uint64_t align = context->caps.min_storage_offset_alignment ? context->caps.min_storage_offset_alignment : 1;
+        if (off % align + b[i].bytes > context->caps.max_storage_buffer_range)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s spans %llu bytes, more than the device can bind (%llu)",
+                            names[i], (unsigned long long)b[i].bytes,
+                            (unsigned long long)context->caps.max_storage_buffer_range);
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (!b[i].writes)
+            continue;
+        for (uint32_t j = 0; j < count; j++) {
+            if (j == i || b[j].view.buffer->buffer != b[i].view.buffer->buffer)
+                continue;
+            uint64_t a0 = b[i].view.offset, a1 = a0 + b[i].bytes, c0 = b[j].view.offset, c1 = c0 + b[j].bytes;
+            if (a0 < c1 && c0 < a1 && !(b[i].in_place_ok && a0 == c0 && b[i].bytes == b[j].bytes))
+                return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "output %s overlaps %s", names[i], names[j]);
+        }
+    }
+    return HK_OK;
+}
+
+/* ---- stream objects ---- */
+
+hk_status hk__stream_create(hk_context *context, uint32_t max_timestamps, VkCommandBuffer wrapped, hk_stream **out)
+{
+    static const char fn[] = "hk_stream_create";
+    const struct VolkDeviceTable *vk = &context->vk;
+    hk_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+    s->context = context;
+    VkResult r = VK_SUCCESS;
+    if (wrapped) {
+        s->cmd = wrapped;
+        s->wrapped = 1;
+        s->recording = 1;
+        s->barrier_due = 1;
+    } else {
+        VkCommandBufferAllocateInfo info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                            .commandPool = context->command_pool,
+                                            .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                            .commandBufferCount = 1};
+        r = vk->vkAllocateCommandBuffers(context->device, &info, &s->cmd);
+        if (r != VK_SUCCESS) {
+            free(s);
+            return hk__vk_fail(r, fn, "vkAllocateCommandBuffers");
+        }
+        VkFenceCreateInfo fence_info = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        r = vk->vkCreateFence(context->device, &fence_info, NULL, &s->fence);
+        if (r != VK_SUCCESS) {
+            hk_stream_destroy(s);
+            return hk__vk_fail(r, fn, "vkCreateFence");
+        }
+    }
+    if (max_timestamps) {
+        VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                    .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                    .queryCount = 2 * max_timestamps};
+        r = vk->vkCreateQueryPool(context->device, &qi, NULL, &s->queries);
+        s->stamps = calloc(2 * (size_t)max_timestamps, sizeof *s->stamps);
+        if (r != VK_SUCCESS || !s->stamps) {
+            hk_stream_destroy(s);
+            return r != VK_SUCCESS ? hk__vk_fail(r, fn, "vkCreateQueryPool")
+                                   : hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+        }
+        s->max_timestamps = max_timestamps;
+    }
+    *out = s;
+    return HK_OK;
+}
+
+hk_status hk_stream_create(hk_context *context, uint32_t max_timestamps, hk_stream **out_stream)
+{
+    static const char fn[] = "hk_stream_create";
+    if (!out_stream)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_stream is NULL");
+    *out_stream = NULL;
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (max_timestamps && !context->caps.timestamps)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" has no timestamps on its compute queue",
+                        context->caps.device_name);
+    if (max_timestamps > (1u << 20))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "max_timestamps=%u is more than 1048576", max_timestamps);
+    return hk__stream_create(context, max_timestamps, VK_NULL_HANDLE, out_stream);
+}
+
+hk_status hk_stream_wrap(hk_context *context, VkCommandBuffer command_buffer, hk_stream **out_stream)
+{
+    static const char fn[] = "hk_stream_wrap";
+    if (!out_stream)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_stream is NULL");
+    *out_stream = NULL;
+    if (!context || !command_buffer)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", context ? "command_buffer" : "context");
+    return hk__stream_create(context, 0, command_buffer, out_stream);
+}
+
+static void free_descriptor_pools(hk_stream *s)
+{
+    for (uint32_t i = 0; i < s->pool_count; i++)
+        s->context->vk.vkDestroyDescriptorPool(s->context->device, s->pools[i], NULL);
+    free(s->pools);
+    s->pools = NULL;
+    s->pool_count = s->pool_current = 0;
+}
+
+void hk_stream_destroy(hk_stream *s)
+{
+    if (!s)
+        return;
+    hk_context *context = s->context;
+    const struct VolkDeviceTable *vk = &context->vk;
+    if (!s->wrapped) {
+        if (s->recording) /* recorded but never submitted: nothing is in flight */
+            vk->vkEndCommandBuffer(s->cmd);
+        if (s->cmd)
+            vk->vkFreeCommandBuffers(context->device, context->command_pool, 1, &s->cmd);
+        if (s->fence)
+            vk->vkDestroyFence(context->device, s->fence, NULL);
+    }
+    free_descriptor_pools(s);
+    if (s->queries)
+        vk->vkDestroyQueryPool(context->device, s->queries, NULL);
+    free(s->stamps);
+    free(s);
+}
+
+static void reset_tracking(hk_stream *s)
+{
+    for (uint32_t i = 0; i < s->pool_count; i++)
+        s->context->vk.vkResetDescriptorPool(s->context->device, s->pools[i], 0);
+    s->pool_current = 0;
+    s->kernel_count = 0;
+    s->pending_count = 0;
+}
+
+static hk_status begin_recording(hk_stream *s, const char *fn)
+{
+    if (s->recording)
+        return HK_OK;
+    const struct VolkDeviceTable *vk = &s->context->vk;
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = vk->vkBeginCommandBuffer(s->cmd, &begin);
+    if (r != VK_SUCCESS)
+        return hk__vk_fail(r, fn, "vkBeginCommandBuffer");
+    if (s->queries)
+        vk->vkCmdResetQueryPool(s->cmd, s->queries, 0, 2 * s->max_timestamps);
+    s->recording = 1;
+    /* earlier submissions' writes (uploads, kernels) must be visible to this one's first reads */
+    s->barrier_due = 1;
+    return HK_OK;
+}
+
+hk_status hk_stream_submit(hk_stream *s)
+{
+    static const char fn[] = "hk_stream_submit";
+    if (!s)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "stream is NULL");
+    if (s->wrapped)
+        return hk__fail(HK_ERROR_STATE, fn, "a wrapped stream is submitted by the engine that owns its command buffer");
+    hk_context *context = s->context;
+    const struct VolkDeviceTable *vk = &context->vk;
+    if (!s->recording) {
+        s->timed_count = 0;
+        return HK_OK;
+    }
+    s->recording = 0;
+    VkResult r = vk->vkEndCommandBuffer(s->cmd);
+    if (r != VK_SUCCESS) {
+        vk->vkResetCommandBuffer(s->cmd, 0);
+        reset_tracking(s);
+        return hk__vk_fail(r, fn, "vkEndCommandBuffer");
+    }
+    VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cmd};
+    r = vk->vkQueueSubmit(context->queue, 1, &submit, s->fence);
+    if (r == VK_SUCCESS)
+        r = vk->vkWaitForFences(context->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+    hk_status st = HK_OK;
+    if (r != VK_SUCCESS)
+        st = hk__vk_fail(r, fn, "vkQueueSubmit/vkWaitForFences");
+    uint32_t timed = s->kernel_count < s->max_timestamps ? s->kernel_count : s->max_timestamps;
+    s->timed_count = 0;
+    if (st == HK_OK && timed) {
+        r = vk->vkGetQueryPoolResults(context->device, s->queries, 0, 2 * timed, 2 * timed * sizeof(uint64_t),
+                                      s->stamps, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r != VK_SUCCESS)
+            st = hk__vk_fail(r, fn, "vkGetQueryPoolResults");
+        else
+            s->timed_count = timed;
+    }
+    vk->vkResetFences(context->device, 1, &s->fence);
+    vk->vkResetCommandBuffer(s->cmd, 0);
+    reset_tracking(s);
+    return st;
+}
+
+hk_status hk_stream_reset(hk_stream *s)
+{
+    if (!s)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_stream_reset", "stream is NULL");
+    if (!s->wrapped && s->recording) {
+        s->context->vk.vkEndCommandBuffer(s->cmd);
+        s->context->vk.vkResetCommandBuffer(s->cmd, 0);
+        s->recording = 0;
+    }
+    if (s->wrapped)
+        s->barrier_due = 1;
+    reset_tracking(s);
+    return HK_OK;
+}
+
+uint32_t hk_stream_kernel_count(const hk_stream *s) { return s ? s->kernel_count : 0; }
+
+hk_status hk_stream_time_ms(const hk_stream *s, uint32_t first, uint32_t last, double *out_ms)
+{
+    static const char fn[] = "hk_stream_time_ms";
+    if (!s || !out_ms)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", s ? "out_ms" : "stream");
+    if (!s->max_timestamps)
+        return hk__fail(HK_ERROR_STATE, fn, "the stream was created without timestamps");
+    if (first > last || last >= s->timed_count)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernels [%u, %u] not timed in the last submit (%u timed)", first,
+                        last, s->timed_count);
+    uint64_t t0 = s->stamps[2 * first], t1 = s->stamps[2 * last + 1];
+    *out_ms = t1 > t0 ? (double)(t1 - t0) * s->context->caps.timestamp_period_ns * 1e-6 : 0.0;
+    return HK_OK;
+}
+
+/* ---- recording ---- */
+
+static void record_barrier(hk_stream *s)
+{
+    VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                                VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    s->context->vk.vkCmdPipelineBarrier(s->cmd, stages, stages, 0, 1, &barrier, 0, NULL, 0, NULL);
+    s->pending_count = 0;
+    s->barrier_due = 0;
+}
+
+/* A barrier goes in only where this command touches bytes an earlier one since the last barrier
+ * wrote, or writes bytes an earlier one read: independent kernels stay free to overlap. */
+static void order_after_earlier(hk_stream *s, const hk_binding *b, uint32_t count)
+{
+    int needed = s->barrier_due || s->pending_count + count > HK_MAX_PENDING;
+    for (uint32_t i = 0; i < count && !needed; i++) {
+        uint64_t begin = b[i].view.offset, end = begin + b[i].bytes;
+        for (uint32_t j = 0; j < s->pending_count && !needed; j++) {
+            const hk_range *p = &s->pending[j];
+            needed = p->buffer == b[i].view.buffer->buffer && begin < p->end && p->begin < end &&
+                     (p->writes || b[i].writes);
+        }
+    }
+    if (needed)
+        record_barrier(s);
+    for (uint32_t i = 0; i < count; i++)
+        s->pending[s->pending_count++] = (hk_range){b[i].view.buffer->buffer, b[i].view.offset,
+                                                    b[i].view.offset + b[i].bytes, b[i].writes};
+}
+
+static hk_status allocate_set(hk_stream *s, const char *fn, VkDescriptorSetLayout layout, VkDescriptorSet *out)
+{
+    const struct VolkDeviceTable *vk = &s->context->vk;
+    for (;;) {
+        if (s->pool_current == s->pool_count) {
+            VkDescriptorPool *pools = realloc(s->pools, (s->pool_count + 1) * sizeof *pools);
+            if (!pools)
+                return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+            s->pools = pools;
+            VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, HK_SETS_PER_POOL * HK_MAX_BINDINGS};
+            VkDescriptorPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                               .maxSets = HK_SETS_PER_POOL,
+                                               .poolSizeCount = 1,
+                                               .pPoolSizes = &size};
+            VkResult r = vk->vkCreateDescriptorPool(s->context->device, &info, NULL, &s->pools[s->pool_count]);
+            if (r != VK_SUCCESS)
+                return hk__vk_fail(r, fn, "vkCreateDescriptorPool");
+            s->pool_count++;
+        }
+        VkDescriptorSetAllocateInfo info = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                            .descriptorPool = s->pools[s->pool_current],
+                                            .descriptorSetCount = 1,
+                                            .pSetLayouts = &layout};
+        VkResult r = vk->vkAllocateDescriptorSets(s->context->device, &info, out);
+        if (r == VK_SUCCESS)
+            return HK_OK;
+        if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
+            return hk__vk_fail(r, fn, "vkAllocateDescriptorSets");
+        s->pool_current++;
+    }
+}
+
+static void write_timestamp(hk_stream *s, VkPipelineStageFlagBits stage, uint32_t slot)
+{
+    if (s->kernel_count < s->max_timestamps)
+        s->context->vk.vkCmdWriteTimestamp(s->cmd, stage, s->queries, 2 * s->kernel_count + slot);
+}
+
+hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, const hk_dispatch_desc *d)
+{
+    hk_stream *s = stream ? stream : context->immediate;
+    const struct VolkDeviceTable *vk = &context->vk;
+    if (d->binding_count > HK_MAX_BINDINGS || HK_PUSH_PARAMS_OFFSET + d->params_bytes > HK_PUSH_BYTES)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "internal: too many bindings or push constants");
+    uint64_t groups_x = d->groups < HK_MAX_GROUPS_XY ? d->groups : HK_MAX_GROUPS_XY;
+    uint64_t groups_y = groups_x ? (d->groups + groups_x - 1) / groups_x : 0;
+    if (groups_y > HK_MAX_GROUPS_XY)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "the shape needs %llu workgroups, more than one dispatch allows",
+                        (unsigned long long)d->groups);
+    VkPipeline pipeline;
+    VkPipelineLayout layout;
+    VkDescriptorSetLayout set_layout;
+    hk_status st = hk__pipeline_get(context, fn, d->shader, d->spec, d->spec_count, &pipeline, &layout, &set_layout);
+    if (st != HK_OK)
+        return st;
+    st = begin_recording(s, fn);
+    if (st != HK_OK)
+        return st;
+    VkDescriptorSet set;
+    st = allocate_set(s, fn, set_layout, &set);
+    if (st != HK_OK)
+        goto fail;
+
+    uint8_t push[HK_PUSH_BYTES] = {0};
+    VkDescriptorBufferInfo infos[HK_MAX_BINDINGS];
+    VkWriteDescriptorSet writes[HK_MAX_BINDINGS];
+    uint64_t align = context->caps.min_storage_offset_alignment ? context->caps.min_storage_offset_alignment : 1;
+    for (uint32_t i = 0; i < d->binding_count; i++) {
+        const hk_buffer *buf = d->bindings[i].view.buffer;
+        uint64_t base = d->bindings[i].view.offset / align * align;
+        uint64_t range = buf->size - base;
+        if (range > context->caps.max_storage_buffer_range)
+            range = context->caps.max_storage_buffer_range;
+        uint32_t rel = (uint32_t)(d->bindings[i].view.offset - base);
+        memcpy(push + 4 * i, &rel, 4);
+        infos[i] = (VkDescriptorBufferInfo){buf->buffer, base, range};
+        writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                           .dstSet = set,
+                                           .dstBinding = i,
+                                           .descriptorCount = 1,
+                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .pBufferInfo = &infos[i]};
+    }
+    vk->vkUpdateDescriptorSets(context->device, d->binding_count, writes, 0, NULL);
+    if (d->params_bytes)
+        memcpy(push + HK_PUSH_PARAMS_OFFSET, d->params, d->params_bytes);
+
+    order_after_earlier(s, d->bindings, d->binding_count);
+    write_timestamp(s, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0);
+    vk->vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    vk->vkCmdBindDescriptorSets(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+    vk->vkCmdPushConstants(s->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HK_PUSH_BYTES, push);
+    if (groups_x)
+        vk->vkCmdDispatch(s->cmd, (uint32_t)groups_x, (uint32_t)groups_y, 1);
+    write_timestamp(s, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
+    s->kernel_count++;
+    return stream ? HK_OK : hk_stream_submit(s);
+fail:
+    if (!stream)
+        hk_stream_reset(s);
+    return st;
+}
+
+hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(hk_context *, VkCommandBuffer, void *),
+                           void *user)
+{
+    hk_stream *s = context->immediate;
+    hk_status st = begin_recording(s, fn);
+    if (st != HK_OK)
+        return st;
+    record_barrier(s);
+    record(context, s->cmd, user);
+    return hk_stream_submit(s);
+}
+
+hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view dst, uint64_t size)
+{
+    static const char fn[] = "hk_copy";
+    static const char *const names[] = {"src", "dst"};
+    hk_binding b[2] = {{src, size, 1, 0, 0}, {dst, size, 1, 1, 0}};
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 2);
+    if (st != HK_OK)
+        return st;
+    if (size == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "size is 0");
+    hk_stream *s = stream ? stream : context->immediate;
+    st = begin_recording(s, fn);
+    if (st != HK_OK)
+        return st;
+    order_after_earlier(s, b, 2);
+    write_timestamp(s, VK_PIPELINE_STAGE_TRANSFER_BIT, 0);
+    VkBufferCopy region = {src.offset, dst.offset, size};
+    context->vk.vkCmdCopyBuffer(s->cmd, src.buffer->buffer, dst.buffer->buffer, 1, &region);
+    write_timestamp(s, VK_PIPELINE_STAGE_TRANSFER_BIT, 1);
+    s->kernel_count++;
+    return stream ? HK_OK : hk_stream_submit(s);
+}

@@ -1,0 +1,154 @@
+#include "hk_test.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned passed, failed;
+
+uint64_t hk_rng_next(hk_rng *r)
+{
+    /* xorshift64*: seeded, reproducible across platforms */
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 0x2545F4914F6CDD1DULL;
+}
+
+float hk_rng_uniform(hk_rng *r, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((hk_rng_next(r) >> 40) * (1.0 / 16777216.0));
+}
+
+void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = hk_rng_uniform(r, lo, hi);
+}
+
+static void set_f16(uint8_t *p, float v)
+{
+    uint16_t h = hk_f32_to_f16(v);
+    memcpy(p, &h, 2);
+}
+
+void hk_random_blocks(hk_rng *r, hk_type type, void *blocks, size_t n_blocks, float scale)
+{
+    size_t bytes = hk_type_block_bytes(type);
+    uint8_t *p = blocks;
+    for (size_t i = 0; i < n_blocks * bytes; i++)
+        p[i] = (uint8_t)(hk_rng_next(r) >> 56);
+    for (size_t b = 0; b < n_blocks; b++, p += bytes) {
+        switch (type) {
+        case HK_TYPE_Q8_0: set_f16(p, hk_rng_uniform(r, -scale, scale)); break;
+        case HK_TYPE_Q8_1: set_f16(p, hk_rng_uniform(r, -scale, scale)); set_f16(p + 2, hk_rng_uniform(r, -scale, scale)); break;
+        case HK_TYPE_Q4_K: /* dmin as large as d: the "- M*xsum" term must be right too */
+            set_f16(p, hk_rng_uniform(r, -scale, scale));
+            set_f16(p + 2, hk_rng_uniform(r, -scale, scale));
+            break;
+        case HK_TYPE_Q6_K: set_f16(p + 208, hk_rng_uniform(r, -scale, scale)); break;
+        default: break;
+        }
+    }
+}
+
+float hk_poison_value(void)
+{
+    uint32_t w = HK_POISON_WORD;
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
+}
+
+void hk_poison(float *v, size_t n)
+{
+    float p = hk_poison_value();
+    for (size_t i = 0; i < n; i++)
+        v[i] = p;
+}
+
+double hk_scale_rel(const float *got, const float *ref, size_t n)
+{
+    double scale = 0.0, err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]))
+            return INFINITY;
+        double d = fabs((double)got[i] - (double)ref[i]);
+        err = d > err ? d : err;
+        double a = fabs((double)ref[i]);
+        scale = a > scale ? a : scale;
+    }
+    return err / (scale > 1e-30 ? scale : 1e-30);
+}
+
+void hk_check(int ok, const char *name, const char *fmt, ...)
+{
+    char detail[512] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+    }
+    printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name, *detail ? ": " : "", detail);
+    fflush(stdout);
+    if (ok)
+        passed++;
+    else
+        failed++;
+}
+
+int hk_check_close(const char *name, const float *got, const float *ref, size_t n, double gate)
+{
+    double rel = hk_scale_rel(got, ref, n);
+    int ok = rel < gate;
+    hk_check(ok, name, "scale_rel=%.3e gate=%.0e n=%zu", rel, gate, n);
+    return ok;
+}
+
+int hk_check_status(const char *name, hk_status got, hk_status want, const char *needle)
+{
+    const char *msg = hk_last_error();
+    int ok = got == want && (got == HK_OK || !needle || strstr(msg, needle));
+    hk_check(ok, name, "%s (want %s) \"%s\"", hk_status_name(got), hk_status_name(want), got == HK_OK ? "" : msg);
+    return ok;
+}
+
+hk_context *hk_test_context(void)
+{
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.enable_validation = 1;
+    desc.disable_pipeline_cache = 1;
+    hk_context *context = NULL;
+    if (hk_context_create(&desc, &context) != HK_OK) {
+        fprintf(stderr, "cannot create a context: %s\n", hk_last_error());
+        exit(1);
+    }
+    hk_caps caps;
+    hk_context_caps(context, &caps);
+    printf("device: %s (subgroup %u, validation %s)\n", caps.device_name, caps.subgroup_size,
+           hk_context_validation_active(context) ? "on" : "not installed");
+    return context;
+}
+
+int hk_test_finish(hk_context *context)
+{
+    uint32_t messages = hk_context_validation_messages(context);
+    hk_check(messages == 0, "no validation messages", "%u seen", messages);
+    hk_context_destroy(context);
+    printf("%u passed, %u failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+hk_buffer *hk_test_buffer(hk_context *context, uint64_t size, const void *data)
+{
+    hk_buffer *buffer = NULL;
+    if (hk_buffer_create(context, size, &buffer) != HK_OK || (data && hk_buffer_upload(buffer, 0, data, size) != HK_OK)) {
+        fprintf(stderr, "buffer setup failed: %s\n", hk_last_error());
+        exit(1);
+    }
+    return buffer;
+}

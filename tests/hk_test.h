@@ -1,0 +1,53 @@
+/* Test helpers shared by every test program: seeded data, poisoning, the one reference-compare
+ * helper, pass/fail counting, and a context with the validation layer on. */
+#ifndef HK_TEST_H
+#define HK_TEST_H
+
+#include "hkernel.h"
+#include "hk_ref.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hk_rng {
+    uint64_t s;
+} hk_rng;
+
+uint64_t hk_rng_next(hk_rng *r);
+/* uniform in [lo, hi) */
+float hk_rng_uniform(hk_rng *r, float lo, float hi);
+void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi);
+/* random bytes, then every f16 field of each block set to a finite random value in
+ * [-scale, scale], so raw blocks exercise every quant bit pattern without inf/nan */
+void hk_random_blocks(hk_rng *r, hk_type type, void *blocks, size_t n_blocks, float scale);
+
+/* A NaN with a recognisable payload: any output element still equal to it was never written. */
+#define HK_POISON_WORD 0x7fc0dead
+float hk_poison_value(void);
+void hk_poison(float *v, size_t n);
+
+/* max|got - ref| / max|ref|; infinite if any got is NaN/inf or a poisoned word. */
+double hk_scale_rel(const float *got, const float *ref, size_t n);
+
+/* Records one check: prints "PASS|FAIL name: detail" and counts it. */
+void hk_check(int ok, const char *name, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Checks that scale_rel(got, ref) < gate. Returns 1 on pass. */
+int hk_check_close(const char *name, const float *got, const float *ref, size_t n, double gate);
+/* Checks a status (and, for a failure, that hk_last_error() contains `needle`). */
+int hk_check_status(const char *name, hk_status got, hk_status want, const char *needle);
+
+/* A context on the device HK_DEVICE picks (default: best present), validation enabled where the
+ * layer is installed; aborts the test program (exit 1) if none can be created. */
+hk_context *hk_test_context(void);
+/* Counts one failure per validation message seen on the context, destroys it, prints the
+ * "N passed, M failed" line and returns the exit code. */
+int hk_test_finish(hk_context *context);
+
+/* Creates a buffer of size bytes and uploads data (if not NULL); exits on failure. */
+hk_buffer *hk_test_buffer(hk_context *context, uint64_t size, const void *data);
+
+#endif

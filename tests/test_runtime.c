@@ -1,0 +1,237 @@
+/* Runtime: device enumeration and capabilities, buffers (fill, copy, offsets), the persisted
+ * pipeline cache, and an engine's own device, buffer and command buffer borrowed. */
+#define _POSIX_C_SOURCE 200809L
+#include "hk_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vulkan/vulkan.h>
+
+static hk_context *ctx;
+
+static void test_caps(void)
+{
+    hk_caps caps;
+    hk_check_status("caps", hk_context_caps(ctx, &caps), HK_OK, NULL);
+    hk_check(caps.device_name[0] && caps.subgroup_size >= 1 && caps.subgroup_size_min <= caps.subgroup_size &&
+                 caps.subgroup_size <= caps.subgroup_size_max && caps.storage_16bit && caps.shared_memory_bytes >= 16384 &&
+                 caps.max_workgroup_size >= 128,
+             "caps plausible", "%s: subgroup %u [%u,%u], shared %u B, int dot %d (accelerated %d), coopmat KHR %d (%u shapes) NV %d (%u), timestamps %d",
+             caps.device_name, caps.subgroup_size, caps.subgroup_size_min, caps.subgroup_size_max,
+             caps.shared_memory_bytes, caps.integer_dot, caps.integer_dot_accelerated, caps.coopmat_khr,
+             caps.coopmat_khr_count, caps.coopmat_nv, caps.coopmat_nv_count, caps.timestamps);
+    uint32_t count = 0;
+    char names[8][256];
+    VkPhysicalDeviceType types[8];
+    hk_status st = hk_enumerate_devices(names, types, 8, &count);
+    int found = 0;
+    for (uint32_t i = 0; i < count && i < 8; i++)
+        found |= strcmp(names[i], caps.device_name) == 0;
+    hk_check(st == HK_OK && count >= 1 && found, "enumerate devices", "%u devices, context device listed: %d", count, found);
+}
+
+static void test_buffers(void)
+{
+    hk_rng rng = {9};
+    uint32_t data[256];
+    for (int i = 0; i < 256; i++)
+        data[i] = (uint32_t)hk_rng_next(&rng);
+    hk_buffer *a = hk_test_buffer(ctx, sizeof data, data), *b = hk_test_buffer(ctx, sizeof data, NULL);
+    hk_check(hk_buffer_size(a) == sizeof data && hk_buffer_handle(a) != VK_NULL_HANDLE, "buffer size and handle", NULL);
+    hk_check_status("fill", hk_buffer_fill(b, 0, sizeof data, 0xA5A5A5A5u), HK_OK, NULL);
+    hk_check_status("copy at offsets", hk_copy(ctx, NULL, (hk_view){a, 40}, (hk_view){b, 100}, 400), HK_OK, NULL);
+    uint32_t got[256];
+    hk_buffer_download(b, 0, got, sizeof got);
+    int ok = 1;
+    for (int i = 0; i < 256; i++) {
+        uint32_t want = (i >= 25 && i < 125) ? data[i - 15] : 0xA5A5A5A5u;
+        ok &= got[i] == want;
+    }
+    hk_check(ok, "copy moved exactly the range", NULL);
+    uint8_t part[7];
+    hk_buffer_download(a, 3, part, 7);
+    hk_check(memcmp(part, (uint8_t *)data + 3, 7) == 0, "download at an odd offset", NULL);
+    hk_buffer_destroy(a);
+    hk_buffer_destroy(b);
+}
+
+static void run_one_matvec(hk_context *c, const char *name)
+{
+    hk_rng rng = {3};
+    uint8_t w[2 * 34 * 8];
+    float x[256], y[8], ref[8];
+    hk_random_blocks(&rng, HK_TYPE_Q8_0, w, 16, 0.1f);
+    hk_rng_fill(&rng, x, 256, -1, 1);
+    hk_ref_matvec(HK_REF_Q8_0, w, x, ref, 2, 256);
+    hk_buffer *wb = hk_test_buffer(c, sizeof w, w), *xb = hk_test_buffer(c, sizeof x, x), *yb = hk_test_buffer(c, 32, NULL);
+    hk_status st = hk_matvec_q8_0(c, NULL, (hk_view){wb, 0}, (hk_view){xb, 0}, (hk_view){yb, 0}, 2, 256);
+    hk_poison(y, 8);
+    if (st == HK_OK)
+        st = hk_buffer_download(yb, 0, y, 8);
+    if (st != HK_OK)
+        hk_check(0, name, "%s", hk_last_error());
+    else
+        hk_check_close(name, y, ref, 2, 1e-4);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(yb);
+}
+
+static void test_pipeline_cache(void)
+{
+    char dir[] = "/tmp/hk-cache-XXXXXX";
+    if (!mkdtemp(dir)) {
+        hk_check(0, "pipeline cache", "mkdtemp failed");
+        return;
+    }
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/nested/dir", dir);
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.pipeline_cache_dir = sub;
+    hk_context *c = NULL;
+    hk_check_status("context with cache dir", hk_context_create(&desc, &c), HK_OK, NULL);
+    if (!c)
+        return;
+    run_one_matvec(c, "matvec, cold cache");
+    hk_context_destroy(c);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s/hkernel-*.bin >/dev/null 2>&1", sub);
+    hk_check(system(cmd) == 0, "pipeline cache persisted", "%s", sub);
+    c = NULL;
+    hk_check_status("context reopening cache", hk_context_create(&desc, &c), HK_OK, NULL);
+    if (c) {
+        run_one_matvec(c, "matvec, warm cache");
+        hk_context_destroy(c);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* An engine's device: its own instance, device, queue, buffer, command buffer; hkernel records
+ * into the engine's command buffer and the engine submits. */
+static void test_borrowed(void)
+{
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ii = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+    VkInstance instance;
+    if (vkCreateInstance(&ii, NULL, &instance) != VK_SUCCESS) {
+        hk_check(0, "engine instance", NULL);
+        return;
+    }
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    uint32_t n = 8;
+    VkPhysicalDevice pds[8];
+    vkEnumeratePhysicalDevices(instance, &n, pds);
+    VkPhysicalDevice pd = VK_NULL_HANDLE;
+    for (uint32_t i = 0; i < n; i++) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(pds[i], &p);
+        if (strcmp(p.deviceName, caps.device_name) == 0)
+            pd = pds[i];
+    }
+    VkPhysicalDeviceVulkan11Features v11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .storageBuffer16BitAccess = VK_TRUE};
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = 0,
+                                  .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &v11, .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi};
+    VkDevice device;
+    if (!pd || vkCreateDevice(pd, &di, NULL, &device) != VK_SUCCESS) {
+        hk_check(0, "engine device", NULL);
+        vkDestroyInstance(instance, NULL);
+        return;
+    }
+    VkQueue queue;
+    vkGetDeviceQueue(device, 0, 0, &queue);
+
+    /* the engine's buffer: weights, x and y of a Q6_K matvec in one allocation */
+    const uint32_t rows = 3, k = 512;
+    const size_t xoff = 1280 /* past rows * 2 * 210 weight bytes */, yoff = xoff + k * 4, total = yoff + rows * 4;
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = total,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VkBuffer vkbuf;
+    vkCreateBuffer(device, &bi, NULL, &vkbuf);
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device, vkbuf, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    uint32_t type = 0;
+    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    while (type < mp.memoryTypeCount && (!(req.memoryTypeBits & (1u << type)) || (mp.memoryTypes[type].propertyFlags & want) != want))
+        type++;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
+    VkDeviceMemory mem;
+    vkAllocateMemory(device, &ai, NULL, &mem);
+    vkBindBufferMemory(device, vkbuf, mem, 0);
+    uint8_t *mapped;
+    vkMapMemory(device, mem, 0, VK_WHOLE_SIZE, 0, (void **)&mapped);
+    hk_rng rng = {4};
+    hk_random_blocks(&rng, HK_TYPE_Q6_K, mapped, rows * 2, 0.05f);
+    float *x = (float *)(mapped + xoff), *y = (float *)(mapped + yoff), ref[3];
+    hk_rng_fill(&rng, x, k, -1, 1);
+    hk_poison(y, rows);
+    hk_ref_matvec(HK_REF_Q6_K, mapped, x, ref, rows, k);
+
+    hk_borrowed_device bd = {.instance = instance, .physical_device = pd, .device = device, .queue = queue,
+                             .queue_family_index = 0, .enabled_features = HK_FEATURE_STORAGE_16BIT,
+                             .disable_pipeline_cache = 1};
+    hk_context *c = NULL;
+    hk_status st = hk_context_create_borrowed(&bd, &c);
+    hk_check_status("borrowed context", st, HK_OK, NULL);
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = 0};
+    VkCommandPool pool;
+    vkCreateCommandPool(device, &pi, NULL, &pool);
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer cmd;
+    vkAllocateCommandBuffers(device, &cai, &cmd);
+    if (st == HK_OK) {
+        hk_buffer *b = NULL;
+        hk_stream *s = NULL;
+        VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        vkBeginCommandBuffer(cmd, &begin);
+        st = hk_buffer_wrap(c, vkbuf, total, &b);
+        if (st == HK_OK)
+            st = hk_stream_wrap(c, cmd, &s);
+        if (st == HK_OK)
+            st = hk_matvec_q6k(c, s, (hk_view){b, 0}, (hk_view){b, xoff}, (hk_view){b, yoff}, rows, k);
+        hk_check_status("record into the engine's command buffer", st, HK_OK, NULL);
+        hk_check_status("wrapped stream refuses submit", hk_stream_submit(s), HK_ERROR_STATE, "submitted by the engine");
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+        vkEndCommandBuffer(cmd);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+        vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE);
+        vkQueueWaitIdle(queue);
+        if (st == HK_OK)
+            hk_check_close("matvec q6_k on the engine's device", y, ref, rows, 1e-4);
+        hk_stream_destroy(s);
+        hk_buffer_destroy(b);
+        hk_context_destroy(c);
+    }
+    vkDestroyCommandPool(device, pool, NULL);
+    vkUnmapMemory(device, mem);
+    vkDestroyBuffer(device, vkbuf, NULL);
+    vkFreeMemory(device, mem, NULL);
+    vkDestroyDevice(device, NULL);
+    vkDestroyInstance(instance, NULL);
+}
+
+int main(void)
+{
+    ctx = hk_test_context();
+    test_caps();
+    test_buffers();
+    test_pipeline_cache();
+    test_borrowed();
+    return hk_test_finish(ctx);
+}
