@@ -224,9 +224,10 @@ HK_API hk_status hk_buffer_fill(hk_buffer *buffer, uint64_t offset, uint64_t siz
 
 typedef struct hk_stream hk_stream;
 
-/* Creates a stream: a command buffer that kernels record into, in order, with a compute barrier
- * between dependent dispatches. max_timestamps > 0 enables GPU timestamps: each recorded kernel
- * then writes one start and one end timestamp (needs caps.timestamps). */
+/* Creates a stream: a command buffer that kernels record into, in order. A barrier goes in only
+ * where a kernel touches bytes an earlier one (since the last barrier) wrote, or writes bytes an
+ * earlier one read; independent kernels may overlap. max_timestamps > 0 lets hk_stream_timestamp
+ * record that many GPU timestamps per submit (needs caps.timestamps). */
 HK_API hk_status hk_stream_create(hk_context *context, uint32_t max_timestamps, hk_stream **out_stream);
 
 /* Creates a stream that records into an engine's command buffer (in the recording state). The
@@ -248,10 +249,12 @@ HK_API hk_status hk_stream_reset(hk_stream *stream);
 /* Number of kernels (and copies) recorded since the last submit or reset. */
 HK_API uint32_t hk_stream_kernel_count(const hk_stream *stream);
 
-/* For a timestamped stream: GPU time in milliseconds from the start of kernel `first` to the end
- * of kernel `last` (inclusive, 0-based, in recording order) of the last submit. Only the first
- * max_timestamps kernels of a submit are timed. */
-HK_API hk_status hk_stream_time_ms(const hk_stream *stream, uint32_t first, uint32_t last, double *out_ms);
+/* Records a GPU timestamp, taken when everything recorded before it has finished; *out_index
+ * (may be NULL) is its number in this submit, counting from 0. */
+HK_API hk_status hk_stream_timestamp(hk_stream *stream, uint32_t *out_index);
+
+/* After a submit: milliseconds between timestamps `from` and `to` of that submit. */
+HK_API hk_status hk_stream_elapsed_ms(const hk_stream *stream, uint32_t from, uint32_t to, double *out_ms);
 
 /* Records a buffer-to-buffer copy (used to measure the device's copy bandwidth). */
 HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view dst, uint64_t size);

@@ -8,52 +8,6 @@
 
 static unsigned passed, failed;
 
-uint64_t hk_rng_next(hk_rng *r)
-{
-    /* xorshift64*: seeded, reproducible across platforms */
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 0x2545F4914F6CDD1DULL;
-}
-
-float hk_rng_uniform(hk_rng *r, float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((hk_rng_next(r) >> 40) * (1.0 / 16777216.0));
-}
-
-void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        v[i] = hk_rng_uniform(r, lo, hi);
-}
-
-static void set_f16(uint8_t *p, float v)
-{
-    uint16_t h = hk_f32_to_f16(v);
-    memcpy(p, &h, 2);
-}
-
-void hk_random_blocks(hk_rng *r, hk_type type, void *blocks, size_t n_blocks, float scale)
-{
-    size_t bytes = hk_type_block_bytes(type);
-    uint8_t *p = blocks;
-    for (size_t i = 0; i < n_blocks * bytes; i++)
-        p[i] = (uint8_t)(hk_rng_next(r) >> 56);
-    for (size_t b = 0; b < n_blocks; b++, p += bytes) {
-        switch (type) {
-        case HK_TYPE_Q8_0: set_f16(p, hk_rng_uniform(r, -scale, scale)); break;
-        case HK_TYPE_Q8_1: set_f16(p, hk_rng_uniform(r, -scale, scale)); set_f16(p + 2, hk_rng_uniform(r, -scale, scale)); break;
-        case HK_TYPE_Q4_K: /* dmin as large as d: the "- M*xsum" term must be right too */
-            set_f16(p, hk_rng_uniform(r, -scale, scale));
-            set_f16(p + 2, hk_rng_uniform(r, -scale, scale));
-            break;
-        case HK_TYPE_Q6_K: set_f16(p + 208, hk_rng_uniform(r, -scale, scale)); break;
-        default: break;
-        }
-    }
-}
-
 float hk_poison_value(void)
 {
     uint32_t w = HK_POISON_WORD;
@@ -67,20 +21,6 @@ void hk_poison(float *v, size_t n)
     float p = hk_poison_value();
     for (size_t i = 0; i < n; i++)
         v[i] = p;
-}
-
-double hk_scale_rel(const float *got, const float *ref, size_t n)
-{
-    double scale = 0.0, err = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]))
-            return INFINITY;
-        double d = fabs((double)got[i] - (double)ref[i]);
-        err = d > err ? d : err;
-        double a = fabs((double)ref[i]);
-        scale = a > scale ? a : scale;
-    }
-    return err / (scale > 1e-30 ? scale : 1e-30);
 }
 
 void hk_check(int ok, const char *name, const char *fmt, ...)

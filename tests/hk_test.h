@@ -9,25 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct hk_rng {
-    uint64_t s;
-} hk_rng;
-
-uint64_t hk_rng_next(hk_rng *r);
-/* uniform in [lo, hi) */
-float hk_rng_uniform(hk_rng *r, float lo, float hi);
-void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi);
-/* random bytes, then every f16 field of each block set to a finite random value in
- * [-scale, scale], so raw blocks exercise every quant bit pattern without inf/nan */
-void hk_random_blocks(hk_rng *r, hk_type type, void *blocks, size_t n_blocks, float scale);
-
 /* A NaN with a recognisable payload: any output element still equal to it was never written. */
 #define HK_POISON_WORD 0x7fc0dead
 float hk_poison_value(void);
 void hk_poison(float *v, size_t n);
-
-/* max|got - ref| / max|ref|; infinite if any got is NaN/inf or a poisoned word. */
-double hk_scale_rel(const float *got, const float *ref, size_t n);
 
 /* Records one check: prints "PASS|FAIL name: detail" and counts it. */
 void hk_check(int ok, const char *name, const char *fmt, ...)

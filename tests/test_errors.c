@@ -118,7 +118,9 @@ int main(void)
     EXPECT("failed call on stream", hk_matvec_q4k(ctx, s, wv, xv, yv, rows, 1000), HK_ERROR_INVALID_ARGUMENT, "k=1000");
     hk_check(hk_stream_kernel_count(s) == 0, "failed call records nothing", "%u recorded", hk_stream_kernel_count(s));
     double ms;
-    hk_check_status("time on untimed stream", hk_stream_time_ms(s, 0, 0, &ms), HK_ERROR_STATE, "without timestamps");
+    hk_check_status("timestamp on untimed stream", hk_stream_timestamp(s, NULL), HK_ERROR_STATE, "without timestamps");
+    hk_check_status("elapsed before any submit", hk_stream_elapsed_ms(s, 0, 1, &ms), HK_ERROR_INVALID_ARGUMENT,
+                    "timestamps 0..1: the last submit recorded 0");
     hk_check_status("empty submit", hk_stream_submit(s), HK_OK, NULL);
     hk_stream_destroy(s);
     hk_check_status("stream null out", hk_stream_create(ctx, 0, NULL), HK_ERROR_INVALID_ARGUMENT, "out_stream is NULL");

@@ -51,6 +51,16 @@ static void test_buffers(void)
         ok &= got[i] == want;
     }
     hk_check(ok, "copy moved exactly the range", NULL);
+    /* 16-byte aligned: the compute copy kernel rather than a transfer */
+    hk_check_status("fill again", hk_buffer_fill(b, 0, sizeof data, 0x5A5A5A5Au), HK_OK, NULL);
+    hk_check_status("aligned copy", hk_copy(ctx, NULL, (hk_view){a, 16}, (hk_view){b, 64}, 512), HK_OK, NULL);
+    hk_buffer_download(b, 0, got, sizeof got);
+    ok = 1;
+    for (int i = 0; i < 256; i++) {
+        uint32_t want = (i >= 16 && i < 144) ? data[i - 12] : 0x5A5A5A5Au;
+        ok &= got[i] == want;
+    }
+    hk_check(ok, "aligned copy moved exactly the range", NULL);
     uint8_t part[7];
     hk_buffer_download(a, 3, part, 7);
     hk_check(memcmp(part, (uint8_t *)data + 3, 7) == 0, "download at an odd offset", NULL);

@@ -65,7 +65,7 @@ void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k);
 
 /* ---- reference kernels ---------------------------------------------------------------------- */
 /* Weight types, numbered as in the public header's hk_type. */
-enum { HK_REF_Q8_0 = 1, HK_REF_Q4_K = 2, HK_REF_Q6_K = 3 };
+enum { HK_REF_Q8_0 = 1, HK_REF_Q4_K = 2, HK_REF_Q6_K = 3, HK_REF_Q8_1 = 4 };
 /* Bytes of one row of k values for a weight type (0 for an unknown type or k off the block). */
 size_t hk_ref_row_bytes(int type, size_t k);
 /* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
@@ -75,6 +75,29 @@ void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t row
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */
 void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, size_t n, float eps);
+
+/* ---- gates: how close each GPU kernel must come to its reference (scale-relative) ----------- */
+/* f32 arithmetic in another summation order: far above rounding, far below any decode bug */
+#define HK_GATE_F32 1e-4
+/* the activation is quantized to int8 (Q8_1): about 1/254 of each block's amax */
+#define HK_GATE_INT8 1e-2
+
+/* ---- test data ------------------------------------------------------------------------------ */
+typedef struct hk_rng {
+    uint64_t s; /* seed: any non-zero value */
+} hk_rng;
+
+uint64_t hk_rng_next(hk_rng *r);
+/* uniform in [lo, hi) */
+float hk_rng_uniform(hk_rng *r, float lo, float hi);
+void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi);
+/* Raw GGUF blocks of a type (HK_REF_*): random bytes, then every f16 field set to a finite random
+ * value in [-scale, scale], so every quant bit pattern occurs without inf/nan. */
+void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float scale);
+
+/* The compare measure of every gate: max|got - ref| / max|ref| (per-element relative error
+ * explodes on outputs that cancel to near zero). Infinite if any got is not finite. */
+double hk_scale_rel(const float *got, const float *ref, size_t n);
 
 #ifdef __cplusplus
 }

@@ -141,6 +141,9 @@ typedef struct hk_dispatch_desc {
  * waits). Arguments must have been checked. */
 hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, const hk_dispatch_desc *desc);
 
+/* Records a transfer copy of b[0] into b[1] (same byte count), hazard-tracked like a dispatch. */
+hk_status hk__record_transfer_copy(hk_context *context, hk_stream *stream, const char *fn, const hk_binding b[2]);
+
 hk_status hk__stream_create(hk_context *context, uint32_t max_timestamps, VkCommandBuffer wrapped, hk_stream **out);
 /* Runs a one-off transfer recorded by record(cmd, user) and waits (upload/download/fill). */
 hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(hk_context *, VkCommandBuffer, void *),

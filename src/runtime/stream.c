@@ -27,9 +27,10 @@ struct hk_stream {
     uint32_t pool_count, pool_current;
     VkQueryPool queries;
     uint32_t max_timestamps;
-    uint32_t kernel_count;  /* recorded since the last submit/reset */
-    uint32_t timed_count;   /* kernels of the last submit that have timestamps */
-    uint64_t *stamps;       /* 2 per timed kernel, from the last submit */
+    uint32_t kernel_count; /* recorded since the last submit/reset */
+    uint32_t mark_count;   /* timestamps recorded since the last submit/reset */
+    uint32_t read_count;   /* timestamps of the last submit, in stamps */
+    uint64_t *stamps;
     hk_range pending[HK_MAX_PENDING]; /* accesses since the last barrier */
     uint32_t pending_count;
 };
@@ -113,9 +114,9 @@ hk_status hk__stream_create(hk_context *context, uint32_t max_timestamps, VkComm
     if (max_timestamps) {
         VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                    .queryCount = 2 * max_timestamps};
+                                    .queryCount = max_timestamps};
         r = vk->vkCreateQueryPool(context->device, &qi, NULL, &s->queries);
-        s->stamps = calloc(2 * (size_t)max_timestamps, sizeof *s->stamps);
+        s->stamps = calloc(max_timestamps, sizeof *s->stamps);
         if (r != VK_SUCCESS || !s->stamps) {
             hk_stream_destroy(s);
             return r != VK_SUCCESS ? hk__vk_fail(r, fn, "vkCreateQueryPool")
@@ -190,6 +191,7 @@ static void reset_tracking(hk_stream *s)
         s->context->vk.vkResetDescriptorPool(s->context->device, s->pools[i], 0);
     s->pool_current = 0;
     s->kernel_count = 0;
+    s->mark_count = 0;
     s->pending_count = 0;
 }
 
@@ -204,7 +206,7 @@ static hk_status begin_recording(hk_stream *s, const char *fn)
     if (r != VK_SUCCESS)
         return hk__vk_fail(r, fn, "vkBeginCommandBuffer");
     if (s->queries)
-        vk->vkCmdResetQueryPool(s->cmd, s->queries, 0, 2 * s->max_timestamps);
+        vk->vkCmdResetQueryPool(s->cmd, s->queries, 0, s->max_timestamps);
     s->recording = 1;
     /* earlier submissions' writes (uploads, kernels) must be visible to this one's first reads */
     s->barrier_due = 1;
@@ -221,7 +223,7 @@ hk_status hk_stream_submit(hk_stream *s)
     hk_context *context = s->context;
     const struct VolkDeviceTable *vk = &context->vk;
     if (!s->recording) {
-        s->timed_count = 0;
+        s->read_count = 0;
         return HK_OK;
     }
     s->recording = 0;
@@ -238,15 +240,15 @@ hk_status hk_stream_submit(hk_stream *s)
     hk_status st = HK_OK;
     if (r != VK_SUCCESS)
         st = hk__vk_fail(r, fn, "vkQueueSubmit/vkWaitForFences");
-    uint32_t timed = s->kernel_count < s->max_timestamps ? s->kernel_count : s->max_timestamps;
-    s->timed_count = 0;
-    if (st == HK_OK && timed) {
-        r = vk->vkGetQueryPoolResults(context->device, s->queries, 0, 2 * timed, 2 * timed * sizeof(uint64_t),
-                                      s->stamps, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    uint32_t marks = s->mark_count;
+    s->read_count = 0;
+    if (st == HK_OK && marks) {
+        r = vk->vkGetQueryPoolResults(context->device, s->queries, 0, marks, marks * sizeof(uint64_t), s->stamps,
+                                      sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
         if (r != VK_SUCCESS)
             st = hk__vk_fail(r, fn, "vkGetQueryPoolResults");
         else
-            s->timed_count = timed;
+            s->read_count = marks;
     }
     vk->vkResetFences(context->device, 1, &s->fence);
     vk->vkResetCommandBuffer(s->cmd, 0);
@@ -271,17 +273,35 @@ hk_status hk_stream_reset(hk_stream *s)
 
 uint32_t hk_stream_kernel_count(const hk_stream *s) { return s ? s->kernel_count : 0; }
 
-hk_status hk_stream_time_ms(const hk_stream *s, uint32_t first, uint32_t last, double *out_ms)
+hk_status hk_stream_timestamp(hk_stream *s, uint32_t *out_index)
 {
-    static const char fn[] = "hk_stream_time_ms";
-    if (!s || !out_ms)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", s ? "out_ms" : "stream");
+    static const char fn[] = "hk_stream_timestamp";
+    if (!s)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "stream is NULL");
     if (!s->max_timestamps)
         return hk__fail(HK_ERROR_STATE, fn, "the stream was created without timestamps");
-    if (first > last || last >= s->timed_count)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernels [%u, %u] not timed in the last submit (%u timed)", first,
-                        last, s->timed_count);
-    uint64_t t0 = s->stamps[2 * first], t1 = s->stamps[2 * last + 1];
+    if (s->mark_count == s->max_timestamps)
+        return hk__fail(HK_ERROR_STATE, fn, "all %u timestamps of this submit are used", s->max_timestamps);
+    hk_status st = begin_recording(s, fn);
+    if (st != HK_OK)
+        return st;
+    /* bottom of pipe: written once everything recorded before it has finished */
+    s->context->vk.vkCmdWriteTimestamp(s->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries, s->mark_count);
+    if (out_index)
+        *out_index = s->mark_count;
+    s->mark_count++;
+    return HK_OK;
+}
+
+hk_status hk_stream_elapsed_ms(const hk_stream *s, uint32_t from, uint32_t to, double *out_ms)
+{
+    static const char fn[] = "hk_stream_elapsed_ms";
+    if (!s || !out_ms)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", s ? "out_ms" : "stream");
+    if (from > to || to >= s->read_count)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "timestamps %u..%u: the last submit recorded %u", from, to,
+                        s->read_count);
+    uint64_t t0 = s->stamps[from], t1 = s->stamps[to];
     *out_ms = t1 > t0 ? (double)(t1 - t0) * s->context->caps.timestamp_period_ns * 1e-6 : 0.0;
     return HK_OK;
 }
@@ -352,12 +372,6 @@ static hk_status allocate_set(hk_stream *s, const char *fn, VkDescriptorSetLayou
     }
 }
 
-static void write_timestamp(hk_stream *s, VkPipelineStageFlagBits stage, uint32_t slot)
-{
-    if (s->kernel_count < s->max_timestamps)
-        s->context->vk.vkCmdWriteTimestamp(s->cmd, stage, s->queries, 2 * s->kernel_count + slot);
-}
-
 hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, const hk_dispatch_desc *d)
 {
     hk_stream *s = stream ? stream : context->immediate;
@@ -408,13 +422,11 @@ hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, c
         memcpy(push + HK_PUSH_PARAMS_OFFSET, d->params, d->params_bytes);
 
     order_after_earlier(s, d->bindings, d->binding_count);
-    write_timestamp(s, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0);
     vk->vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vk->vkCmdBindDescriptorSets(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
     vk->vkCmdPushConstants(s->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HK_PUSH_BYTES, push);
     if (groups_x)
         vk->vkCmdDispatch(s->cmd, (uint32_t)groups_x, (uint32_t)groups_y, 1);
-    write_timestamp(s, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
     s->kernel_count++;
     return stream ? HK_OK : hk_stream_submit(s);
 fail:
@@ -435,25 +447,15 @@ hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(h
     return hk_stream_submit(s);
 }
 
-hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view dst, uint64_t size)
+hk_status hk__record_transfer_copy(hk_context *context, hk_stream *stream, const char *fn, const hk_binding b[2])
 {
-    static const char fn[] = "hk_copy";
-    static const char *const names[] = {"src", "dst"};
-    hk_binding b[2] = {{src, size, 1, 0, 0}, {dst, size, 1, 1, 0}};
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, 2);
-    if (st != HK_OK)
-        return st;
-    if (size == 0)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "size is 0");
     hk_stream *s = stream ? stream : context->immediate;
-    st = begin_recording(s, fn);
+    hk_status st = begin_recording(s, fn);
     if (st != HK_OK)
         return st;
     order_after_earlier(s, b, 2);
-    write_timestamp(s, VK_PIPELINE_STAGE_TRANSFER_BIT, 0);
-    VkBufferCopy region = {src.offset, dst.offset, size};
-    context->vk.vkCmdCopyBuffer(s->cmd, src.buffer->buffer, dst.buffer->buffer, 1, &region);
-    write_timestamp(s, VK_PIPELINE_STAGE_TRANSFER_BIT, 1);
+    VkBufferCopy region = {b[0].view.offset, b[1].view.offset, b[0].bytes};
+    context->vk.vkCmdCopyBuffer(s->cmd, b[0].view.buffer->buffer, b[1].view.buffer->buffer, 1, &region);
     s->kernel_count++;
     return stream ? HK_OK : hk_stream_submit(s);
 }

@@ -1,0 +1,371 @@
+/* hk-check: parity and bandwidth of every kernel on one device.
+ *
+ * For each kernel and shape: run it once and compare against the C reference (the gate the tests
+ * use), then time it cold — weights rotated over enough copies that their footprint is well past
+ * the GPU's last-level cache, many dispatches recorded in one stream, GPU timestamps — and report
+ * GB/s on the real bytes moved beside the device's own copy bandwidth measured in the same run.
+ * Exits 1 if any row fails its gate.
+ *
+ * usage: hk-check [--device N|NAME] [--quick|--full] [--csv FILE]
+ *   --quick  small shapes only (the default on CPU devices such as lavapipe)
+ *   --full   model shapes (the default on GPUs)
+ */
+#include "hkernel.h"
+#include "hk_ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1024.0 * 1024.0)
+
+typedef struct options {
+    int device_index;
+    const char *device_name;
+    int quick; /* -1: by device type */
+    const char *csv;
+} options;
+
+typedef struct bench {
+    hk_context *ctx;
+    hk_caps caps;
+    uint64_t cold_bytes; /* weight footprint to rotate over when timing */
+    double copy_gbs;
+    int failures;
+    FILE *csv;
+} bench;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "hk-check: %s: %s\n", what, hk_last_error());
+    exit(2);
+}
+
+static hk_buffer *make_buffer(bench *b, uint64_t size, const void *data)
+{
+    hk_buffer *buf = NULL;
+    if (hk_buffer_create(b->ctx, size, &buf) != HK_OK)
+        die("buffer");
+    if (data && hk_buffer_upload(buf, 0, data, size) != HK_OK)
+        die("upload");
+    return buf;
+}
+
+/* A kernel under test: `record` records one dispatch using weight copy `copy`. */
+typedef hk_status (*record_fn)(bench *b, hk_stream *s, void *user, uint32_t copy);
+
+typedef struct timing {
+    double stream_ms; /* per dispatch, many in one stream */
+    double single_ms; /* one dispatch alone */
+} timing;
+
+/* Median of n values (sorts them). */
+static double median(double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (v[j] < v[i]) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+            }
+    return v[n / 2];
+}
+
+static timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies)
+{
+    timing t = {NAN, NAN};
+    if (!b->caps.timestamps)
+        return t;
+    /* enough dispatches to pass over every weight copy a few times and to dwarf the submit */
+    uint32_t reps = copies * 3 < 32 ? 32 : copies * 3;
+    hk_stream *s = NULL;
+    if (hk_stream_create(b->ctx, 2, &s) != HK_OK)
+        die("stream");
+    double runs[3], lone[7];
+    for (int run = -1; run < 3; run++) { /* run -1 warms up: pipelines created, clocks up */
+        if (hk_stream_timestamp(s, NULL) != HK_OK)
+            die("timestamp");
+        for (uint32_t i = 0; i < reps; i++)
+            if (record(b, s, user, i % copies) != HK_OK)
+                die("record");
+        if (hk_stream_timestamp(s, NULL) != HK_OK || hk_stream_submit(s) != HK_OK)
+            die("timed submit");
+        if (run >= 0 && hk_stream_elapsed_ms(s, 0, 1, &runs[run]) != HK_OK)
+            die("elapsed");
+    }
+    t.stream_ms = median(runs, 3) / reps;
+    /* single-dispatch latency: one dispatch alone in a submit */
+    for (int i = 0; i < 7; i++) {
+        if (hk_stream_timestamp(s, NULL) != HK_OK || record(b, s, user, (uint32_t)i % copies) != HK_OK ||
+            hk_stream_timestamp(s, NULL) != HK_OK || hk_stream_submit(s) != HK_OK ||
+            hk_stream_elapsed_ms(s, 0, 1, &lone[i]) != HK_OK)
+            die("single dispatch");
+    }
+    t.single_ms = median(lone, 7);
+    hk_stream_destroy(s);
+    return t;
+}
+
+static void report(bench *b, const char *kernel, const char *shape, double err, double gate, timing t, double bytes)
+{
+    int ok = err < gate;
+    b->failures += !ok;
+    double gbs = bytes / (t.stream_ms * 1e-3) / 1e9;
+    printf("%-14s %-18s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%%\n", kernel, shape, err, gate, ok ? "ok" : "FAIL",
+           t.stream_ms, t.single_ms, gbs, 100.0 * gbs / b->copy_gbs);
+    if (b->csv)
+        fprintf(b->csv, "%s,%s,%s,%.3e,%.0e,%d,%.6f,%.6f,%.2f,%.4f\n", b->caps.device_name, kernel, shape, err, gate, ok,
+                t.stream_ms, t.single_ms, gbs, gbs / b->copy_gbs);
+    fflush(stdout);
+}
+
+/* ---- copy bandwidth ---- */
+
+static hk_status record_copy(bench *b, hk_stream *s, void *user, uint32_t copy)
+{
+    hk_buffer **bufs = user;
+    (void)copy;
+    return hk_copy(b->ctx, s, (hk_view){bufs[0], 0}, (hk_view){bufs[1], 0}, hk_buffer_size(bufs[0]));
+}
+
+static void measure_copy(bench *b)
+{
+    uint64_t size = b->cold_bytes / 2;
+    hk_buffer *bufs[2] = {make_buffer(b, size, NULL), make_buffer(b, size, NULL)};
+    hk_buffer_fill(bufs[0], 0, size, 0x3f800000u);
+    timing t = time_kernel(b, record_copy, bufs, 1);
+    b->copy_gbs = 2.0 * (double)size / (t.stream_ms * 1e-3) / 1e9;
+    printf("device-to-device copy: %.0f MiB in %.4f ms = %.1f GB/s (read + write)\n\n", size / MIB, t.stream_ms,
+           b->copy_gbs);
+    hk_buffer_destroy(bufs[0]);
+    hk_buffer_destroy(bufs[1]);
+}
+
+/* ---- quantized matvec ---- */
+
+typedef struct matvec_case {
+    hk_type type;
+    uint32_t rows, k;
+    hk_buffer *w; /* `copies` copies of the weights back to back */
+    uint64_t w_bytes;
+    hk_buffer *x, *y;
+} matvec_case;
+
+static hk_status record_matvec(bench *b, hk_stream *s, void *user, uint32_t copy)
+{
+    matvec_case *c = user;
+    return hk_matvec(b->ctx, s, c->type, (hk_view){c->w, copy * c->w_bytes}, (hk_view){c->x, 0}, (hk_view){c->y, 0},
+                     c->rows, c->k);
+}
+
+static uint32_t copies_for(bench *b, uint64_t bytes)
+{
+    uint64_t n = (b->cold_bytes + bytes - 1) / bytes;
+    return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
+}
+
+/* Fills copies 1.. of a weight buffer from copy 0 on the device. */
+static void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies)
+{
+    for (uint32_t i = 1; i < copies; i++)
+        if (hk_copy(b->ctx, NULL, (hk_view){buf, 0}, (hk_view){buf, i * bytes}, bytes) != HK_OK)
+            die("replicate");
+}
+
+static void check_matvec(bench *b, hk_type type, uint32_t rows, uint32_t k)
+{
+    matvec_case c = {.type = type, .rows = rows, .k = k};
+    c.w_bytes = hk_ref_row_bytes((int)type, k) * rows;
+    hk_rng rng = {0x9E3779B97F4A7C15ull ^ (rows * 31u + k)};
+    uint8_t *w = malloc(c.w_bytes);
+    float *x = malloc(k * sizeof(float)), *y = malloc(rows * sizeof(float)), *ref = malloc(rows * sizeof(float));
+    if (!w || !x || !y || !ref) {
+        fprintf(stderr, "hk-check: out of host memory\n");
+        exit(2);
+    }
+    hk_random_blocks(&rng, (int)type, w, c.w_bytes / hk_type_block_bytes(type), 0.02f);
+    hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
+    hk_ref_matvec((int)type, w, x, ref, rows, k);
+    uint32_t copies = copies_for(b, c.w_bytes);
+    c.w = make_buffer(b, c.w_bytes * copies, NULL);
+    hk_buffer_upload(c.w, 0, w, c.w_bytes);
+    replicate(b, c.w, c.w_bytes, copies);
+    c.x = make_buffer(b, k * sizeof(float), x);
+    c.y = make_buffer(b, rows * sizeof(float), NULL);
+    hk_buffer_fill(c.y, 0, rows * sizeof(float), 0x7fc0deadu); /* poison */
+    double err = INFINITY;
+    if (record_matvec(b, NULL, &c, copies - 1) == HK_OK && hk_buffer_download(c.y, 0, y, rows * sizeof(float)) == HK_OK)
+        err = hk_scale_rel(y, ref, rows);
+    else
+        fprintf(stderr, "hk-check: matvec %s: %s\n", hk_type_name(type), hk_last_error());
+    timing t = time_kernel(b, record_matvec, &c, copies);
+    char name[32], shape[32];
+    snprintf(name, sizeof name, "matvec %s", hk_type_name(type));
+    snprintf(shape, sizeof shape, "%ux%u", rows, k);
+    report(b, name, shape, err, HK_GATE_F32, t, (double)c.w_bytes + 4.0 * k + 4.0 * rows);
+    hk_buffer_destroy(c.w);
+    hk_buffer_destroy(c.x);
+    hk_buffer_destroy(c.y);
+    free(w);
+    free(x);
+    free(y);
+    free(ref);
+}
+
+/* ---- f32 kernels: gemv, rmsnorm, quantize ---- */
+
+typedef struct f32_case {
+    int kind; /* 0 gemv, 1 rmsnorm, 2 quantize */
+    uint32_t rows, n;
+    hk_buffer *a, *v, *out; /* gemv: w x y; rmsnorm: x weight y; quantize: x - y */
+    uint64_t a_bytes;
+} f32_case;
+
+static hk_status record_f32(bench *b, hk_stream *s, void *user, uint32_t copy)
+{
+    f32_case *c = user;
+    hk_view a = {c->a, copy * c->a_bytes}, v = {c->v, 0}, out = {c->out, 0};
+    switch (c->kind) {
+    case 0: return hk_gemv_f32(b->ctx, s, a, v, out, c->rows, c->n);
+    case 1: return hk_rmsnorm(b->ctx, s, a, v, out, c->rows, c->n, 1e-6f);
+    default: return hk_quantize_q8_1(b->ctx, s, a, out, c->n);
+    }
+}
+
+static void check_f32(bench *b, int kind, uint32_t rows, uint32_t n)
+{
+    static const char *const names[] = {"gemv f32", "rmsnorm", "quantize q8_1"};
+    f32_case c = {.kind = kind, .rows = kind == 2 ? 1 : rows, .n = n};
+    size_t count = (size_t)c.rows * n, out_count = kind == 0 ? c.rows : kind == 1 ? count : n / 32 * 9;
+    c.a_bytes = count * sizeof(float);
+    hk_rng rng = {12345u + (uint64_t)kind};
+    float *a = malloc(c.a_bytes), *v = malloc(n * sizeof(float)), *got = malloc(out_count * 4 + 64),
+          *ref = malloc(count * sizeof(float) + 64);
+    hk_rng_fill(&rng, a, count, -1.0f, 1.0f);
+    hk_rng_fill(&rng, v, n, 0.5f, 1.5f);
+    double gate = HK_GATE_F32;
+    size_t compare = c.rows;
+    if (kind == 0) {
+        hk_ref_gemv_f32(a, v, ref, c.rows, n);
+    } else if (kind == 1) {
+        hk_ref_rmsnorm(a, v, ref, c.rows, n, 1e-6f);
+        compare = count;
+    } else { /* compare the dequantized GPU blocks with the input */
+        memcpy(ref, a, n * sizeof(float));
+        compare = n;
+        gate = HK_GATE_INT8;
+    }
+    uint32_t copies = copies_for(b, c.a_bytes);
+    c.a = make_buffer(b, c.a_bytes * copies, NULL);
+    hk_buffer_upload(c.a, 0, a, c.a_bytes);
+    replicate(b, c.a, c.a_bytes, copies);
+    c.v = make_buffer(b, n * sizeof(float), v);
+    c.out = make_buffer(b, out_count * 4, NULL);
+    hk_buffer_fill(c.out, 0, out_count * 4, 0x7fc0deadu);
+    double err = INFINITY;
+    if (record_f32(b, NULL, &c, copies - 1) == HK_OK && hk_buffer_download(c.out, 0, got, out_count * 4) == HK_OK) {
+        if (kind == 2) {
+            float *deq = malloc(n * sizeof(float));
+            hk_dequant_row_q8_1((const hk_block_q8_1 *)got, deq, n);
+            err = hk_scale_rel(deq, ref, compare);
+            free(deq);
+        } else {
+            err = hk_scale_rel(got, ref, compare);
+        }
+    } else {
+        fprintf(stderr, "hk-check: %s: %s\n", names[kind], hk_last_error());
+    }
+    timing t = time_kernel(b, record_f32, &c, copies);
+    char shape[32];
+    snprintf(shape, sizeof shape, "%ux%u", c.rows, n);
+    double bytes = kind == 0 ? c.a_bytes + 4.0 * n + 4.0 * c.rows
+                 : kind == 1 ? 2.0 * c.a_bytes + 4.0 * n
+                             : c.a_bytes + 36.0 * (n / 32);
+    report(b, names[kind], shape, err, gate, t, bytes);
+    hk_buffer_destroy(c.a);
+    hk_buffer_destroy(c.v);
+    hk_buffer_destroy(c.out);
+    free(a);
+    free(v);
+    free(got);
+    free(ref);
+}
+
+static options parse(int argc, char **argv)
+{
+    options o = {-1, NULL, -1, NULL};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            o.quick = 1;
+        else if (!strcmp(argv[i], "--full"))
+            o.quick = 0;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end == '\0')
+                o.device_index = (int)v;
+            else
+                o.device_name = argv[i];
+        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+            o.csv = argv[++i];
+        else {
+            fprintf(stderr, "usage: hk-check [--device N|NAME] [--quick|--full] [--csv FILE]\n");
+            exit(2);
+        }
+    }
+    return o;
+}
+
+int main(int argc, char **argv)
+{
+    options o = parse(argc, argv);
+    bench b = {0};
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.device_index = o.device_index;
+    desc.device_name = o.device_name;
+    if (hk_context_create(&desc, &b.ctx) != HK_OK)
+        die("context");
+    hk_context_caps(b.ctx, &b.caps);
+    int cpu = b.caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    int quick = o.quick >= 0 ? o.quick : cpu;
+    /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
+    b.cold_bytes = quick ? (64u << 20) : (1024u << 20);
+    printf("hk-check %d.%d.%d on %s (%s), subgroup %u, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n",
+           HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, b.caps.device_name, cpu ? "CPU" : "GPU",
+           b.caps.subgroup_size, b.caps.integer_dot_accelerated ? "accelerated" : b.caps.integer_dot ? "yes" : "no",
+           b.caps.coopmat_khr ? "yes" : "no", b.caps.coopmat_khr_count, quick ? "quick" : "full");
+    if (!b.caps.timestamps)
+        printf("(no timestamps on this device: times are not measured)\n");
+    if (o.csv && !(b.csv = fopen(o.csv, "w")))
+        fprintf(stderr, "hk-check: cannot write %s\n", o.csv);
+    if (b.csv)
+        fprintf(b.csv, "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy\n");
+    measure_copy(&b);
+    printf("%-14s %-18s %9s %7s %-4s %10s %10s %9s %7s\n", "kernel", "shape", "scale_rel", "gate", "ok", "ms/disp",
+           "ms single", "GB/s", "of copy");
+
+    static const hk_type types[] = {HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q8_0};
+    static const uint32_t quick_shapes[][2] = {{2048, 2048}, {512, 6144}};
+    static const uint32_t full_shapes[][2] = {{2048, 2048},  {6144, 2048},   {2048, 6144},
+                                              {4096, 4096},  {14336, 4096},  {4096, 14336},
+                                              {151936, 2048}};
+    const uint32_t(*shapes)[2] = quick ? quick_shapes : full_shapes;
+    size_t n_shapes = quick ? sizeof quick_shapes / sizeof quick_shapes[0] : sizeof full_shapes / sizeof full_shapes[0];
+    for (size_t t = 0; t < 3; t++)
+        for (size_t i = 0; i < n_shapes; i++)
+            check_matvec(&b, types[t], shapes[i][0], shapes[i][1]);
+    check_f32(&b, 0, 128, 2048); /* MoE router gate, Qwen3-30B-A3B */
+    check_f32(&b, 0, quick ? 1024 : 151936, 2048);
+    check_f32(&b, 1, 1, 2048);
+    check_f32(&b, 1, quick ? 64 : 512, 4096);
+    check_f32(&b, 2, 1, 2048);
+    check_f32(&b, 2, 1, quick ? 16384 : 1u << 20);
+    printf("\n%s: %d row(s) failed their gate\n", b.failures ? "FAIL" : "OK", b.failures);
+    if (b.csv)
+        fclose(b.csv);
+    hk_context_destroy(b.ctx);
+    return b.failures ? 1 : 0;
+}
