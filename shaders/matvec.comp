@@ -1,13 +1,24 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Dense quantized matvec y[rows] = W[rows, k] . x[k], W in GGUF blocks (HK_Q8_0 / HK_Q4_K /
-// HK_Q6_K), x and y f32. One workgroup per row: invocations stride over the row's 32-value
-// units, then a subgroup + shared-memory reduction.
+// HK_Q6_K), x and y f32. Two layouts of the work:
+//   default       one workgroup per row: invocations stride over the row's 32-value units, then
+//                 a subgroup + shared-memory reduction (portable: any subgroup size, 2-byte
+//                 aligned weights, 4-byte aligned x);
+//   HK_SUBGROUP_ROWS  each subgroup computes HK_NROWS rows, so every x value a lane loads serves
+//                 HK_NROWS rows; wide loads (16-byte aligned x, and Q4_K weights); a subgroup-only
+//                 reduction. Needs full subgroups (the host requires them at pipeline creation).
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2) writeonly buffer Y { float y[]; };
+
+#ifndef HK_NROWS
+#define HK_NROWS 4
+#endif
 
 HK_PUSH_BEGIN
     uint rows;
@@ -16,6 +27,9 @@ HK_PUSH_END
 
 uint x_base;
 float hk_x(uint i) { return x[x_base + i]; }
+// subgroup rows: each lane's partial sums, and the byte offset of each row's weights
+float acc[HK_NROWS];
+uint row_byte[HK_NROWS];
 
 #if defined(HK_Q8_0)
 #include "q8_0.glsl"
@@ -27,6 +41,29 @@ float hk_x(uint i) { return x[x_base + i]; }
 #error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"
 #endif
 
+#ifdef HK_SUBGROUP_ROWS
+void main()
+{
+    uint first = (hk_group_id() * gl_NumSubgroups + gl_SubgroupID) * HK_NROWS;
+    if (first >= pc.rows)
+        return; // uniform per subgroup: no barrier follows
+    x_base = pc.view_offset[1] / 4u;
+    uint row_bytes = hk_row_u16(pc.k) * 2u;
+    for (uint r = 0; r < HK_NROWS; r++) {
+        acc[r] = 0.0;
+        // rows past the end read the last row and are not written
+        row_byte[r] = pc.view_offset[0] + min(first + r, pc.rows - 1u) * row_bytes;
+    }
+    uint items = hk_items(pc.k);
+    for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
+        hk_item(it);
+    for (uint r = 0; r < HK_NROWS; r++) {
+        float sum = subgroupAdd(acc[r]);
+        if (subgroupElect() && first + r < pc.rows)
+            y[pc.view_offset[2] / 4u + first + r] = sum;
+    }
+}
+#else
 void main()
 {
     uint row = hk_group_id();
@@ -42,3 +79,4 @@ void main()
     if (gl_LocalInvocationID.x == 0)
         y[pc.view_offset[2] / 4u + row] = acc;
 }
+#endif

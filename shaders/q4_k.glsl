@@ -37,3 +37,52 @@ float hk_unit_dot(uint row16, uint u, uint xi)
 }
 
 uint hk_row_u16(uint k) { return (k / 256u) * HK_Q4_K_U16; }
+
+// Subgroup rows: a work item is one 16-byte quarter-chunk of qs (8 items per super-block):
+// item = 8*sb + 2*c + h covers qs bytes [32c + 16h, +16): 16 low nibbles of sub-block 2c and
+// 16 high nibbles of sub-block 2c+1. Needs 16-byte aligned weights (144 = 9 x 16).
+uint hk_items(uint k) { return k / 32u; }
+
+uint hk_scale_byte(uvec4 head, uint i) { return (head[1u + (i >> 2)] >> ((i & 3u) * 8u)) & 0xFFu; }
+
+void hk_q4k_scale_min_head(uvec4 head, uint j, out float sc, out float m)
+{
+    if (j < 4u) {
+        sc = float(hk_scale_byte(head, j) & 63u);
+        m = float(hk_scale_byte(head, j + 4u) & 63u);
+    } else {
+        sc = float((hk_scale_byte(head, j + 4u) & 0xFu) | ((hk_scale_byte(head, j - 4u) >> 6) << 4));
+        m = float((hk_scale_byte(head, j + 4u) >> 4) | ((hk_scale_byte(head, j) >> 6) << 4));
+    }
+}
+
+vec4 hk_nibbles(uint v) { return vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFu); }
+
+void hk_item(uint it)
+{
+    uint sb = it >> 3, c = (it >> 1) & 3u, h = it & 1u;
+    uint x4i = x_base / 4u + sb * 64u + c * 16u + h * 4u;
+    vec4 xl[4], xh[4];
+    float xsl = 0.0, xsh = 0.0;
+    for (uint i = 0; i < 4; i++) {
+        xl[i] = x4[x4i + i];
+        xh[i] = x4[x4i + 8u + i];
+        xsl += xl[i].x + xl[i].y + xl[i].z + xl[i].w;
+        xsh += xh[i].x + xh[i].y + xh[i].z + xh[i].w;
+    }
+    for (uint r = 0; r < HK_NROWS; r++) {
+        uint b = row_byte[r] / 16u + sb * 9u;
+        uvec4 head = w128[b];
+        uvec4 q = w128[b + 1u + 2u * c + h];
+        float ql = 0.0, qh = 0.0;
+        for (uint i = 0; i < 4; i++) {
+            ql += dot(hk_nibbles(q[i]), xl[i]);
+            qh += dot(hk_nibbles(q[i] >> 4), xh[i]);
+        }
+        vec2 dm = unpackHalf2x16(head.x);
+        float sc0, m0, sc1, m1;
+        hk_q4k_scale_min_head(head, 2u * c, sc0, m0);
+        hk_q4k_scale_min_head(head, 2u * c + 1u, sc1, m1);
+        acc[r] += dm.x * (sc0 * ql + sc1 * qh) - dm.y * (m0 * xsl + m1 * xsh);
+    }
+}

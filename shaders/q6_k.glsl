@@ -24,3 +24,39 @@ float hk_unit_dot(uint row16, uint u, uint xi)
 }
 
 uint hk_row_u16(uint k) { return (k / 256u) * HK_Q6_K_U16; }
+
+// Subgroup rows: a work item is 4 consecutive l of one half n of a super-block, for all four g
+// (16 values): item = 16*sb + 8*n + l/4. Reads ql[64n + l..+3], ql[64n + 32 + l..+3],
+// qh[32n + l..+3] and the half's 8 scales as 16-bit words (blocks are only 2-byte aligned).
+uint hk_items(uint k) { return k / 16u; }
+
+uint hk_u32_at16(uint i16) { return uint(w16[i16]) | (uint(w16[i16 + 1u]) << 16); }
+
+vec4 hk_bytes(uint v) { return vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFFu); }
+
+// signed scale byte `is` (0 or 1) of the 16-bit word at i16
+float hk_scale_i8(uint i16, uint is) { return float(int(uint(w16[i16]) << (24u - 8u * is)) >> 24); }
+
+void hk_item(uint it)
+{
+    uint sb = it >> 4, n = (it >> 3) & 1u, l = (it & 7u) * 4u;
+    uint x4i = x_base / 4u + sb * 64u + n * 32u + l / 4u;
+    vec4 xg[4];
+    for (uint g = 0; g < 4; g++)
+        xg[g] = x4[x4i + g * 8u];
+    uint is = l >> 4; // scales[8n + 2g + l/16]: byte `is` of 16-bit word 96 + 4n + g
+    for (uint r = 0; r < HK_NROWS; r++) {
+        uint b = row_byte[r] / 2u + sb * HK_Q6_K_U16;
+        uint qla = hk_u32_at16(b + 32u * n + l / 2u);
+        uint qlb = hk_u32_at16(b + 32u * n + 16u + l / 2u);
+        uint qh = hk_u32_at16(b + 64u + 16u * n + l / 2u);
+        vec4 q0 = hk_bytes((qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4)) - 32.0;
+        vec4 q1 = hk_bytes((qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4)) - 32.0;
+        vec4 q2 = hk_bytes(((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4)) - 32.0;
+        vec4 q3 = hk_bytes(((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4)) - 32.0;
+        uint s = b + 96u + 4u * n;
+        float sum = hk_scale_i8(s, is) * dot(q0, xg[0]) + hk_scale_i8(s + 1u, is) * dot(q1, xg[1]) +
+                    hk_scale_i8(s + 2u, is) * dot(q2, xg[2]) + hk_scale_i8(s + 3u, is) * dot(q3, xg[3]);
+        acc[r] += hk_half(uint(w16[b + 104u])) * sum;
+    }
+}

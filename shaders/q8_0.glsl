@@ -16,3 +16,26 @@ float hk_unit_dot(uint row16, uint u, uint xi)
 }
 
 uint hk_row_u16(uint k) { return (k / 32u) * HK_Q8_0_U16; }
+
+// Subgroup rows: a work item is half a block (16 values): item = 2*block + h.
+uint hk_items(uint k) { return k / 16u; }
+
+vec4 hk_i8x4(uint v) { return vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24); }
+
+void hk_item(uint it)
+{
+    uint blk = it >> 1, h = it & 1u;
+    uint x4i = x_base / 4u + blk * 8u + h * 4u;
+    vec4 xv[4];
+    for (uint i = 0; i < 4; i++)
+        xv[i] = x4[x4i + i];
+    for (uint r = 0; r < HK_NROWS; r++) {
+        uint b = row_byte[r] / 2u + blk * HK_Q8_0_U16;
+        float sum = 0.0;
+        for (uint i = 0; i < 4; i++) {
+            uint v = uint(w16[b + 1u + 8u * h + 2u * i]) | (uint(w16[b + 2u + 8u * h + 2u * i]) << 16);
+            sum += dot(hk_i8x4(v), xv[i]);
+        }
+        acc[r] += hk_half(uint(w16[b])) * sum;
+    }
+}

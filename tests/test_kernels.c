@@ -66,7 +66,9 @@ static hk_view input_at(const void *data, size_t bytes, uint64_t offset, hk_buff
     return (hk_view){b, offset};
 }
 
-static void test_matvec(hk_type type, uint32_t rows, uint32_t k, int raw_blocks, uint64_t seed)
+/* aligned: 16-byte aligned views (the subgroup-rows kernel where the device allows it); else
+ * the loosest legal offsets (2-byte weights, 4-byte x: the portable kernel) */
+static void test_matvec(hk_type type, uint32_t rows, uint32_t k, int raw_blocks, int aligned, uint64_t seed)
 {
     hk_rng rng = {seed};
     int ref_type = type == HK_TYPE_Q8_0 ? HK_REF_Q8_0 : type == HK_TYPE_Q4_K ? HK_REF_Q4_K : HK_REF_Q6_K;
@@ -95,11 +97,12 @@ static void test_matvec(hk_type type, uint32_t rows, uint32_t k, int raw_blocks,
     hk_ref_matvec(ref_type, w, x, ref, rows, k);
 
     hk_buffer *wb, *xb;
-    hk_view wv = input_at(w, row_bytes * rows, 2, &wb); /* GGUF tensors are only 2-byte aligned */
-    hk_view xv = input_at(x, k * sizeof(float), 12, &xb);
+    hk_view wv = input_at(w, row_bytes * rows, aligned ? 32 : 2, &wb); /* GGUF blocks are only 2-byte aligned */
+    hk_view xv = input_at(x, k * sizeof(float), aligned ? 16 : 12, &xb);
     out_buffer y = out_create(rows);
     char name[160];
-    snprintf(name, sizeof name, "matvec %s %ux%u %s", hk_type_name(type), rows, k, raw_blocks ? "raw-blocks" : "quantized");
+    snprintf(name, sizeof name, "matvec %s %ux%u %s %s", hk_type_name(type), rows, k,
+             raw_blocks ? "raw-blocks" : "quantized", aligned ? "aligned" : "offset");
     hk_status st = hk_matvec(ctx, NULL, type, wv, xv, out_view(&y), rows, k);
     if (st != HK_OK)
         hk_check(0, name, "%s", hk_last_error());
@@ -312,10 +315,11 @@ int main(void)
         uint32_t block = hk_type_block_values(types[t]);
         /* one row at the smallest k; a tail of rows (not a multiple of anything); k with an odd
          * number of blocks; a Qwen3-1.7B projection (2048x2048, lavapipe-fast) */
-        const uint32_t shapes[][2] = {{1, block}, {7, 3 * block}, {131, 5 * block}, {2048, 2048}, {300, 6144}};
+        const uint32_t shapes[][2] = {{1, block}, {7, 3 * block}, {131, 5 * block}, {17, 2 * block}, {2048, 2048}, {300, 6144}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int raw = 0; raw < 2; raw++)
-                test_matvec(types[t], shapes[i][0], shapes[i][1], raw, ++seed);
+                for (int aligned = 0; aligned < 2; aligned++)
+                    test_matvec(types[t], shapes[i][0], shapes[i][1], raw, aligned, ++seed);
     }
     test_gemv(1, 1, 11);
     test_gemv(5, 33, 12);

@@ -1,19 +1,24 @@
-/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp). */
+/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp). Two layouts of the work:
+ * subgroup rows (several rows per subgroup, wide loads) where the device can require full
+ * subgroups and the views are aligned for it, else the portable one-workgroup-per-row kernel. */
 #include "internal.h"
 
-/* Workgroup width: one invocation per 32-value unit of a 4096-wide row. */
+/* Portable kernel: one invocation per 32-value unit of a 4096-wide row. */
 #define MATVEC_WG 128u
+/* Subgroup-rows kernel: rows per subgroup (HK_NROWS in the shader) and subgroups per workgroup. */
+#define MATVEC_NROWS 4u
+#define MATVEC_SUBGROUPS 4u
 
 hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
                     uint32_t rows, uint32_t k)
 {
     static const char fn[] = "hk_matvec";
     static const char *const names[] = {"w", "x", "y"};
-    int shader;
+    int shader, rows_shader;
     switch (wtype) {
-    case HK_TYPE_Q8_0: shader = HK_SHADER_MATVEC_Q8_0; break;
-    case HK_TYPE_Q4_K: shader = HK_SHADER_MATVEC_Q4_K; break;
-    case HK_TYPE_Q6_K: shader = HK_SHADER_MATVEC_Q6_K; break;
+    case HK_TYPE_Q8_0: shader = HK_SHADER_MATVEC_Q8_0, rows_shader = HK_SHADER_MATVEC_Q8_0_ROWS; break;
+    case HK_TYPE_Q4_K: shader = HK_SHADER_MATVEC_Q4_K, rows_shader = HK_SHADER_MATVEC_Q4_K_ROWS; break;
+    case HK_TYPE_Q6_K: shader = HK_SHADER_MATVEC_Q6_K, rows_shader = HK_SHADER_MATVEC_Q6_K_ROWS; break;
     default:
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
@@ -33,10 +38,24 @@ hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    uint32_t wg = MATVEC_WG < context->caps.max_workgroup_size ? MATVEC_WG : context->caps.max_workgroup_size;
     uint32_t params[2] = {rows, k};
-    hk_dispatch_desc d = {.shader = shader, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 3,
-                          .params = params, .params_bytes = sizeof params, .groups = rows};
+    hk_dispatch_desc d = {.shader = shader, .bindings = b, .binding_count = 3, .params = params,
+                          .params_bytes = sizeof params};
+    uint32_t sg = context->caps.subgroup_size, wg;
+    int aligned = x.offset % 16 == 0 && (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0);
+    if ((context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) && aligned &&
+        sg * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size) {
+        wg = sg * MATVEC_SUBGROUPS;
+        uint32_t rows_per_group = MATVEC_SUBGROUPS * MATVEC_NROWS;
+        d.shader = rows_shader;
+        d.subgroup_size = sg;
+        d.groups = (rows + rows_per_group - 1) / rows_per_group;
+    } else {
+        wg = MATVEC_WG < context->caps.max_workgroup_size ? MATVEC_WG : context->caps.max_workgroup_size;
+        d.groups = rows;
+    }
+    d.spec = &wg;
+    d.spec_count = 1;
     return hk__dispatch(context, stream, fn, &d);
 }
 

@@ -47,6 +47,7 @@ typedef struct hk_pipeline_entry {
     int shader;
     uint32_t spec[HK_MAX_SPEC];
     uint32_t spec_count;
+    uint32_t subgroup_size;
     VkPipeline pipeline;
 } hk_pipeline_entry;
 
@@ -105,8 +106,9 @@ hk_status hk__alloc_buffer(hk_context *context, const char *fn, uint64_t size, V
 /* ---- pipelines (pipeline.c) ---- */
 hk_status hk__pipeline_cache_open(hk_context *context, const char *dir, int disabled);
 void hk__pipeline_cache_close(hk_context *context);
-hk_status hk__pipeline_get(hk_context *context, const char *fn, int shader, const uint32_t *spec, uint32_t spec_count,
-                           VkPipeline *out_pipeline, VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout);
+typedef struct hk_dispatch_desc hk_dispatch_desc;
+hk_status hk__pipeline_get(hk_context *context, const char *fn, const hk_dispatch_desc *desc, VkPipeline *out_pipeline,
+                           VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout);
 void hk__pipelines_destroy(hk_context *context);
 
 /* ---- argument checks (stream.c) ---- */
@@ -126,8 +128,11 @@ hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char 
                              const hk_binding *bindings, uint32_t count);
 
 /* ---- dispatch (stream.c): the one way every kernel is recorded ---- */
-typedef struct hk_dispatch_desc {
+struct hk_dispatch_desc {
     int shader;
+    /* 0, or the subgroup size the shader is written for: the pipeline then requires full
+     * subgroups of exactly that size (needs HK_FEATURE_SUBGROUP_SIZE_CONTROL) */
+    uint32_t subgroup_size;
     const uint32_t *spec; /* specialization constants 0..spec_count-1 */
     uint32_t spec_count;
     const hk_binding *bindings; /* bound at binding 0..count-1 */
@@ -135,7 +140,7 @@ typedef struct hk_dispatch_desc {
     const void *params; /* kernel push constants, placed at HK_PUSH_PARAMS_OFFSET */
     uint32_t params_bytes;
     uint64_t groups; /* linear workgroup count, spread over x and y (shaders/common.glsl hk_group_id) */
-} hk_dispatch_desc;
+};
 
 /* Records one dispatch into stream (NULL: into the context's immediate stream, then submits and
  * waits). Arguments must have been checked. */

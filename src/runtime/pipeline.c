@@ -39,9 +39,14 @@ static hk_status get_layout(hk_context *context, const char *fn, uint32_t bindin
     return HK_OK;
 }
 
-hk_status hk__pipeline_get(hk_context *context, const char *fn, int shader, const uint32_t *spec, uint32_t spec_count,
-                           VkPipeline *out_pipeline, VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout)
+hk_status hk__pipeline_get(hk_context *context, const char *fn, const hk_dispatch_desc *d, VkPipeline *out_pipeline,
+                           VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout)
 {
+    int shader = d->shader;
+    const uint32_t *spec = d->spec;
+    uint32_t spec_count = d->spec_count;
+    if (d->subgroup_size && !(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "internal: a required subgroup size needs subgroupSizeControl");
     if (shader < 0 || shader >= HK_SHADER_COUNT || spec_count > HK_MAX_SPEC)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "internal: bad shader %d or %u specialization constants", shader,
                         spec_count);
@@ -53,7 +58,7 @@ hk_status hk__pipeline_get(hk_context *context, const char *fn, int shader, cons
     *out_set_layout = context->set_layout[blob->bindings];
     for (uint32_t i = 0; i < context->pipeline_count; i++) {
         const hk_pipeline_entry *e = &context->pipelines[i];
-        if (e->shader == shader && e->spec_count == spec_count &&
+        if (e->shader == shader && e->spec_count == spec_count && e->subgroup_size == d->subgroup_size &&
             (spec_count == 0 || memcmp(e->spec, spec, spec_count * sizeof *spec) == 0)) {
             *out_pipeline = e->pipeline;
             return HK_OK;
@@ -79,9 +84,16 @@ hk_status hk__pipeline_get(hk_context *context, const char *fn, int shader, cons
     for (uint32_t i = 0; i < spec_count; i++)
         entries[i] = (VkSpecializationMapEntry){i, i * 4, 4};
     VkSpecializationInfo spec_info = {spec_count, entries, spec_count * 4, spec};
+    /* kernels that index rows by subgroup need every subgroup full and of the size they were
+     * dispatched for */
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo size_info = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = d->subgroup_size};
     VkComputePipelineCreateInfo info = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .pNext = d->subgroup_size ? &size_info : NULL,
+                  .flags = d->subgroup_size ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = module,
                   .pName = "main",
@@ -98,6 +110,7 @@ hk_status hk__pipeline_get(hk_context *context, const char *fn, int shader, cons
     memset(e, 0, sizeof *e);
     e->shader = shader;
     e->spec_count = spec_count;
+    e->subgroup_size = d->subgroup_size;
     if (spec_count)
         memcpy(e->spec, spec, spec_count * sizeof *spec);
     e->pipeline = pipeline;

@@ -386,7 +386,7 @@ hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, c
     VkPipeline pipeline;
     VkPipelineLayout layout;
     VkDescriptorSetLayout set_layout;
-    hk_status st = hk__pipeline_get(context, fn, d->shader, d->spec, d->spec_count, &pipeline, &layout, &set_layout);
+    hk_status st = hk__pipeline_get(context, fn, d, &pipeline, &layout, &set_layout);
     if (st != HK_OK)
         return st;
     st = begin_recording(s, fn);
