@@ -76,6 +76,20 @@ HK_API const char *hk_type_name(hk_type type);
 
 typedef struct hk_context hk_context;
 
+/* Optional device features the kernels use (hk_context_desc.disable_features,
+ * hk_borrowed_device.enabled_features). */
+enum {
+    HK_FEATURE_STORAGE_16BIT = 1u << 0,      /* storageBuffer16BitAccess (required) */
+    HK_FEATURE_STORAGE_8BIT = 1u << 1,       /* storageBuffer8BitAccess */
+    HK_FEATURE_FLOAT16 = 1u << 2,            /* shaderFloat16 */
+    HK_FEATURE_INT8 = 1u << 3,               /* shaderInt8 */
+    HK_FEATURE_INTEGER_DOT = 1u << 4,        /* shaderIntegerDotProduct */
+    HK_FEATURE_COOPMAT_KHR = 1u << 5,        /* VK_KHR_cooperative_matrix */
+    HK_FEATURE_COOPMAT_NV = 1u << 6,         /* VK_NV_cooperative_matrix */
+    HK_FEATURE_MAINTENANCE4 = 1u << 7,       /* maintenance4 */
+    HK_FEATURE_SUBGROUP_SIZE_CONTROL = 1u << 8
+};
+
 typedef struct hk_context_desc {
     /* Device choice: device_index >= 0 picks that physical device; else device_name (a substring,
      * case-insensitive) picks the first match; else the environment variable HK_DEVICE (an index
@@ -92,6 +106,9 @@ typedef struct hk_context_desc {
      * the cache in memory only. */
     const char *pipeline_cache_dir;
     int disable_pipeline_cache;
+    /* HK_FEATURE_* bits the kernels must not use even where the device has them: selects the
+     * portable twins (for testing them, or to rule a driver feature out). */
+    uint32_t disable_features;
 } hk_context_desc;
 
 /* Fills desc with the defaults: device_index = -1, everything else 0/NULL. */
@@ -101,19 +118,6 @@ HK_API void hk_context_desc_init(hk_context_desc *desc);
  * enabling every optional feature the kernels can use (16/8-bit storage, f16/i8 arithmetic, packed
  * int8 dot product, cooperative matrix, subgroup size control). desc may be NULL (defaults). */
 HK_API hk_status hk_context_create(const hk_context_desc *desc, hk_context **out_context);
-
-/* Features an engine's device was created with, for hk_context_create_borrowed. */
-enum {
-    HK_FEATURE_STORAGE_16BIT = 1u << 0,      /* storageBuffer16BitAccess (required) */
-    HK_FEATURE_STORAGE_8BIT = 1u << 1,       /* storageBuffer8BitAccess */
-    HK_FEATURE_FLOAT16 = 1u << 2,            /* shaderFloat16 */
-    HK_FEATURE_INT8 = 1u << 3,               /* shaderInt8 */
-    HK_FEATURE_INTEGER_DOT = 1u << 4,        /* shaderIntegerDotProduct */
-    HK_FEATURE_COOPMAT_KHR = 1u << 5,        /* VK_KHR_cooperative_matrix */
-    HK_FEATURE_COOPMAT_NV = 1u << 6,         /* VK_NV_cooperative_matrix */
-    HK_FEATURE_MAINTENANCE4 = 1u << 7,       /* maintenance4 */
-    HK_FEATURE_SUBGROUP_SIZE_CONTROL = 1u << 8
-};
 
 typedef struct hk_borrowed_device {
     PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL: the system loader's */
@@ -161,6 +165,7 @@ typedef struct hk_caps {
     uint8_t device_uuid[16];
     uint32_t subgroup_size;            /* default subgroup size */
     uint32_t subgroup_size_min, subgroup_size_max;
+    int subgroup_size_control;         /* pipelines can require full subgroups of a given size */
     int subgroup_arithmetic;           /* subgroupAdd etc. in compute shaders */
     uint32_t shared_memory_bytes;      /* maxComputeSharedMemorySize */
     uint32_t max_workgroup_size;       /* maxComputeWorkGroupInvocations */
@@ -277,6 +282,15 @@ HK_API hk_status hk_matvec_q4k(hk_context *context, hk_stream *stream, hk_view w
                                uint32_t rows, uint32_t k);
 HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                                uint32_t rows, uint32_t k);
+
+/* Int8 matvec: y[rows] = W[rows, k] . x[k] with x given as k/32 Q8_1 blocks (hk_quantize_q8_1).
+ * The weight quants are multiplied with the activation quants by packed int8 dot products
+ * (hardware-accelerated where caps.integer_dot_accelerated; plain arithmetic where the device has
+ * no shaderIntegerDotProduct). Against hk_matvec on the unquantized x it differs by the Q8_1
+ * rounding of x, about 1e-2 of the output scale at most. Q4_K weights must be 16-byte aligned
+ * (GGUF aligns tensor data to 32); needs caps.subgroup_size_control (every Vulkan 1.3 device). */
+HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                                hk_view y, uint32_t rows, uint32_t k);
 
 /* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32, k >= 1. */
 HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,

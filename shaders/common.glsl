@@ -38,3 +38,11 @@ float hk_half(uint h) { return unpackHalf2x16(h).x; }
 // Signed bytes of a 16-bit word
 int hk_lo_i8(uint w) { return int(w << 24) >> 24; }
 int hk_hi_i8(uint w) { return int(w << 16) >> 24; }
+
+// Small integers to float without int->float conversions (a quarter-rate instruction on some
+// GPUs, the limit of a decode loop): 2^23 + n has n in its low mantissa bits, exactly.
+vec4 hk_u8x4_to_vec4(uvec4 bytes) { return uintBitsToFloat(bytes | 0x4B000000u) - 8388608.0; }
+// The four bytes of v masked with `mask` (0xF for nibbles, 0xFF for bytes), as floats.
+vec4 hk_lanes(uint v, uint mask) { return hk_u8x4_to_vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & mask); }
+// The four signed bytes of v, as floats (bias by 128 to unsigned, then subtract it back).
+vec4 hk_i8x4(uint v) { return uintBitsToFloat(((uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFFu) ^ 0x80u) | 0x4B000000u) - 8388736.0; }

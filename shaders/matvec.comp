@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#if defined(HK_INT8) && !defined(HK_SCALAR_DOT)
+#extension GL_EXT_spirv_intrinsics : require
+#endif
 // Dense quantized matvec y[rows] = W[rows, k] . x[k], W in GGUF blocks (HK_Q8_0 / HK_Q4_K /
 // HK_Q6_K), x and y f32. Two layouts of the work:
 //   default       one workgroup per row: invocations stride over the row's 32-value units, then
@@ -8,12 +11,15 @@
 //   HK_SUBGROUP_ROWS  each subgroup computes HK_NROWS rows, so every x value a lane loads serves
 //                 HK_NROWS rows; wide loads (16-byte aligned x, and Q4_K weights); a subgroup-only
 //                 reduction. Needs full subgroups (the host requires them at pipeline creation).
+//   HK_INT8       subgroup rows with x given as Q8_1 blocks (hk_quantize_q8_1): packed int8 dot
+//                 products of the weight quants with the activation quants (dot.glsl).
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
 layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(binding = 1) readonly buffer XQ { uint xq[]; }; // HK_INT8: Q8_1 blocks of 9 words
 layout(binding = 2) writeonly buffer Y { float y[]; };
 
 #ifndef HK_NROWS
@@ -31,6 +37,9 @@ float hk_x(uint i) { return x[x_base + i]; }
 float acc[HK_NROWS];
 uint row_byte[HK_NROWS];
 
+#ifdef HK_INT8
+#include "dot.glsl"
+#endif
 #if defined(HK_Q8_0)
 #include "q8_0.glsl"
 #elif defined(HK_Q4_K)
@@ -41,7 +50,7 @@ uint row_byte[HK_NROWS];
 #error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"
 #endif
 
-#ifdef HK_SUBGROUP_ROWS
+#if defined(HK_SUBGROUP_ROWS) || defined(HK_INT8)
 void main()
 {
     uint first = (hk_group_id() * gl_NumSubgroups + gl_SubgroupID) * HK_NROWS;

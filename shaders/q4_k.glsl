@@ -56,8 +56,36 @@ void hk_q4k_scale_min_head(uvec4 head, uint j, out float sc, out float m)
     }
 }
 
-vec4 hk_nibbles(uint v) { return vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFu); }
-
+#ifdef HK_INT8
+// d*sc_j*dx*sum(q*xq) - dmin*m_j*s: the min term needs sum(x) over the sub-block, which Q8_1
+// carries as s; the item with h = 0 adds it for the whole sub-block.
+void hk_item(uint it)
+{
+    uint sb = it >> 3, c = (it >> 1) & 3u, h = it & 1u;
+    uint b0 = x_base + (sb * 8u + 2u * c) * 9u, b1 = b0 + 9u; // Q8_1 blocks of sub-blocks 2c, 2c+1
+    vec2 x0 = unpackHalf2x16(xq[b0]), x1 = unpackHalf2x16(xq[b1]);
+    uvec4 xa = uvec4(xq[b0 + 1u + 4u * h], xq[b0 + 2u + 4u * h], xq[b0 + 3u + 4u * h], xq[b0 + 4u + 4u * h]);
+    uvec4 xb = uvec4(xq[b1 + 1u + 4u * h], xq[b1 + 2u + 4u * h], xq[b1 + 3u + 4u * h], xq[b1 + 4u + 4u * h]);
+    for (uint r = 0; r < HK_NROWS; r++) {
+        uint b = row_byte[r] / 16u + sb * 9u;
+        uvec4 head = w128[b];
+        uvec4 q = w128[b + 1u + 2u * c + h];
+        int dl = 0, dh = 0;
+        for (uint i = 0; i < 4; i++) {
+            dl += hk_dot4(q[i] & 0x0F0F0F0Fu, xa[i]);
+            dh += hk_dot4((q[i] >> 4) & 0x0F0F0F0Fu, xb[i]);
+        }
+        vec2 dm = unpackHalf2x16(head.x);
+        float sc0, m0, sc1, m1;
+        hk_q4k_scale_min_head(head, 2u * c, sc0, m0);
+        hk_q4k_scale_min_head(head, 2u * c + 1u, sc1, m1);
+        float v = dm.x * (sc0 * x0.x * float(dl) + sc1 * x1.x * float(dh));
+        if (h == 0u)
+            v -= dm.y * (m0 * x0.y + m1 * x1.y);
+        acc[r] += v;
+    }
+}
+#else
 void hk_item(uint it)
 {
     uint sb = it >> 3, c = (it >> 1) & 3u, h = it & 1u;
@@ -76,8 +104,8 @@ void hk_item(uint it)
         uvec4 q = w128[b + 1u + 2u * c + h];
         float ql = 0.0, qh = 0.0;
         for (uint i = 0; i < 4; i++) {
-            ql += dot(hk_nibbles(q[i]), xl[i]);
-            qh += dot(hk_nibbles(q[i] >> 4), xh[i]);
+            ql += dot(hk_lanes(q[i], 0xFu), xl[i]);
+            qh += dot(hk_lanes(q[i] >> 4, 0xFu), xh[i]);
         }
         vec2 dm = unpackHalf2x16(head.x);
         float sc0, m0, sc1, m1;
@@ -86,3 +114,4 @@ void hk_item(uint it)
         acc[r] += dm.x * (sc0 * ql + sc1 * qh) - dm.y * (m0 * xsl + m1 * xsh);
     }
 }
+#endif

@@ -32,11 +32,42 @@ uint hk_items(uint k) { return k / 16u; }
 
 uint hk_u32_at16(uint i16) { return uint(w16[i16]) | (uint(w16[i16 + 1u]) << 16); }
 
-vec4 hk_bytes(uint v) { return vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFFu); }
-
 // signed scale byte `is` (0 or 1) of the 16-bit word at i16
 float hk_scale_i8(uint i16, uint is) { return float(int(uint(w16[i16]) << (24u - 8u * is)) >> 24); }
 
+#ifdef HK_INT8
+// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 4 values
+void hk_item(uint it)
+{
+    uint sb = it >> 4, n = (it >> 3) & 1u, l = (it & 7u) * 4u;
+    uint xw[4];
+    float dx[4];
+    int xs[4];
+    for (uint g = 0; g < 4; g++) {
+        uint xb = x_base + (sb * 8u + 4u * n + g) * 9u;
+        dx[g] = unpackHalf2x16(xq[xb]).x;
+        xw[g] = xq[xb + 1u + l / 4u];
+        xs[g] = hk_dot4(0x01010101u, xw[g]);
+    }
+    uint is = l >> 4;
+    for (uint r = 0; r < HK_NROWS; r++) {
+        uint b = row_byte[r] / 2u + sb * HK_Q6_K_U16;
+        uint qla = hk_u32_at16(b + 32u * n + l / 2u);
+        uint qlb = hk_u32_at16(b + 32u * n + 16u + l / 2u);
+        uint qh = hk_u32_at16(b + 64u + 16u * n + l / 2u);
+        uint q0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
+        uint q1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
+        uint q2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
+        uint q3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
+        uint s = b + 96u + 4u * n;
+        float sum = hk_scale_i8(s, is) * dx[0] * float(hk_dot4(q0, xw[0]) - 32 * xs[0]) +
+                    hk_scale_i8(s + 1u, is) * dx[1] * float(hk_dot4(q1, xw[1]) - 32 * xs[1]) +
+                    hk_scale_i8(s + 2u, is) * dx[2] * float(hk_dot4(q2, xw[2]) - 32 * xs[2]) +
+                    hk_scale_i8(s + 3u, is) * dx[3] * float(hk_dot4(q3, xw[3]) - 32 * xs[3]);
+        acc[r] += hk_half(uint(w16[b + 104u])) * sum;
+    }
+}
+#else
 void hk_item(uint it)
 {
     uint sb = it >> 4, n = (it >> 3) & 1u, l = (it & 7u) * 4u;
@@ -50,13 +81,14 @@ void hk_item(uint it)
         uint qla = hk_u32_at16(b + 32u * n + l / 2u);
         uint qlb = hk_u32_at16(b + 32u * n + 16u + l / 2u);
         uint qh = hk_u32_at16(b + 64u + 16u * n + l / 2u);
-        vec4 q0 = hk_bytes((qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4)) - 32.0;
-        vec4 q1 = hk_bytes((qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4)) - 32.0;
-        vec4 q2 = hk_bytes(((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4)) - 32.0;
-        vec4 q3 = hk_bytes(((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4)) - 32.0;
+        vec4 q0 = hk_lanes((qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4), 0xFFu) - 32.0;
+        vec4 q1 = hk_lanes((qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4), 0xFFu) - 32.0;
+        vec4 q2 = hk_lanes(((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4), 0xFFu) - 32.0;
+        vec4 q3 = hk_lanes(((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4), 0xFFu) - 32.0;
         uint s = b + 96u + 4u * n;
         float sum = hk_scale_i8(s, is) * dot(q0, xg[0]) + hk_scale_i8(s + 1u, is) * dot(q1, xg[1]) +
                     hk_scale_i8(s + 2u, is) * dot(q2, xg[2]) + hk_scale_i8(s + 3u, is) * dot(q3, xg[3]);
         acc[r] += hk_half(uint(w16[b + 104u])) * sum;
     }
 }
+#endif

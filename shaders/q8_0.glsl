@@ -20,8 +20,24 @@ uint hk_row_u16(uint k) { return (k / 32u) * HK_Q8_0_U16; }
 // Subgroup rows: a work item is half a block (16 values): item = 2*block + h.
 uint hk_items(uint k) { return k / 16u; }
 
-vec4 hk_i8x4(uint v) { return vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24); }
-
+#ifdef HK_INT8
+void hk_item(uint it)
+{
+    uint blk = it >> 1, h = it & 1u;
+    uint xb = x_base + blk * 9u;
+    float dx = unpackHalf2x16(xq[xb]).x;
+    uvec4 xw = uvec4(xq[xb + 1u + 4u * h], xq[xb + 2u + 4u * h], xq[xb + 3u + 4u * h], xq[xb + 4u + 4u * h]);
+    for (uint r = 0; r < HK_NROWS; r++) {
+        uint b = row_byte[r] / 2u + blk * HK_Q8_0_U16;
+        int sum = 0;
+        for (uint i = 0; i < 4; i++) {
+            uint v = uint(w16[b + 1u + 8u * h + 2u * i]) | (uint(w16[b + 2u + 8u * h + 2u * i]) << 16);
+            sum += hk_dot4(v, xw[i]);
+        }
+        acc[r] += hk_half(uint(w16[b])) * dx * float(sum);
+    }
+}
+#else
 void hk_item(uint it)
 {
     uint blk = it >> 1, h = it & 1u;
@@ -39,3 +55,4 @@ void hk_item(uint it)
         acc[r] += hk_half(uint(w16[b])) * sum;
     }
 }
+#endif

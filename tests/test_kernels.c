@@ -116,6 +116,65 @@ static void test_matvec(hk_type type, uint32_t rows, uint32_t k, int raw_blocks,
     free(ref);
 }
 
+/* Int8 matvec: held to its own reference (the same Q8_1 x, the same integer sums) at the f32 gate,
+ * and to the f32 matvec on the unquantized x at the int8 gate. */
+static void test_matvec_int8(hk_type type, uint32_t rows, uint32_t k, int raw_blocks, uint64_t seed)
+{
+    hk_rng rng = {seed};
+    size_t row_bytes = hk_ref_row_bytes((int)type, k);
+    uint8_t *w = malloc(row_bytes * rows);
+    float *x = malloc(k * sizeof(float)), *ref = malloc(rows * sizeof(float)), *ref_f32 = malloc(rows * sizeof(float));
+    hk_block_q8_1 *xq = malloc(k / 32 * sizeof *xq);
+    hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
+    if (raw_blocks) {
+        hk_random_blocks(&rng, (int)type, w, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
+    } else {
+        float *row = malloc(k * sizeof(float));
+        for (uint32_t r = 0; r < rows; r++) {
+            hk_rng_fill(&rng, row, k, -0.3f, 0.3f);
+            if (type == HK_TYPE_Q8_0)
+                hk_quant_row_q8_0(row, (hk_block_q8_0 *)(w + r * row_bytes), k);
+            else if (type == HK_TYPE_Q4_K)
+                hk_quant_row_q4_k(row, (hk_block_q4_k *)(w + r * row_bytes), k);
+            else
+                hk_quant_row_q6_k(row, (hk_block_q6_k *)(w + r * row_bytes), k);
+        }
+        free(row);
+    }
+    hk_quant_row_q8_1(x, xq, k);
+    hk_ref_matvec_q8_1((int)type, w, xq, ref, rows, k);
+    hk_ref_matvec((int)type, w, x, ref_f32, rows, k);
+    hk_buffer *wb, *xb;
+    hk_view wv = input_at(w, row_bytes * rows, 32, &wb);
+    hk_view xv = input_at(xq, k / 32 * sizeof *xq, 4, &xb);
+    out_buffer y = out_create(rows);
+    char name[160];
+    snprintf(name, sizeof name, "matvec_int8 %s %ux%u %s", hk_type_name(type), rows, k,
+             raw_blocks ? "raw-blocks" : "quantized");
+    hk_status st = hk_matvec_int8(ctx, NULL, type, wv, xv, out_view(&y), rows, k);
+    if (st != HK_OK) {
+        hk_check(0, name, "%s", hk_last_error());
+    } else {
+        const float *got = out_read(&y, name);
+        hk_check_close(name, got, ref, rows, GATE_F32);
+        /* the int8 gate is relative to the scale of many outputs; one output alone can cancel to
+         * near zero, where the activation's rounding is a large part of it */
+        if (rows >= 32) {
+            char vs[200];
+            snprintf(vs, sizeof vs, "%s vs f32 x", name);
+            hk_check_close(vs, got, ref_f32, rows, HK_GATE_INT8);
+        }
+    }
+    out_destroy(&y);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    free(w);
+    free(x);
+    free(xq);
+    free(ref);
+    free(ref_f32);
+}
+
 static void test_gemv(uint32_t rows, uint32_t k, uint64_t seed)
 {
     hk_rng rng = {seed};
@@ -320,6 +379,49 @@ int main(void)
             for (int raw = 0; raw < 2; raw++)
                 for (int aligned = 0; aligned < 2; aligned++)
                     test_matvec(types[t], shapes[i][0], shapes[i][1], raw, aligned, ++seed);
+    }
+    for (int t = 0; t < 3; t++) {
+        uint32_t block = hk_type_block_values(types[t]);
+        const uint32_t shapes[][2] = {{1, block}, {5, 3 * block}, {37, 256}, {2048, 2048}, {100, 6144}};
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int raw = 0; raw < 2; raw++)
+                test_matvec_int8(types[t], shapes[i][0], shapes[i][1], raw, ++seed);
+    }
+    /* the portable twins, on contexts that may not use the accelerated paths */
+    hk_context *full = ctx;
+    const uint32_t twins[] = {HK_FEATURE_INTEGER_DOT, HK_FEATURE_SUBGROUP_SIZE_CONTROL};
+    for (int i = 0; i < 2; i++) {
+        hk_context_desc desc;
+        hk_context_desc_init(&desc);
+        desc.enable_validation = 1;
+        desc.disable_pipeline_cache = 1;
+        desc.disable_features = twins[i];
+        if (hk_context_create(&desc, &ctx) != HK_OK) {
+            hk_check(0, "context without a feature", "%s", hk_last_error());
+            ctx = full;
+            continue;
+        }
+        printf("-- without feature 0x%x\n", twins[i]);
+        for (int t = 0; t < 3; t++) {
+            uint32_t block = hk_type_block_values(types[t]);
+            if (twins[i] == HK_FEATURE_INTEGER_DOT) {
+                test_matvec_int8(types[t], 37, 4 * block, 1, ++seed);
+                test_matvec_int8(types[t], 300, 2048, 0, ++seed);
+            } else {
+                test_matvec(types[t], 37, 4 * block, 1, 1, ++seed);
+                hk_buffer *any = hk_test_buffer(ctx, 1024, NULL), *out = hk_test_buffer(ctx, 16, NULL);
+                hk_check_status("int8 matvec needs subgroup size control",
+                                hk_matvec_int8(ctx, NULL, types[t], (hk_view){any, 0}, (hk_view){any, 512},
+                                               (hk_view){out, 0}, 1, block),
+                                HK_ERROR_UNSUPPORTED, "cannot require full subgroups");
+                hk_buffer_destroy(any);
+                hk_buffer_destroy(out);
+            }
+        }
+        uint32_t messages = hk_context_validation_messages(ctx);
+        hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
+        hk_context_destroy(ctx);
+        ctx = full;
     }
     test_gemv(1, 1, 11);
     test_gemv(5, 33, 12);

@@ -113,7 +113,7 @@ static void report(bench *b, const char *kernel, const char *shape, double err, 
     int ok = err < gate;
     b->failures += !ok;
     double gbs = bytes / (t.stream_ms * 1e-3) / 1e9;
-    printf("%-14s %-18s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%%\n", kernel, shape, err, gate, ok ? "ok" : "FAIL",
+    printf("%-17s %-14s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%%\n", kernel, shape, err, gate, ok ? "ok" : "FAIL",
            t.stream_ms, t.single_ms, gbs, 100.0 * gbs / b->copy_gbs);
     if (b->csv)
         fprintf(b->csv, "%s,%s,%s,%.3e,%.0e,%d,%.6f,%.6f,%.2f,%.4f\n", b->caps.device_name, kernel, shape, err, gate, ok,
@@ -150,14 +150,28 @@ typedef struct matvec_case {
     uint32_t rows, k;
     hk_buffer *w; /* `copies` copies of the weights back to back */
     uint64_t w_bytes;
-    hk_buffer *x, *y;
+    hk_buffer *x, *xq, *y;
+    int int8; /* hk_matvec_int8 on xq rather than hk_matvec on x */
 } matvec_case;
 
 static hk_status record_matvec(bench *b, hk_stream *s, void *user, uint32_t copy)
 {
     matvec_case *c = user;
-    return hk_matvec(b->ctx, s, c->type, (hk_view){c->w, copy * c->w_bytes}, (hk_view){c->x, 0}, (hk_view){c->y, 0},
-                     c->rows, c->k);
+    hk_view w = {c->w, copy * c->w_bytes}, y = {c->y, 0};
+    if (c->int8)
+        return hk_matvec_int8(b->ctx, s, c->type, w, (hk_view){c->xq, 0}, y, c->rows, c->k);
+    return hk_matvec(b->ctx, s, c->type, w, (hk_view){c->x, 0}, y, c->rows, c->k);
+}
+
+/* Runs the case once into a poisoned y and returns its scale_rel against ref. */
+static double run_once(bench *b, matvec_case *c, uint32_t copy, float *y, const float *ref)
+{
+    hk_buffer_fill(c->y, 0, c->rows * sizeof(float), 0x7fc0deadu);
+    if (record_matvec(b, NULL, c, copy) != HK_OK || hk_buffer_download(c->y, 0, y, c->rows * sizeof(float)) != HK_OK) {
+        fprintf(stderr, "hk-check: matvec %s: %s\n", hk_type_name(c->type), hk_last_error());
+        return INFINITY;
+    }
+    return hk_scale_rel(y, ref, c->rows);
 }
 
 static uint32_t copies_for(bench *b, uint64_t bytes)
@@ -181,7 +195,8 @@ static void check_matvec(bench *b, hk_type type, uint32_t rows, uint32_t k)
     hk_rng rng = {0x9E3779B97F4A7C15ull ^ (rows * 31u + k)};
     uint8_t *w = malloc(c.w_bytes);
     float *x = malloc(k * sizeof(float)), *y = malloc(rows * sizeof(float)), *ref = malloc(rows * sizeof(float));
-    if (!w || !x || !y || !ref) {
+    hk_block_q8_1 *xq = malloc(k / 32 * sizeof *xq);
+    if (!w || !x || !y || !ref || !xq) {
         fprintf(stderr, "hk-check: out of host memory\n");
         exit(2);
     }
@@ -194,17 +209,27 @@ static void check_matvec(bench *b, hk_type type, uint32_t rows, uint32_t k)
     replicate(b, c.w, c.w_bytes, copies);
     c.x = make_buffer(b, k * sizeof(float), x);
     c.y = make_buffer(b, rows * sizeof(float), NULL);
-    hk_buffer_fill(c.y, 0, rows * sizeof(float), 0x7fc0deadu); /* poison */
-    double err = INFINITY;
-    if (record_matvec(b, NULL, &c, copies - 1) == HK_OK && hk_buffer_download(c.y, 0, y, rows * sizeof(float)) == HK_OK)
-        err = hk_scale_rel(y, ref, rows);
-    else
-        fprintf(stderr, "hk-check: matvec %s: %s\n", hk_type_name(type), hk_last_error());
-    timing t = time_kernel(b, record_matvec, &c, copies);
     char name[32], shape[32];
-    snprintf(name, sizeof name, "matvec %s", hk_type_name(type));
     snprintf(shape, sizeof shape, "%ux%u", rows, k);
+    /* the last copy: replication is checked too */
+    double err = run_once(b, &c, copies - 1, y, ref);
+    timing t = time_kernel(b, record_matvec, &c, copies);
+    snprintf(name, sizeof name, "matvec %s", hk_type_name(type));
     report(b, name, shape, err, HK_GATE_F32, t, (double)c.w_bytes + 4.0 * k + 4.0 * rows);
+
+    /* int8: x quantized on the device, held to the int8 reference on the same Q8_1 blocks */
+    c.xq = make_buffer(b, k / 32 * 36, NULL);
+    c.int8 = 1;
+    if (hk_quantize_q8_1(b->ctx, NULL, (hk_view){c.x, 0}, (hk_view){c.xq, 0}, k) != HK_OK ||
+        hk_buffer_download(c.xq, 0, xq, k / 32 * 36) != HK_OK)
+        die("quantize");
+    hk_ref_matvec_q8_1((int)type, w, xq, ref, rows, k);
+    err = run_once(b, &c, copies - 1, y, ref);
+    t = time_kernel(b, record_matvec, &c, copies);
+    snprintf(name, sizeof name, "matvec_int8 %s", hk_type_name(type));
+    report(b, name, shape, err, HK_GATE_F32, t, (double)c.w_bytes + 36.0 * k / 32 + 4.0 * rows);
+    hk_buffer_destroy(c.xq);
+    free(xq);
     hk_buffer_destroy(c.w);
     hk_buffer_destroy(c.x);
     hk_buffer_destroy(c.y);
@@ -333,9 +358,9 @@ int main(int argc, char **argv)
     int quick = o.quick >= 0 ? o.quick : cpu;
     /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
     b.cold_bytes = quick ? (64u << 20) : (1024u << 20);
-    printf("hk-check %d.%d.%d on %s (%s), subgroup %u, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n",
+    printf("hk-check %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n",
            HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, b.caps.device_name, cpu ? "CPU" : "GPU",
-           b.caps.subgroup_size, b.caps.integer_dot_accelerated ? "accelerated" : b.caps.integer_dot ? "yes" : "no",
+           b.caps.subgroup_size, b.caps.subgroup_size_control ? " (size control)" : "", b.caps.integer_dot_accelerated ? "accelerated" : b.caps.integer_dot ? "yes" : "no",
            b.caps.coopmat_khr ? "yes" : "no", b.caps.coopmat_khr_count, quick ? "quick" : "full");
     if (!b.caps.timestamps)
         printf("(no timestamps on this device: times are not measured)\n");
@@ -344,7 +369,7 @@ int main(int argc, char **argv)
     if (b.csv)
         fprintf(b.csv, "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy\n");
     measure_copy(&b);
-    printf("%-14s %-18s %9s %7s %-4s %10s %10s %9s %7s\n", "kernel", "shape", "scale_rel", "gate", "ok", "ms/disp",
+    printf("%-17s %-14s %9s %7s %-4s %10s %10s %9s %7s\n", "kernel", "shape", "scale_rel", "gate", "ok", "ms/disp",
            "ms single", "GB/s", "of copy");
 
     static const hk_type types[] = {HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q8_0};

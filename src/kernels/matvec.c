@@ -76,3 +76,45 @@ hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_vi
 {
     return hk_matvec(context, stream, HK_TYPE_Q6_K, w, x, y, rows, k);
 }
+
+hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view y,
+                         uint32_t rows, uint32_t k)
+{
+    static const char fn[] = "hk_matvec_int8";
+    static const char *const names[] = {"w", "xq", "y"};
+    int dot_shader, scalar_shader;
+    switch (wtype) {
+    case HK_TYPE_Q8_0: dot_shader = HK_SHADER_MATVEC_Q8_0_INT8, scalar_shader = HK_SHADER_MATVEC_Q8_0_INT8S; break;
+    case HK_TYPE_Q4_K: dot_shader = HK_SHADER_MATVEC_Q4_K_INT8, scalar_shader = HK_SHADER_MATVEC_Q4_K_INT8S; break;
+    case HK_TYPE_Q6_K: dot_shader = HK_SHADER_MATVEC_Q6_K_INT8, scalar_shader = HK_SHADER_MATVEC_Q6_K_INT8S; break;
+    default:
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
+                        hk_type_name(wtype), (int)wtype);
+    }
+    uint32_t block = hk_type_block_values(wtype);
+    if (rows == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
+    if (k == 0 || k % block)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
+                        hk_type_name(wtype));
+    uint32_t w_align = wtype == HK_TYPE_Q4_K ? 16 : 2; /* Q4_K is read 16 bytes at a time */
+    hk_binding b[3] = {
+        {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * rows, w_align, 0, 0},
+        {xq, (uint64_t)k / 32 * 36, 4, 0, 0},
+        {y, (uint64_t)rows * 4, 4, 1, 0},
+    };
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    if (st != HK_OK)
+        return st;
+    uint32_t sg = context->caps.subgroup_size;
+    if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) || sg * MATVEC_SUBGROUPS > context->caps.max_workgroup_size)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
+                        context->caps.device_name);
+    uint32_t wg = sg * MATVEC_SUBGROUPS, rows_per_group = MATVEC_SUBGROUPS * MATVEC_NROWS;
+    uint32_t params[2] = {rows, k};
+    hk_dispatch_desc d = {.shader = (context->features & HK_FEATURE_INTEGER_DOT) ? dot_shader : scalar_shader,
+                          .subgroup_size = sg, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 3,
+                          .params = params, .params_bytes = sizeof params,
+                          .groups = (rows + rows_per_group - 1) / rows_per_group};
+    return hk__dispatch(context, stream, fn, &d);
+}

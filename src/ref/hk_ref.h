@@ -71,6 +71,10 @@ size_t hk_ref_row_bytes(int type, size_t k);
 /* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
  * Accumulates in f32 per block, then adds the block sums in order. */
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);
+/* The int8 matvec: x given as k/32 Q8_1 blocks. Per 16 values, scale * dx * sum(q * xq) with the
+ * weight's integer quants q (Q6_K: q - 32) and scale (d*sc); Q4_K subtracts dmin*m * s per 32
+ * values, using the Q8_1 block's s for sum(x) as llama.cpp's vec_dot_q4_K_q8_1 does. */
+void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *y, size_t rows, size_t k);
 /* y[r] = sum_i W[r*k + i] * x[i] (f32). */
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */

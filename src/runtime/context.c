@@ -279,6 +279,7 @@ static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     caps->min_storage_offset_alignment = p->limits.minStorageBufferOffsetAlignment;
     uint32_t f = context->features;
+    caps->subgroup_size_control = !!(f & HK_FEATURE_SUBGROUP_SIZE_CONTROL);
     caps->storage_16bit = !!(f & HK_FEATURE_STORAGE_16BIT);
     caps->storage_8bit = !!(f & HK_FEATURE_STORAGE_8BIT);
     caps->float16 = !!(f & HK_FEATURE_FLOAT16);
@@ -495,7 +496,7 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
         st = hk__vk_fail(r, fn, "vkCreateDevice");
         goto fail;
     }
-    context->features = features_from_chain(&on);
+    context->features = features_from_chain(&on) & ~desc.disable_features;
     volkLoadDeviceTable(&context->vk, context->device);
     context->vk.vkGetDeviceQueue(context->device, context->queue_family, 0, &context->queue);
     probe_caps(context, on.coop_khr.cooperativeMatrix, on.coop_nv.cooperativeMatrix);

@@ -14,6 +14,7 @@ typedef struct hk_range {
     VkBuffer buffer;
     uint64_t begin, end;
     int writes;
+    VkPipelineStageFlags stage; /* compute shader or transfer */
 } hk_range;
 
 struct hk_stream {
@@ -308,23 +309,35 @@ hk_status hk_stream_elapsed_ms(const hk_stream *s, uint32_t from, uint32_t to, d
 
 /* ---- recording ---- */
 
-static void record_barrier(hk_stream *s)
+static const VkPipelineStageFlags all_stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+/* Waits for the stages `after` ran in before `stage` starts; only the stages really involved, so
+ * a chain of compute kernels gets a compute-to-compute barrier and nothing heavier. */
+static void record_barrier(hk_stream *s, VkPipelineStageFlags after, VkPipelineStageFlags stage)
 {
-    VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                                VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    s->context->vk.vkCmdPipelineBarrier(s->cmd, stages, stages, 0, 1, &barrier, 0, NULL, 0, NULL);
+    VkAccessFlags src = 0, dst = 0;
+    if (after & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+        src |= VK_ACCESS_SHADER_WRITE_BIT;
+    if (after & VK_PIPELINE_STAGE_TRANSFER_BIT)
+        src |= VK_ACCESS_TRANSFER_WRITE_BIT;
+    if (stage & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+        dst |= VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    if (stage & VK_PIPELINE_STAGE_TRANSFER_BIT)
+        dst |= VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = src, .dstAccessMask = dst};
+    s->context->vk.vkCmdPipelineBarrier(s->cmd, after, stage, 0, 1, &barrier, 0, NULL, 0, NULL);
     s->pending_count = 0;
     s->barrier_due = 0;
 }
 
 /* A barrier goes in only where this command touches bytes an earlier one since the last barrier
  * wrote, or writes bytes an earlier one read: independent kernels stay free to overlap. */
-static void order_after_earlier(hk_stream *s, const hk_binding *b, uint32_t count)
+static void order_after_earlier(hk_stream *s, const hk_binding *b, uint32_t count, VkPipelineStageFlags stage)
 {
     int needed = s->barrier_due || s->pending_count + count > HK_MAX_PENDING;
+    VkPipelineStageFlags after = 0;
+    for (uint32_t j = 0; j < s->pending_count; j++)
+        after |= s->pending[j].stage;
     for (uint32_t i = 0; i < count && !needed; i++) {
         uint64_t begin = b[i].view.offset, end = begin + b[i].bytes;
         for (uint32_t j = 0; j < s->pending_count && !needed; j++) {
@@ -334,10 +347,12 @@ static void order_after_earlier(hk_stream *s, const hk_binding *b, uint32_t coun
         }
     }
     if (needed)
-        record_barrier(s);
+        /* what came before this stream's first command (earlier submits, the engine's own work
+         * before a wrapped stream) may have been either kind */
+        record_barrier(s, s->barrier_due ? all_stages : after, stage);
     for (uint32_t i = 0; i < count; i++)
         s->pending[s->pending_count++] = (hk_range){b[i].view.buffer->buffer, b[i].view.offset,
-                                                    b[i].view.offset + b[i].bytes, b[i].writes};
+                                                    b[i].view.offset + b[i].bytes, b[i].writes, stage};
 }
 
 static hk_status allocate_set(hk_stream *s, const char *fn, VkDescriptorSetLayout layout, VkDescriptorSet *out)
@@ -421,7 +436,7 @@ hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, c
     if (d->params_bytes)
         memcpy(push + HK_PUSH_PARAMS_OFFSET, d->params, d->params_bytes);
 
-    order_after_earlier(s, d->bindings, d->binding_count);
+    order_after_earlier(s, d->bindings, d->binding_count, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
     vk->vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vk->vkCmdBindDescriptorSets(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
     vk->vkCmdPushConstants(s->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HK_PUSH_BYTES, push);
@@ -442,7 +457,7 @@ hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(h
     hk_status st = begin_recording(s, fn);
     if (st != HK_OK)
         return st;
-    record_barrier(s);
+    record_barrier(s, all_stages, all_stages);
     record(context, s->cmd, user);
     return hk_stream_submit(s);
 }
@@ -453,7 +468,7 @@ hk_status hk__record_transfer_copy(hk_context *context, hk_stream *stream, const
     hk_status st = begin_recording(s, fn);
     if (st != HK_OK)
         return st;
-    order_after_earlier(s, b, 2);
+    order_after_earlier(s, b, 2, VK_PIPELINE_STAGE_TRANSFER_BIT);
     VkBufferCopy region = {b[0].view.offset, b[1].view.offset, b[0].bytes};
     context->vk.vkCmdCopyBuffer(s->cmd, b[0].view.buffer->buffer, b[1].view.buffer->buffer, 1, &region);
     s->kernel_count++;
