@@ -53,23 +53,26 @@ uint row_byte[HK_NROWS];
 #if defined(HK_SUBGROUP_ROWS) || defined(HK_INT8)
 void main()
 {
-    uint first = (hk_group_id() * gl_NumSubgroups + gl_SubgroupID) * HK_NROWS;
-    if (first >= pc.rows)
-        return; // uniform per subgroup: no barrier follows
     x_base = pc.view_offset[1] / 4u;
-    uint row_bytes = hk_row_u16(pc.k) * 2u;
-    for (uint r = 0; r < HK_NROWS; r++) {
-        acc[r] = 0.0;
-        // rows past the end read the last row and are not written
-        row_byte[r] = pc.view_offset[0] + min(first + r, pc.rows - 1u) * row_bytes;
-    }
-    uint items = hk_items(pc.k);
-    for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
-        hk_item(it);
-    for (uint r = 0; r < HK_NROWS; r++) {
-        float sum = subgroupAdd(acc[r]);
-        if (subgroupElect() && first + r < pc.rows)
-            y[pc.view_offset[2] / 4u + first + r] = sum;
+    uint row_bytes = hk_row_u16(pc.k) * 2u, items = hk_items(pc.k);
+    uint row_groups = (pc.rows + HK_NROWS - 1u) / HK_NROWS;
+    // a grid-stride loop over groups of rows: the host caps the workgroup count near what the
+    // device holds at once, so subgroups live long rather than launching in many short waves
+    uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
+    for (uint group = hk_group_id() * gl_NumSubgroups + gl_SubgroupID; group < row_groups; group += stride) {
+        uint first = group * HK_NROWS;
+        for (uint r = 0; r < HK_NROWS; r++) {
+            acc[r] = 0.0;
+            // rows past the end read the last row and are not written
+            row_byte[r] = pc.view_offset[0] + min(first + r, pc.rows - 1u) * row_bytes;
+        }
+        for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
+            hk_item(it);
+        for (uint r = 0; r < HK_NROWS; r++) {
+            float sum = subgroupAdd(acc[r]);
+            if (subgroupElect() && first + r < pc.rows)
+                y[pc.view_offset[2] / 4u + first + r] = sum;
+        }
     }
 }
 #else

@@ -38,61 +38,61 @@ float hk_unit_dot(uint row16, uint u, uint xi)
 
 uint hk_row_u16(uint k) { return (k / 256u) * HK_Q4_K_U16; }
 
-// Subgroup rows: a work item is one 16-byte quarter-chunk of qs (8 items per super-block):
-// item = 8*sb + 2*c + h covers qs bytes [32c + 16h, +16): 16 low nibbles of sub-block 2c and
-// 16 high nibbles of sub-block 2c+1. Needs 16-byte aligned weights (144 = 9 x 16).
-uint hk_items(uint k) { return k / 32u; }
+// Subgroup rows: a work item is one 32-byte chunk c of qs (4 items per super-block): item =
+// 4*sb + c covers the 32 low nibbles of sub-block 2c and the 32 high nibbles of sub-block 2c+1,
+// read as two 16-byte words. Needs 16-byte aligned weights (144 = 9 x 16).
+uint hk_items(uint k) { return k / 64u; }
 
-uint hk_scale_byte(uvec4 head, uint i) { return (head[1u + (i >> 2)] >> ((i & 3u) * 8u)) & 0xFFu; }
-
-void hk_q4k_scale_min_head(uvec4 head, uint j, out float sc, out float m)
+// Scales and mins of sub-blocks 2c and 2c+1 from the scale bytes in head.yzw, unpacked as in
+// llama.cpp's vec_dot_q4_K: 16-bit words s16[i] = bytes 2i, 2i+1, selects rather than indexing
+// (a dynamically indexed vector can land in local memory).
+void hk_q4k_scales(uvec4 head, uint c, out vec2 sc, out vec2 m)
 {
-    if (j < 4u) {
-        sc = float(hk_scale_byte(head, j) & 63u);
-        m = float(hk_scale_byte(head, j + 4u) & 63u);
-    } else {
-        sc = float((hk_scale_byte(head, j + 4u) & 0xFu) | ((hk_scale_byte(head, j - 4u) >> 6) << 4));
-        m = float((hk_scale_byte(head, j + 4u) >> 4) | ((hk_scale_byte(head, j) >> 6) << 4));
-    }
+    uint lo = (c & 1u) * 16u;
+    uint s_c = (c < 2u ? head.y : head.z) >> lo;  // s16[c]
+    uint s_c2 = (c < 2u ? head.z : head.w) >> lo; // s16[c + 2]
+    uint s_cm2 = head.y >> lo;                    // s16[c - 2], for c >= 2
+    uint a = c < 2u ? s_c & 0x3F3Fu : (s_c2 & 0x0F0Fu) | ((s_cm2 & 0xC0C0u) >> 2);
+    uint b = c < 2u ? s_c2 & 0x3F3Fu : ((s_c2 >> 4) & 0x0F0Fu) | ((s_c & 0xC0C0u) >> 2);
+    sc = vec2(float(a & 0xFFu), float((a >> 8) & 0xFFu));
+    m = vec2(float(b & 0xFFu), float((b >> 8) & 0xFFu));
 }
 
 #ifdef HK_INT8
-// d*sc_j*dx*sum(q*xq) - dmin*m_j*s: the min term needs sum(x) over the sub-block, which Q8_1
-// carries as s; the item with h = 0 adds it for the whole sub-block.
+// d*sc_j*dx_j*sum(q*xq) - dmin*m_j*s_j per sub-block j: sum(x) over the sub-block is the Q8_1
+// block's s.
 void hk_item(uint it)
 {
-    uint sb = it >> 3, c = (it >> 1) & 3u, h = it & 1u;
+    uint sb = it >> 2, c = it & 3u;
     uint b0 = x_base + (sb * 8u + 2u * c) * 9u, b1 = b0 + 9u; // Q8_1 blocks of sub-blocks 2c, 2c+1
     vec2 x0 = unpackHalf2x16(xq[b0]), x1 = unpackHalf2x16(xq[b1]);
-    uvec4 xa = uvec4(xq[b0 + 1u + 4u * h], xq[b0 + 2u + 4u * h], xq[b0 + 3u + 4u * h], xq[b0 + 4u + 4u * h]);
-    uvec4 xb = uvec4(xq[b1 + 1u + 4u * h], xq[b1 + 2u + 4u * h], xq[b1 + 3u + 4u * h], xq[b1 + 4u + 4u * h]);
+    uint xa[8], xb[8];
+    for (uint i = 0; i < 8; i++) {
+        xa[i] = xq[b0 + 1u + i];
+        xb[i] = xq[b1 + 1u + i];
+    }
     for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] / 16u + sb * 9u;
         uvec4 head = w128[b];
-        uvec4 q = w128[b + 1u + 2u * c + h];
+        uvec4 q0 = w128[b + 1u + 2u * c], q1 = w128[b + 2u + 2u * c];
         int dl = 0, dh = 0;
         for (uint i = 0; i < 4; i++) {
-            dl += hk_dot4(q[i] & 0x0F0F0F0Fu, xa[i]);
-            dh += hk_dot4((q[i] >> 4) & 0x0F0F0F0Fu, xb[i]);
+            dl += hk_dot4(q0[i] & 0x0F0F0F0Fu, xa[i]) + hk_dot4(q1[i] & 0x0F0F0F0Fu, xa[4u + i]);
+            dh += hk_dot4((q0[i] >> 4) & 0x0F0F0F0Fu, xb[i]) + hk_dot4((q1[i] >> 4) & 0x0F0F0F0Fu, xb[4u + i]);
         }
-        vec2 dm = unpackHalf2x16(head.x);
-        float sc0, m0, sc1, m1;
-        hk_q4k_scale_min_head(head, 2u * c, sc0, m0);
-        hk_q4k_scale_min_head(head, 2u * c + 1u, sc1, m1);
-        float v = dm.x * (sc0 * x0.x * float(dl) + sc1 * x1.x * float(dh));
-        if (h == 0u)
-            v -= dm.y * (m0 * x0.y + m1 * x1.y);
-        acc[r] += v;
+        vec2 dm = unpackHalf2x16(head.x), sc, m;
+        hk_q4k_scales(head, c, sc, m);
+        acc[r] += dm.x * (sc.x * x0.x * float(dl) + sc.y * x1.x * float(dh)) - dm.y * (m.x * x0.y + m.y * x1.y);
     }
 }
 #else
 void hk_item(uint it)
 {
-    uint sb = it >> 3, c = (it >> 1) & 3u, h = it & 1u;
-    uint x4i = x_base / 4u + sb * 64u + c * 16u + h * 4u;
-    vec4 xl[4], xh[4];
+    uint sb = it >> 2, c = it & 3u;
+    uint x4i = x_base / 4u + sb * 64u + c * 16u;
+    vec4 xl[8], xh[8];
     float xsl = 0.0, xsh = 0.0;
-    for (uint i = 0; i < 4; i++) {
+    for (uint i = 0; i < 8; i++) {
         xl[i] = x4[x4i + i];
         xh[i] = x4[x4i + 8u + i];
         xsl += xl[i].x + xl[i].y + xl[i].z + xl[i].w;
@@ -101,17 +101,15 @@ void hk_item(uint it)
     for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] / 16u + sb * 9u;
         uvec4 head = w128[b];
-        uvec4 q = w128[b + 1u + 2u * c + h];
+        uvec4 q0 = w128[b + 1u + 2u * c], q1 = w128[b + 2u + 2u * c];
         float ql = 0.0, qh = 0.0;
         for (uint i = 0; i < 4; i++) {
-            ql += dot(hk_lanes(q[i], 0xFu), xl[i]);
-            qh += dot(hk_lanes(q[i] >> 4, 0xFu), xh[i]);
+            ql += dot(hk_lanes(q0[i], 0xFu), xl[i]) + dot(hk_lanes(q1[i], 0xFu), xl[4u + i]);
+            qh += dot(hk_lanes(q0[i] >> 4, 0xFu), xh[i]) + dot(hk_lanes(q1[i] >> 4, 0xFu), xh[4u + i]);
         }
-        vec2 dm = unpackHalf2x16(head.x);
-        float sc0, m0, sc1, m1;
-        hk_q4k_scale_min_head(head, 2u * c, sc0, m0);
-        hk_q4k_scale_min_head(head, 2u * c + 1u, sc1, m1);
-        acc[r] += dm.x * (sc0 * ql + sc1 * qh) - dm.y * (m0 * xsl + m1 * xsh);
+        vec2 dm = unpackHalf2x16(head.x), sc, m;
+        hk_q4k_scales(head, c, sc, m);
+        acc[r] += dm.x * (sc.x * ql + sc.y * qh) - dm.y * (m.x * xsl + m.y * xsh);
     }
 }
 #endif

@@ -374,7 +374,9 @@ int main(void)
         uint32_t block = hk_type_block_values(types[t]);
         /* one row at the smallest k; a tail of rows (not a multiple of anything); k with an odd
          * number of blocks; a Qwen3-1.7B projection (2048x2048, lavapipe-fast) */
-        const uint32_t shapes[][2] = {{1, block}, {7, 3 * block}, {131, 5 * block}, {17, 2 * block}, {2048, 2048}, {300, 6144}};
+        /* ... and 40000 rows: 4 rows per subgroup, more row groups than workgroups launched */
+        const uint32_t shapes[][2] = {{1, block},     {7, 3 * block}, {131, 5 * block}, {17, 2 * block},
+                                      {2048, 2048},   {300, 6144},    {40000, block}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int raw = 0; raw < 2; raw++)
                 for (int aligned = 0; aligned < 2; aligned++)
@@ -382,7 +384,7 @@ int main(void)
     }
     for (int t = 0; t < 3; t++) {
         uint32_t block = hk_type_block_values(types[t]);
-        const uint32_t shapes[][2] = {{1, block}, {5, 3 * block}, {37, 256}, {2048, 2048}, {100, 6144}};
+        const uint32_t shapes[][2] = {{1, block}, {5, 3 * block}, {37, 256}, {2048, 2048}, {100, 6144}, {40001, block}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int raw = 0; raw < 2; raw++)
                 test_matvec_int8(types[t], shapes[i][0], shapes[i][1], raw, ++seed);

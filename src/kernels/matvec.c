@@ -1,62 +1,98 @@
-/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp). Two layouts of the work:
- * subgroup rows (several rows per subgroup, wide loads) where the device can require full
- * subgroups and the views are aligned for it, else the portable one-workgroup-per-row kernel. */
+/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp), with x in f32 (hk_matvec)
+ * or as Q8_1 blocks (hk_matvec_int8). Layouts of the work, picked per device and shape:
+ *  - subgroup rows: each subgroup computes 1 or 4 rows with wide loads and a subgroup-only
+ *    reduction; needs full subgroups of a known size (subgroupSizeControl);
+ *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
 #include "internal.h"
 
 /* Portable kernel: one invocation per 32-value unit of a 4096-wide row. */
 #define MATVEC_WG 128u
-/* Subgroup-rows kernel: rows per subgroup (HK_NROWS in the shader) and subgroups per workgroup. */
-#define MATVEC_NROWS 4u
+/* Subgroup rows: subgroups per workgroup, and the most workgroups one dispatch launches (the
+ * shader strides over the rest, so subgroups live long instead of launching in short waves). */
 #define MATVEC_SUBGROUPS 4u
+#define MATVEC_MAX_GROUPS 2048u
+/* Below this many rows a subgroup takes 1 row, not 4, so that small matrices still spread over
+ * enough subgroups to fill the device. */
+#define MATVEC_ROWS4_MIN_ROWS 16384u
 
-hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
-                    uint32_t rows, uint32_t k)
+enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
+
+#ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT81
+#define DOT(t, n) HK_SHADER_MATVEC_##t##_INT8##n
+#else /* glslang could not emit OpSDot: the scalar twin everywhere */
+#define DOT(t, n) HK_SHADER_MATVEC_##t##_INT8S##n
+#endif
+#define ROW_SHADERS(t)                                                                                                 \
+    {{HK_SHADER_MATVEC_##t##_ROWS1, HK_SHADER_MATVEC_##t##_ROWS4},                                                     \
+     {DOT(t, 1), DOT(t, 4)},                                                                                           \
+     {HK_SHADER_MATVEC_##t##_INT8S1, HK_SHADER_MATVEC_##t##_INT8S4}}
+
+/* [type][mode][rows per subgroup 1 or 4] */
+static const int row_shaders[3][3][2] = {ROW_SHADERS(Q8_0), ROW_SHADERS(Q4_K), ROW_SHADERS(Q6_K)};
+static const int portable_shaders[3] = {HK_SHADER_MATVEC_Q8_0, HK_SHADER_MATVEC_Q4_K, HK_SHADER_MATVEC_Q6_K};
+
+static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
+                        hk_view x, hk_view y, uint32_t rows, uint32_t k)
 {
-    static const char fn[] = "hk_matvec";
-    static const char *const names[] = {"w", "x", "y"};
-    int shader, rows_shader;
-    switch (wtype) {
-    case HK_TYPE_Q8_0: shader = HK_SHADER_MATVEC_Q8_0, rows_shader = HK_SHADER_MATVEC_Q8_0_ROWS; break;
-    case HK_TYPE_Q4_K: shader = HK_SHADER_MATVEC_Q4_K, rows_shader = HK_SHADER_MATVEC_Q4_K_ROWS; break;
-    case HK_TYPE_Q6_K: shader = HK_SHADER_MATVEC_Q6_K, rows_shader = HK_SHADER_MATVEC_Q6_K_ROWS; break;
-    default:
+    const char *const names[] = {"w", int8 ? "xq" : "x", "y"};
+    if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
-    }
     uint32_t block = hk_type_block_values(wtype);
     if (rows == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
     if (k == 0 || k % block)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
                         hk_type_name(wtype));
-    uint64_t row_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype);
+    /* the int8 Q4_K kernel reads weights 16 bytes at a time; the f32 path falls back instead */
+    uint32_t w_align = int8 && wtype == HK_TYPE_Q4_K ? 16 : 2;
     hk_binding b[3] = {
-        {w, row_bytes * rows, 2, 0, 0},
-        {x, (uint64_t)k * 4, 4, 0, 0},
+        {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * rows, w_align, 0, 0},
+        {x, int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4, 4, 0, 0},
         {y, (uint64_t)rows * 4, 4, 1, 0},
     };
     hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    uint32_t params[2] = {rows, k};
-    hk_dispatch_desc d = {.shader = shader, .bindings = b, .binding_count = 3, .params = params,
-                          .params_bytes = sizeof params};
     uint32_t sg = context->caps.subgroup_size, wg;
-    int aligned = x.offset % 16 == 0 && (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0);
-    if ((context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) && aligned &&
-        sg * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size) {
+    int rows_layout = (context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) &&
+                      sg * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size;
+    if (int8 && !rows_layout)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
+                        context->caps.device_name);
+    int aligned = int8 || (x.offset % 16 == 0 && (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0));
+    uint32_t params[2] = {rows, k};
+    hk_dispatch_desc d = {.bindings = b, .binding_count = 3, .params = params, .params_bytes = sizeof params};
+    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    if (rows_layout && aligned) {
+        int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
+        uint32_t nrows = rows >= MATVEC_ROWS4_MIN_ROWS ? 4 : 1;
+        uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
+        uint64_t groups = (rows + rows_per_group - 1) / rows_per_group;
         wg = sg * MATVEC_SUBGROUPS;
-        uint32_t rows_per_group = MATVEC_SUBGROUPS * MATVEC_NROWS;
-        d.shader = rows_shader;
+        d.shader = row_shaders[t][mode][nrows == 4];
         d.subgroup_size = sg;
-        d.groups = (rows + rows_per_group - 1) / rows_per_group;
+        d.groups = groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS;
     } else {
         wg = MATVEC_WG < context->caps.max_workgroup_size ? MATVEC_WG : context->caps.max_workgroup_size;
+        d.shader = portable_shaders[t];
         d.groups = rows;
     }
     d.spec = &wg;
     d.spec_count = 1;
     return hk__dispatch(context, stream, fn, &d);
+}
+
+hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
+                    uint32_t rows, uint32_t k)
+{
+    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k);
+}
+
+hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view y,
+                         uint32_t rows, uint32_t k)
+{
+    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k);
 }
 
 hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
@@ -75,46 +111,4 @@ hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_vi
                         uint32_t k)
 {
     return hk_matvec(context, stream, HK_TYPE_Q6_K, w, x, y, rows, k);
-}
-
-hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view y,
-                         uint32_t rows, uint32_t k)
-{
-    static const char fn[] = "hk_matvec_int8";
-    static const char *const names[] = {"w", "xq", "y"};
-    int dot_shader, scalar_shader;
-    switch (wtype) {
-    case HK_TYPE_Q8_0: dot_shader = HK_SHADER_MATVEC_Q8_0_INT8, scalar_shader = HK_SHADER_MATVEC_Q8_0_INT8S; break;
-    case HK_TYPE_Q4_K: dot_shader = HK_SHADER_MATVEC_Q4_K_INT8, scalar_shader = HK_SHADER_MATVEC_Q4_K_INT8S; break;
-    case HK_TYPE_Q6_K: dot_shader = HK_SHADER_MATVEC_Q6_K_INT8, scalar_shader = HK_SHADER_MATVEC_Q6_K_INT8S; break;
-    default:
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
-                        hk_type_name(wtype), (int)wtype);
-    }
-    uint32_t block = hk_type_block_values(wtype);
-    if (rows == 0)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
-    if (k == 0 || k % block)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
-                        hk_type_name(wtype));
-    uint32_t w_align = wtype == HK_TYPE_Q4_K ? 16 : 2; /* Q4_K is read 16 bytes at a time */
-    hk_binding b[3] = {
-        {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * rows, w_align, 0, 0},
-        {xq, (uint64_t)k / 32 * 36, 4, 0, 0},
-        {y, (uint64_t)rows * 4, 4, 1, 0},
-    };
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
-    if (st != HK_OK)
-        return st;
-    uint32_t sg = context->caps.subgroup_size;
-    if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) || sg * MATVEC_SUBGROUPS > context->caps.max_workgroup_size)
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
-                        context->caps.device_name);
-    uint32_t wg = sg * MATVEC_SUBGROUPS, rows_per_group = MATVEC_SUBGROUPS * MATVEC_NROWS;
-    uint32_t params[2] = {rows, k};
-    hk_dispatch_desc d = {.shader = (context->features & HK_FEATURE_INTEGER_DOT) ? dot_shader : scalar_shader,
-                          .subgroup_size = sg, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 3,
-                          .params = params, .params_bytes = sizeof params,
-                          .groups = (rows + rows_per_group - 1) / rows_per_group};
-    return hk__dispatch(context, stream, fn, &d);
 }
