@@ -292,6 +292,26 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
+/* Shape of a MoE expert gather (decode): experts [n_experts, n, k], one expert per routed slot. */
+typedef struct hk_moe_shape {
+    uint32_t n_experts; /* experts in the weight tensor */
+    uint32_t n;         /* output rows of one expert */
+    uint32_t k;         /* input values, a multiple of the weight type's block */
+    uint32_t slots;     /* routed slots (tokens x top-k) */
+    int x_per_slot;     /* 0: one x for every slot (gate/up); 1: x[slots, k], slot s reads x[s] (down) */
+} hk_moe_shape;
+
+/* MoE indexed matvec: y[s, :] = W[ids[s]] . x_s for each slot s < slots, W the GGUF weights of
+ * n_experts experts [n_experts, n, k] (Q8_0, Q4_K or Q6_K), ids u32 [slots], x f32 ([k] or
+ * [slots, k]), y f32 [slots, n]. An id >= n_experts reads no weights and its n outputs are set to
+ * 0. The x view must be 16-byte aligned and Q4_K weights 16-byte aligned; needs
+ * caps.subgroup_size_control. */
+HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
+                               hk_view ids, hk_view y, const hk_moe_shape *shape);
+/* hk_moe_matvec with x as Q8_1 blocks ([k/32] or [slots, k/32]; see hk_matvec_int8). */
+HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                                    hk_view ids, hk_view y, const hk_moe_shape *shape);
+
 /* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32, k >= 1. */
 HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                              uint32_t rows, uint32_t k);

@@ -13,6 +13,8 @@
 //                 reduction. Needs full subgroups (the host requires them at pipeline creation).
 //   HK_INT8       subgroup rows with x given as Q8_1 blocks (hk_quantize_q8_1): packed int8 dot
 //                 products of the weight quants with the activation quants (dot.glsl).
+//   HK_MOE        (with either of the two above) the MoE expert gather: W is [experts, n, k],
+//                 output slot s is W[ids[s]] . x_s, rows = slots * n.
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
@@ -21,14 +23,20 @@ layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 1) readonly buffer XQ { uint xq[]; }; // HK_INT8: Q8_1 blocks of 9 words
 layout(binding = 2) writeonly buffer Y { float y[]; };
+#ifdef HK_MOE
+layout(binding = 3) readonly buffer Ids { uint ids[]; };
+#endif
 
 #ifndef HK_NROWS
 #define HK_NROWS 4
 #endif
 
 HK_PUSH_BEGIN
-    uint rows;
+    uint rows;      // HK_MOE: slots * n
     uint k;
+    uint n;         // HK_MOE: rows of one expert
+    uint n_experts; // HK_MOE
+    uint x_stride;  // HK_MOE: words from one slot's x to the next (0: one x for every slot)
 HK_PUSH_END
 
 uint x_base;
@@ -53,7 +61,8 @@ uint row_byte[HK_NROWS];
 #if defined(HK_SUBGROUP_ROWS) || defined(HK_INT8)
 void main()
 {
-    x_base = pc.view_offset[1] / 4u;
+    uint x0 = pc.view_offset[1] / 4u;
+    x_base = x0;
     uint row_bytes = hk_row_u16(pc.k) * 2u, items = hk_items(pc.k);
     uint row_groups = (pc.rows + HK_NROWS - 1u) / HK_NROWS;
     // a grid-stride loop over groups of rows: the host caps the workgroup count near what the
@@ -61,10 +70,27 @@ void main()
     uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
     for (uint group = hk_group_id() * gl_NumSubgroups + gl_SubgroupID; group < row_groups; group += stride) {
         uint first = group * HK_NROWS;
+#ifdef HK_MOE
+        // the host keeps n a multiple of HK_NROWS, so a group's rows belong to one slot
+        uint slot = first / pc.n;
+        uint expert = ids[pc.view_offset[3] / 4u + slot];
+        x_base = x0 + slot * pc.x_stride;
+        if (expert >= pc.n_experts) { // an id out of range reads no weights; its outputs are 0
+            if (subgroupElect())
+                for (uint r = 0; r < HK_NROWS; r++)
+                    y[pc.view_offset[2] / 4u + first + r] = 0.0;
+            continue;
+        }
+        uint row0 = expert * pc.n + (first - slot * pc.n);
+#endif
         for (uint r = 0; r < HK_NROWS; r++) {
             acc[r] = 0.0;
+#ifdef HK_MOE
+            row_byte[r] = pc.view_offset[0] + (row0 + r) * row_bytes;
+#else
             // rows past the end read the last row and are not written
             row_byte[r] = pc.view_offset[0] + min(first + r, pc.rows - 1u) * row_bytes;
+#endif
         }
         for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
             hk_item(it);

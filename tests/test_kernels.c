@@ -175,6 +175,71 @@ static void test_matvec_int8(hk_type type, uint32_t rows, uint32_t k, int raw_bl
     free(ref_f32);
 }
 
+/* MoE expert gather: ids with repeats and out-of-range values (their slots must come out 0),
+ * f32 and Q8_1 x, one x for all slots or one per slot. */
+static void test_moe(hk_type type, uint32_t n_experts, uint32_t n, uint32_t k, uint32_t slots, int x_per_slot,
+                     uint64_t seed)
+{
+    hk_rng rng = {seed};
+    size_t expert_bytes = hk_ref_row_bytes((int)type, k) * n, xs = x_per_slot ? slots : 1;
+    uint8_t *w = malloc(expert_bytes * n_experts);
+    float *x = malloc(xs * k * sizeof(float)), *ref = malloc((size_t)slots * n * sizeof(float));
+    hk_block_q8_1 *xq = malloc(xs * k / 32 * sizeof *xq);
+    uint32_t *ids = malloc(slots * sizeof *ids);
+    hk_random_blocks(&rng, (int)type, w, expert_bytes * n_experts / hk_type_block_bytes(type), 0.05f);
+    hk_rng_fill(&rng, x, xs * k, -1.0f, 1.0f);
+    hk_quant_row_q8_1(x, xq, xs * k);
+    for (uint32_t s = 0; s < slots; s++)
+        ids[s] = (uint32_t)(hk_rng_next(&rng) % n_experts);
+    if (slots > 2) { /* malformed routing from the GPU side must not read or write out of bounds */
+        ids[1] = n_experts;
+        ids[slots - 1] = 0xFFFFFFFFu;
+        ids[2] = ids[0]; /* and the same expert twice */
+    }
+    hk_buffer *wb, *xb, *xqb, *ib;
+    hk_view wv = input_at(w, expert_bytes * n_experts, 32, &wb);
+    hk_view xv = input_at(x, xs * k * sizeof(float), 16, &xb);
+    hk_view xqv = input_at(xq, xs * k / 32 * sizeof *xq, 4, &xqb);
+    hk_view iv = input_at(ids, slots * sizeof *ids, 8, &ib);
+    hk_moe_shape shape = {n_experts, n, k, slots, x_per_slot};
+    for (int int8 = 0; int8 < 2; int8++) {
+        if (int8)
+            hk_ref_moe_matvec_q8_1((int)type, w, xq, x_per_slot, ids, ref, n_experts, n, k, slots);
+        else
+            hk_ref_moe_matvec((int)type, w, x, x_per_slot, ids, ref, n_experts, n, k, slots);
+        out_buffer y = out_create((size_t)slots * n);
+        char name[160];
+        snprintf(name, sizeof name, "moe_matvec%s %s E%u %ux%u slots=%u%s", int8 ? "_int8" : "", hk_type_name(type),
+                 n_experts, n, k, slots, x_per_slot ? " x-per-slot" : "");
+        hk_status st = int8 ? hk_moe_matvec_int8(ctx, NULL, type, wv, xqv, iv, out_view(&y), &shape)
+                            : hk_moe_matvec(ctx, NULL, type, wv, xv, iv, out_view(&y), &shape);
+        if (st != HK_OK) {
+            hk_check(0, name, "%s", hk_last_error());
+        } else {
+            const float *got = out_read(&y, name);
+            hk_check_close(name, got, ref, (size_t)slots * n, GATE_F32);
+            if (slots > 2) {
+                int zeros = 1;
+                for (uint32_t r = 0; r < n; r++)
+                    zeros &= got[n + r] == 0.0f && got[(size_t)(slots - 1) * n + r] == 0.0f;
+                char label[200];
+                snprintf(label, sizeof label, "%s: out-of-range ids give zeros", name);
+                hk_check(zeros, label, NULL);
+            }
+        }
+        out_destroy(&y);
+    }
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(xqb);
+    hk_buffer_destroy(ib);
+    free(w);
+    free(x);
+    free(xq);
+    free(ids);
+    free(ref);
+}
+
 static void test_gemv(uint32_t rows, uint32_t k, uint64_t seed)
 {
     hk_rng rng = {seed};
@@ -389,6 +454,15 @@ int main(void)
             for (int raw = 0; raw < 2; raw++)
                 test_matvec_int8(types[t], shapes[i][0], shapes[i][1], raw, ++seed);
     }
+    for (int t = 0; t < 3; t++) {
+        uint32_t block = hk_type_block_values(types[t]);
+        test_moe(types[t], 8, 64, 2 * block, 5, 0, ++seed);
+        test_moe(types[t], 8, 63, block, 4, 1, ++seed); /* n not a multiple of 4 */
+        test_moe(types[t], 4, 4100, block, 4, 0, ++seed); /* enough rows for 4 rows per subgroup */
+    }
+    /* Qwen3-30B-A3B decode, top-8: gate/up Q4_K E128 768x2048; down Q6_K E128 2048x768 */
+    test_moe(HK_TYPE_Q4_K, 128, 768, 2048, 8, 0, ++seed);
+    test_moe(HK_TYPE_Q6_K, 128, 2048, 768, 8, 1, ++seed);
     /* the portable twins, on contexts that may not use the accelerated paths */
     hk_context *full = ctx;
     const uint32_t twins[] = {HK_FEATURE_INTEGER_DOT, HK_FEATURE_SUBGROUP_SIZE_CONTROL};

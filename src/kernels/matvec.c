@@ -18,23 +18,31 @@
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 
 #ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT81
-#define DOT(t, n) HK_SHADER_MATVEC_##t##_INT8##n
+#define DOT(p, t, n) HK_SHADER_##p##_##t##_INT8##n
 #else /* glslang could not emit OpSDot: the scalar twin everywhere */
-#define DOT(t, n) HK_SHADER_MATVEC_##t##_INT8S##n
+#define DOT(p, t, n) HK_SHADER_##p##_##t##_INT8S##n
 #endif
-#define ROW_SHADERS(t)                                                                                                 \
-    {{HK_SHADER_MATVEC_##t##_ROWS1, HK_SHADER_MATVEC_##t##_ROWS4},                                                     \
-     {DOT(t, 1), DOT(t, 4)},                                                                                           \
-     {HK_SHADER_MATVEC_##t##_INT8S1, HK_SHADER_MATVEC_##t##_INT8S4}}
+#define ROW_SHADERS(p, t)                                                                                              \
+    {{HK_SHADER_##p##_##t##_ROWS1, HK_SHADER_##p##_##t##_ROWS4},                                                       \
+     {DOT(p, t, 1), DOT(p, t, 4)},                                                                                     \
+     {HK_SHADER_##p##_##t##_INT8S1, HK_SHADER_##p##_##t##_INT8S4}}
 
-/* [type][mode][rows per subgroup 1 or 4] */
-static const int row_shaders[3][3][2] = {ROW_SHADERS(Q8_0), ROW_SHADERS(Q4_K), ROW_SHADERS(Q6_K)};
+/* [moe][type][mode][rows per subgroup 1 or 4] */
+static const int row_shaders[2][3][3][2] = {
+    {ROW_SHADERS(MATVEC, Q8_0), ROW_SHADERS(MATVEC, Q4_K), ROW_SHADERS(MATVEC, Q6_K)},
+    {ROW_SHADERS(MOE_MATVEC, Q8_0), ROW_SHADERS(MOE_MATVEC, Q4_K), ROW_SHADERS(MOE_MATVEC, Q6_K)}};
 static const int portable_shaders[3] = {HK_SHADER_MATVEC_Q8_0, HK_SHADER_MATVEC_Q4_K, HK_SHADER_MATVEC_Q6_K};
 
+/* The dense matvec (moe NULL) and the MoE expert gather (moe: ids and shape; rows = slots * n). */
+typedef struct moe_args {
+    hk_view ids;
+    const hk_moe_shape *shape;
+} moe_args;
+
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
-                        hk_view x, hk_view y, uint32_t rows, uint32_t k)
+                        hk_view x, hk_view y, uint32_t rows, uint32_t k, const moe_args *moe)
 {
-    const char *const names[] = {"w", int8 ? "xq" : "x", "y"};
+    const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
     if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
@@ -44,14 +52,20 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (k == 0 || k % block)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
                         hk_type_name(wtype));
-    /* the int8 Q4_K kernel reads weights 16 bytes at a time; the f32 path falls back instead */
-    uint32_t w_align = int8 && wtype == HK_TYPE_Q4_K ? 16 : 2;
-    hk_binding b[3] = {
-        {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * rows, w_align, 0, 0},
-        {x, int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4, 4, 0, 0},
+    /* the int8 Q4_K kernel reads weights 16 bytes at a time, and so do the f32 MoE kernels, which
+     * have no portable twin; the dense f32 path falls back instead */
+    uint32_t w_align = (int8 || moe) && wtype == HK_TYPE_Q4_K ? 16 : 2;
+    uint64_t x_bytes = int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
+    uint64_t w_rows = moe ? (uint64_t)moe->shape->n_experts * moe->shape->n : rows;
+    uint32_t slots = moe ? moe->shape->slots : 0;
+    hk_binding b[4] = {
+        {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * w_rows, w_align, 0, 0},
+        {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes, (moe && !int8) ? 16 : 4, 0, 0},
         {y, (uint64_t)rows * 4, 4, 1, 0},
+        {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
     };
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    uint32_t count = moe ? 4 : 3;
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, count);
     if (st != HK_OK)
         return st;
     uint32_t sg = context->caps.subgroup_size, wg;
@@ -60,17 +74,26 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (int8 && !rows_layout)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
                         context->caps.device_name);
-    int aligned = int8 || (x.offset % 16 == 0 && (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0));
-    uint32_t params[2] = {rows, k};
-    hk_dispatch_desc d = {.bindings = b, .binding_count = 3, .params = params, .params_bytes = sizeof params};
+    if (moe && !rows_layout)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
+                        context->caps.device_name);
+    int aligned = int8 || moe || (x.offset % 16 == 0 && (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0));
+    uint32_t params[5] = {rows, k, 0, 0, 0};
+    if (moe) {
+        params[2] = moe->shape->n;
+        params[3] = moe->shape->n_experts;
+        params[4] = moe->shape->x_per_slot ? (uint32_t)(x_bytes / 4) : 0;
+    }
+    hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     if (rows_layout && aligned) {
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
-        uint32_t nrows = rows >= MATVEC_ROWS4_MIN_ROWS ? 4 : 1;
+        /* a MoE row group must not straddle two slots */
+        uint32_t nrows = rows >= MATVEC_ROWS4_MIN_ROWS && (!moe || moe->shape->n % 4 == 0) ? 4 : 1;
         uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
         uint64_t groups = (rows + rows_per_group - 1) / rows_per_group;
         wg = sg * MATVEC_SUBGROUPS;
-        d.shader = row_shaders[t][mode][nrows == 4];
+        d.shader = row_shaders[moe != NULL][t][mode][nrows == 4];
         d.subgroup_size = sg;
         d.groups = groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS;
     } else {
@@ -86,13 +109,13 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
 hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
                     uint32_t rows, uint32_t k)
 {
-    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k);
+    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k, NULL);
 }
 
 hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view y,
                          uint32_t rows, uint32_t k)
 {
-    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k);
+    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k, NULL);
 }
 
 hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
@@ -111,4 +134,31 @@ hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_vi
                         uint32_t k)
 {
     return hk_matvec(context, stream, HK_TYPE_Q6_K, w, x, y, rows, k);
+}
+
+static hk_status moe_matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
+                            hk_view x, hk_view ids, hk_view y, const hk_moe_shape *shape)
+{
+    if (!shape)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "shape is NULL");
+    if (!shape->n_experts || !shape->n || !shape->slots)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u, n=%u and slots=%u must all be positive",
+                        shape->n_experts, shape->n, shape->slots);
+    uint64_t rows = (uint64_t)shape->slots * shape->n;
+    if (rows > UINT32_MAX || (uint64_t)shape->n_experts * shape->n > UINT32_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "slots*n or n_experts*n exceeds 2^32 rows");
+    moe_args moe = {ids, shape};
+    return matvec(context, stream, fn, int8, wtype, w, x, y, (uint32_t)rows, shape->k, &moe);
+}
+
+hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view ids,
+                        hk_view y, const hk_moe_shape *shape)
+{
+    return moe_matvec(context, stream, "hk_moe_matvec", 0, wtype, w, x, ids, y, shape);
+}
+
+hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                             hk_view ids, hk_view y, const hk_moe_shape *shape)
+{
+    return moe_matvec(context, stream, "hk_moe_matvec_int8", 1, wtype, w, xq, ids, y, shape);
 }

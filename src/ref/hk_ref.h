@@ -75,6 +75,13 @@ void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t row
  * weight's integer quants q (Q6_K: q - 32) and scale (d*sc); Q4_K subtracts dmin*m * s per 32
  * values, using the Q8_1 block's s for sum(x) as llama.cpp's vec_dot_q4_K_q8_1 does. */
 void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *y, size_t rows, size_t k);
+/* MoE expert gather: w holds n_experts experts of n GGUF rows; y[s*n + r] = expert ids[s]'s row r
+ * . x_s, x_s = x + s*k if x_per_slot else x. An id >= n_experts gives n zeros. */
+void hk_ref_moe_matvec(int type, const void *w, const float *x, int x_per_slot, const uint32_t *ids, float *y,
+                       size_t n_experts, size_t n, size_t k, size_t slots);
+/* The same with x as Q8_1 blocks (x_s = x + s*k/32), each slot as hk_ref_matvec_q8_1. */
+void hk_ref_moe_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, int x_per_slot, const uint32_t *ids,
+                            float *y, size_t n_experts, size_t n, size_t k, size_t slots);
 /* y[r] = sum_i W[r*k + i] * x[i] (f32). */
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */

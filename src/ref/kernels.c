@@ -173,3 +173,33 @@ void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *
         y[r] = sum;
     }
 }
+
+/* Expert `id`'s rows, or NULL for an id out of range (whose outputs are zero). */
+static const unsigned char *expert_rows(int type, const void *w, uint32_t id, size_t n_experts, size_t n, size_t k)
+{
+    return id < n_experts ? (const unsigned char *)w + (size_t)id * n * hk_ref_row_bytes(type, k) : NULL;
+}
+
+void hk_ref_moe_matvec(int type, const void *w, const float *x, int x_per_slot, const uint32_t *ids, float *y,
+                       size_t n_experts, size_t n, size_t k, size_t slots)
+{
+    for (size_t s = 0; s < slots; s++) {
+        const unsigned char *we = expert_rows(type, w, ids[s], n_experts, n, k);
+        if (we)
+            hk_ref_matvec(type, we, x + (x_per_slot ? s * k : 0), y + s * n, n, k);
+        else
+            memset(y + s * n, 0, n * sizeof *y);
+    }
+}
+
+void hk_ref_moe_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, int x_per_slot, const uint32_t *ids,
+                            float *y, size_t n_experts, size_t n, size_t k, size_t slots)
+{
+    for (size_t s = 0; s < slots; s++) {
+        const unsigned char *we = expert_rows(type, w, ids[s], n_experts, n, k);
+        if (we)
+            hk_ref_matvec_q8_1(type, we, x + (x_per_slot ? s * k / 32 : 0), y + s * n, n, k);
+        else
+            memset(y + s * n, 0, n * sizeof *y);
+    }
+}
