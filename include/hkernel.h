@@ -312,6 +312,15 @@ HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type w
 HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view ids, hk_view y, const hk_moe_shape *shape);
 
+/* Fused MoE router: for each token, the softmax of its n_experts logits (f32 [tokens, n_experts]),
+ * the top_k experts by logit in descending order (ties: the lower index) into ids (u32
+ * [tokens, top_k]) and their softmax weights into weights (f32 [tokens, top_k]); renormalize != 0
+ * rescales the k weights to sum to 1. NaN logits are never chosen; if fewer than top_k logits are
+ * numbers, the remaining ids are 0xFFFFFFFF (which hk_moe_matvec turns into zero outputs) with
+ * weight 0. 1 <= top_k <= min(n_experts, 64). */
+HK_API hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, hk_view ids, hk_view weights,
+                              uint32_t tokens, uint32_t n_experts, uint32_t top_k, int renormalize);
+
 /* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32, k >= 1. */
 HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                              uint32_t rows, uint32_t k);

@@ -46,3 +46,17 @@ vec4 hk_u8x4_to_vec4(uvec4 bytes) { return uintBitsToFloat(bytes | 0x4B000000u) 
 vec4 hk_lanes(uint v, uint mask) { return hk_u8x4_to_vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & mask); }
 // The four signed bytes of v, as floats (bias by 128 to unsigned, then subtract it back).
 vec4 hk_i8x4(uint v) { return uintBitsToFloat(((uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFFu) ^ 0x80u) | 0x4B000000u) - 8388736.0; }
+
+// Maximum of v over the workgroup, returned to every invocation (as hk_workgroup_sum).
+float hk_workgroup_max(float v)
+{
+    v = subgroupMax(v);
+    if (subgroupElect())
+        hk_partial[gl_SubgroupID] = v;
+    barrier();
+    float m = hk_partial[0];
+    for (uint i = 1; i < gl_NumSubgroups; i++)
+        m = max(m, hk_partial[i]);
+    barrier();
+    return m;
+}

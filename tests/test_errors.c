@@ -92,6 +92,32 @@ int main(void)
     EXPECT("quantize output", hk_quantize_q8_1(ctx, NULL, xv, (hk_view){small, 0}, 32), HK_ERROR_INVALID_ARGUMENT,
            "y needs 36 bytes");
 
+    /* MoE gather and router */
+    hk_moe_shape shape = {4, 1, 256, 2, 0};
+    hk_buffer *aligned = hk_test_buffer(ctx, 4096, NULL);
+    hk_view ids = {aligned, 2048}, x16 = {aligned, 1024};
+    EXPECT("moe null shape", hk_moe_matvec(ctx, NULL, HK_TYPE_Q4_K, wv, x16, ids, yv, NULL), HK_ERROR_INVALID_ARGUMENT,
+           "shape is NULL");
+    hk_moe_shape zero = {4, 1, 256, 0, 0};
+    EXPECT("moe zero slots", hk_moe_matvec(ctx, NULL, HK_TYPE_Q4_K, wv, x16, ids, yv, &zero), HK_ERROR_INVALID_ARGUMENT,
+           "slots=0");
+    EXPECT("moe experts past the end", hk_moe_matvec(ctx, NULL, HK_TYPE_Q4_K, wv, x16, ids, yv, &(hk_moe_shape){5, 1, 256, 2, 0}),
+           HK_ERROR_INVALID_ARGUMENT, "w needs 720 bytes");
+    EXPECT("moe x misaligned", hk_moe_matvec(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){aligned, 1028}, ids, yv, &shape),
+           HK_ERROR_INVALID_ARGUMENT, "x.offset=1028 is not a multiple of 16");
+    EXPECT("moe ids past the end", hk_moe_matvec(ctx, NULL, HK_TYPE_Q4_K, wv, x16, (hk_view){aligned, 4092}, yv, &shape),
+           HK_ERROR_INVALID_ARGUMENT, "ids needs 8 bytes at offset 4092");
+    EXPECT("moe_int8 bad type", hk_moe_matvec_int8(ctx, NULL, HK_TYPE_F32, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
+           "not a matvec weight type");
+    EXPECT("route top_k 0", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 0, 0), HK_ERROR_INVALID_ARGUMENT, "top_k=0");
+    EXPECT("route top_k > experts", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 9, 0), HK_ERROR_INVALID_ARGUMENT,
+           "top_k=9 must be in 1..min(n_experts=8, 64)");
+    EXPECT("route logits past the end", hk_moe_route(ctx, NULL, xv, ids, yv, 3, 128, 8, 0), HK_ERROR_INVALID_ARGUMENT,
+           "logits needs 1536 bytes");
+    EXPECT("int8 matvec q4_k misaligned", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, (hk_view){w, 2}, xv, yv, 1, 256),
+           HK_ERROR_INVALID_ARGUMENT, "w.offset=2 is not a multiple of 16");
+    hk_buffer_destroy(aligned);
+
     /* objects from another context */
     hk_context_desc desc;
     hk_context_desc_init(&desc);

@@ -82,6 +82,11 @@ void hk_ref_moe_matvec(int type, const void *w, const float *x, int x_per_slot, 
 /* The same with x as Q8_1 blocks (x_s = x + s*k/32), each slot as hk_ref_matvec_q8_1. */
 void hk_ref_moe_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, int x_per_slot, const uint32_t *ids,
                             float *y, size_t n_experts, size_t n, size_t k, size_t slots);
+/* MoE router: per token, softmax over the n_experts logits; the top_k experts by logit in
+ * descending order (ties: the lower index; NaN never chosen; missing ones 0xFFFFFFFF with weight
+ * 0) and their softmax weights, rescaled to sum 1 over the k if renormalize. */
+void hk_ref_moe_route(const float *logits, size_t tokens, size_t n_experts, size_t top_k, int renormalize,
+                      uint32_t *ids, float *weights);
 /* y[r] = sum_i W[r*k + i] * x[i] (f32). */
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */

@@ -203,3 +203,37 @@ void hk_ref_moe_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, int
             memset(y + s * n, 0, n * sizeof *y);
     }
 }
+
+void hk_ref_moe_route(const float *logits, size_t tokens, size_t n_experts, size_t top_k, int renormalize,
+                      uint32_t *ids, float *weights)
+{
+    for (size_t t = 0; t < tokens; t++) {
+        const float *l = logits + t * n_experts;
+        float m = -INFINITY;
+        for (size_t i = 0; i < n_experts; i++)
+            m = fmaxf(m, l[i]);
+        float denom = 0.0f;
+        for (size_t i = 0; i < n_experts; i++)
+            denom += isnan(l[i]) ? 0.0f : expf(l[i] - m);
+        uint32_t *id = ids + t * top_k;
+        float *w = weights + t * top_k, total = 0.0f;
+        for (size_t r = 0; r < top_k; r++) {
+            uint32_t best = UINT32_MAX;
+            for (size_t i = 0; i < n_experts; i++) {
+                int taken = 0;
+                for (size_t j = 0; j < r; j++)
+                    taken |= id[j] == i;
+                if (taken || isnan(l[i]))
+                    continue;
+                if (best == UINT32_MAX || l[i] > l[best]) /* ties keep the lower index */
+                    best = (uint32_t)i;
+            }
+            id[r] = best;
+            w[r] = best == UINT32_MAX ? 0.0f : expf(l[best] - m) / denom;
+            total += w[r];
+        }
+        if (renormalize && total > 0.0f)
+            for (size_t r = 0; r < top_k; r++)
+                w[r] /= total;
+    }
+}

@@ -1,0 +1,31 @@
+/* Fused MoE router: softmax + top-k (shaders/route.comp). */
+#include "internal.h"
+
+#define ROUTE_WG 128u  /* a power of two (tree reduction) */
+#define ROUTE_MAX_TOP_K 64u
+
+hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, hk_view ids, hk_view weights,
+                       uint32_t tokens, uint32_t n_experts, uint32_t top_k, int renormalize)
+{
+    static const char fn[] = "hk_moe_route";
+    static const char *const names[] = {"logits", "ids", "weights"};
+    if (tokens == 0 || n_experts == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "tokens=%u and n_experts=%u must both be positive", tokens,
+                        n_experts);
+    if (top_k == 0 || top_k > n_experts || top_k > ROUTE_MAX_TOP_K)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "top_k=%u must be in 1..min(n_experts=%u, %u)", top_k, n_experts,
+                        ROUTE_MAX_TOP_K);
+    hk_binding b[3] = {
+        {logits, (uint64_t)tokens * n_experts * 4, 4, 0, 0},
+        {ids, (uint64_t)tokens * top_k * 4, 4, 1, 0},
+        {weights, (uint64_t)tokens * top_k * 4, 4, 1, 0},
+    };
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    if (st != HK_OK)
+        return st;
+    uint32_t wg = ROUTE_WG <= context->caps.max_workgroup_size ? ROUTE_WG : 64u;
+    uint32_t params[4] = {tokens, n_experts, top_k, renormalize ? 1u : 0u};
+    hk_dispatch_desc d = {.shader = HK_SHADER_ROUTE, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 3,
+                          .params = params, .params_bytes = sizeof params, .groups = tokens};
+    return hk__dispatch(context, stream, fn, &d);
+}
