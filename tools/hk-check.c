@@ -11,15 +11,13 @@
  *   --full   model shapes (the default on GPUs)
  *   --only   only the rows of kernels whose name contains KERNEL (matvec, gemv, rmsnorm, ...)
  */
-#include "hkernel.h"
 #include "hk_ref.h"
+#include "measure.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MIB (1024.0 * 1024.0)
 
 typedef struct options {
     int device_index;
@@ -28,130 +26,6 @@ typedef struct options {
     const char *csv;
     const char *only; /* run only rows whose kernel name contains this */
 } options;
-
-typedef struct bench {
-    hk_context *ctx;
-    hk_caps caps;
-    uint64_t cold_bytes; /* weight footprint to rotate over when timing */
-    double copy_gbs;        /* at the start of the run */
-    hk_buffer *copy_bufs[2]; /* kept for the copy measured beside every row */
-    int failures;
-    FILE *csv;
-    const char *only;
-} bench;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "hk-check: %s: %s\n", what, hk_last_error());
-    exit(2);
-}
-
-static hk_buffer *make_buffer(bench *b, uint64_t size, const void *data)
-{
-    hk_buffer *buf = NULL;
-    if (hk_buffer_create(b->ctx, size, &buf) != HK_OK)
-        die("buffer");
-    if (data && hk_buffer_upload(buf, 0, data, size) != HK_OK)
-        die("upload");
-    return buf;
-}
-
-/* A kernel under test: `record` records one dispatch using weight copy `copy`. */
-typedef hk_status (*record_fn)(bench *b, hk_stream *s, void *user, uint32_t copy);
-
-typedef struct timing {
-    double stream_ms; /* per dispatch, many in one stream */
-    double single_ms; /* one dispatch alone */
-} timing;
-
-/* Median of n values (sorts them). */
-static double median(double *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            if (v[j] < v[i]) {
-                double t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-            }
-    return v[n / 2];
-}
-
-/* GPU milliseconds of `reps` dispatches recorded back to back in one submit. */
-static double timed_batch(bench *b, hk_stream *s, record_fn record, void *user, uint32_t copies, uint32_t reps)
-{
-    double ms = 0;
-    if (hk_stream_timestamp(s, NULL) != HK_OK)
-        die("timestamp");
-    for (uint32_t i = 0; i < reps; i++)
-        if (record(b, s, user, i % copies) != HK_OK)
-            die("record");
-    if (hk_stream_timestamp(s, NULL) != HK_OK || hk_stream_submit(s) != HK_OK || hk_stream_elapsed_ms(s, 0, 1, &ms) != HK_OK)
-        die("timed submit");
-    return ms;
-}
-
-/* GPU clocks fall in the idle gaps while the host prepares a case: keep the device busy this long
- * before measuring, and make each measured batch at least this long. */
-#define WARM_MS 150.0
-#define BATCH_MS 8.0
-
-static timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies)
-{
-    timing t = {NAN, NAN};
-    if (!b->caps.timestamps)
-        return t;
-    /* at least a few passes over every weight copy */
-    uint32_t reps = copies * 3 < 32 ? 32 : copies * 3;
-    hk_stream *s = NULL;
-    if (hk_stream_create(b->ctx, 2, &s) != HK_OK)
-        die("stream");
-    double busy = 0, last = 0;
-    for (int i = 0; i < 1000 && busy < WARM_MS; i++)
-        busy += last = timed_batch(b, s, record, user, copies, reps);
-    if (last < BATCH_MS && last > 0) {
-        double grow = ceil(BATCH_MS / last * reps);
-        reps = grow > 40000 ? 40000 : (uint32_t)grow;
-    }
-    double runs[3], lone[7];
-    for (int run = 0; run < 3; run++)
-        runs[run] = timed_batch(b, s, record, user, copies, reps);
-    t.stream_ms = median(runs, 3) / reps;
-    /* single-dispatch latency: one dispatch alone in a submit, right after the warm batches */
-    for (int i = 0; i < 7; i++)
-        lone[i] = timed_batch(b, s, record, user, copies, 1);
-    t.single_ms = median(lone, 7);
-    hk_stream_destroy(s);
-    return t;
-}
-
-/* ---- copy bandwidth ---- */
-
-static hk_status record_copy(bench *b, hk_stream *s, void *user, uint32_t copy)
-{
-    hk_buffer **bufs = user;
-    (void)copy;
-    return hk_copy(b->ctx, s, (hk_view){bufs[0], 0}, (hk_view){bufs[1], 0}, hk_buffer_size(bufs[0]));
-}
-
-/* Copy bandwidth now, counting bytes read + written. */
-static double copy_gbs(bench *b)
-{
-    uint64_t size = hk_buffer_size(b->copy_bufs[0]);
-    timing t = time_kernel(b, record_copy, b->copy_bufs, 1);
-    return 2.0 * (double)size / (t.stream_ms * 1e-3) / 1e9;
-}
-
-static void measure_copy(bench *b)
-{
-    uint64_t size = b->cold_bytes / 2;
-    b->copy_bufs[0] = make_buffer(b, size, NULL);
-    b->copy_bufs[1] = make_buffer(b, size, NULL);
-    hk_buffer_fill(b->copy_bufs[0], 0, size, 0x3f800000u);
-    b->copy_gbs = copy_gbs(b);
-    printf("device-to-device copy: %.0f MiB, %.1f GB/s (read + write); each row's ratio is to a copy measured "
-           "right after it\n\n", size / MIB, b->copy_gbs);
-}
 
 static void report(bench *b, const char *kernel, const char *shape, double err, double gate, timing t, double bytes)
 {
@@ -197,22 +71,6 @@ static double run_once(bench *b, matvec_case *c, uint32_t copy, float *y, const 
     return hk_scale_rel(y, ref, c->rows);
 }
 
-static uint32_t copies_for(bench *b, uint64_t bytes)
-{
-    uint64_t n = (b->cold_bytes + bytes - 1) / bytes;
-    return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
-}
-
-/* Fills copies 1.. of a weight buffer from copy 0 on the device. */
-static void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies)
-{
-    for (uint32_t i = 1; i < copies; i++)
-        if (hk_copy(b->ctx, NULL, (hk_view){buf, 0}, (hk_view){buf, i * bytes}, bytes) != HK_OK)
-            die("replicate");
-}
-
-static int wanted(const bench *b, const char *kernel) { return !b->only || strstr(kernel, b->only); }
-
 static void check_matvec(bench *b, hk_type type, uint32_t rows, uint32_t k)
 {
     if (!wanted(b, "matvec"))
@@ -249,7 +107,7 @@ static void check_matvec(bench *b, hk_type type, uint32_t rows, uint32_t k)
     c.int8 = 1;
     if (hk_quantize_q8_1(b->ctx, NULL, (hk_view){c.x, 0}, (hk_view){c.xq, 0}, k) != HK_OK ||
         hk_buffer_download(c.xq, 0, xq, k / 32 * 36) != HK_OK)
-        die("quantize");
+        die(b, "quantize");
     hk_ref_matvec_q8_1((int)type, w, xq, ref, rows, k);
     err = run_once(b, &c, copies - 1, y, ref);
     t = time_kernel(b, record_matvec, &c, copies);
@@ -378,29 +236,12 @@ int main(int argc, char **argv)
 {
     options o = parse(argc, argv);
     bench b = {0};
-    hk_context_desc desc;
-    hk_context_desc_init(&desc);
-    desc.device_index = o.device_index;
-    desc.device_name = o.device_name;
-    if (hk_context_create(&desc, &b.ctx) != HK_OK)
-        die("context");
-    hk_context_caps(b.ctx, &b.caps);
-    int cpu = b.caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    int quick = o.quick >= 0 ? o.quick : cpu;
-    /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
-    b.cold_bytes = quick ? (64u << 20) : (1024u << 20);
-    printf("hk-check %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n",
-           HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, b.caps.device_name, cpu ? "CPU" : "GPU",
-           b.caps.subgroup_size, b.caps.subgroup_size_control ? " (size control)" : "", b.caps.integer_dot_accelerated ? "accelerated" : b.caps.integer_dot ? "yes" : "no",
-           b.caps.coopmat_khr ? "yes" : "no", b.caps.coopmat_khr_count, quick ? "quick" : "full");
-    if (!b.caps.timestamps)
-        printf("(no timestamps on this device: times are not measured)\n");
+    int quick = bench_open(&b, "hk-check", o.device_index, o.device_name, o.quick);
     b.only = o.only;
     if (o.csv && !(b.csv = fopen(o.csv, "w")))
         fprintf(stderr, "hk-check: cannot write %s\n", o.csv);
     if (b.csv)
         fprintf(b.csv, "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy,copy_gbs\n");
-    measure_copy(&b);
     printf("%-17s %-14s %9s %7s %-4s %10s %10s %9s %7s %8s\n", "kernel", "shape", "scale_rel", "gate", "ok", "ms/disp",
            "ms single", "GB/s", "of copy", "copy");
 
@@ -421,10 +262,7 @@ int main(int argc, char **argv)
     check_f32(&b, 2, 1, 2048);
     check_f32(&b, 2, 1, quick ? 16384 : 1u << 20);
     printf("\n%s: %d row(s) failed their gate\n", b.failures ? "FAIL" : "OK", b.failures);
-    if (b.csv)
-        fclose(b.csv);
-    hk_buffer_destroy(b.copy_bufs[0]);
-    hk_buffer_destroy(b.copy_bufs[1]);
-    hk_context_destroy(b.ctx);
-    return b.failures ? 1 : 0;
+    int failures = b.failures;
+    bench_close(&b);
+    return failures ? 1 : 0;
 }

@@ -1,0 +1,163 @@
+#include "measure.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void die(const bench *b, const char *what)
+{
+    fprintf(stderr, "%s: %s: %s\n", b->tool, what, hk_last_error());
+    exit(2);
+}
+
+hk_buffer *make_buffer(bench *b, uint64_t size, const void *data)
+{
+    hk_buffer *buf = NULL;
+    if (hk_buffer_create(b->ctx, size, &buf) != HK_OK)
+        die(b, "buffer");
+    if (data && hk_buffer_upload(buf, 0, data, size) != HK_OK)
+        die(b, "upload");
+    return buf;
+}
+
+
+
+/* Median of n values (sorts them). */
+static double median(double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (v[j] < v[i]) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+            }
+    return v[n / 2];
+}
+
+/* GPU milliseconds of `reps` dispatches recorded back to back in one submit. */
+static double timed_batch(bench *b, hk_stream *s, record_fn record, void *user, uint32_t copies, uint32_t reps)
+{
+    double ms = 0;
+    if (hk_stream_timestamp(s, NULL) != HK_OK)
+        die(b, "timestamp");
+    for (uint32_t i = 0; i < reps; i++)
+        if (record(b, s, user, i % copies) != HK_OK)
+            die(b, "record");
+    if (hk_stream_timestamp(s, NULL) != HK_OK || hk_stream_submit(s) != HK_OK || hk_stream_elapsed_ms(s, 0, 1, &ms) != HK_OK)
+        die(b, "timed submit");
+    return ms;
+}
+
+/* GPU clocks fall in the idle gaps while the host prepares a case: keep the device busy this long
+ * before measuring, and make each measured batch at least this long. */
+#define WARM_MS 150.0
+#define BATCH_MS 8.0
+
+timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies)
+{
+    timing t = {NAN, NAN};
+    if (!b->caps.timestamps)
+        return t;
+    /* at least a few passes over every weight copy */
+    uint32_t reps = copies * 3 < 32 ? 32 : copies * 3;
+    hk_stream *s = NULL;
+    if (hk_stream_create(b->ctx, 2, &s) != HK_OK)
+        die(b, "stream");
+    double busy = 0, last = 0;
+    for (int i = 0; i < 1000 && busy < WARM_MS; i++)
+        busy += last = timed_batch(b, s, record, user, copies, reps);
+    if (last < BATCH_MS && last > 0) {
+        double grow = ceil(BATCH_MS / last * reps);
+        reps = grow > 40000 ? 40000 : (uint32_t)grow;
+    }
+    double runs[3], lone[7];
+    for (int run = 0; run < 3; run++)
+        runs[run] = timed_batch(b, s, record, user, copies, reps);
+    t.stream_ms = median(runs, 3) / reps;
+    /* single-dispatch latency: one dispatch alone in a submit, right after the warm batches */
+    for (int i = 0; i < 7; i++)
+        lone[i] = timed_batch(b, s, record, user, copies, 1);
+    t.single_ms = median(lone, 7);
+    hk_stream_destroy(s);
+    return t;
+}
+
+/* ---- copy bandwidth ---- */
+
+static hk_status record_copy(bench *b, hk_stream *s, void *user, uint32_t copy)
+{
+    hk_buffer **bufs = user;
+    (void)copy;
+    return hk_copy(b->ctx, s, (hk_view){bufs[0], 0}, (hk_view){bufs[1], 0}, hk_buffer_size(bufs[0]));
+}
+
+double copy_gbs(bench *b)
+{
+    uint64_t size = hk_buffer_size(b->copy_bufs[0]);
+    timing t = time_kernel(b, record_copy, b->copy_bufs, 1);
+    return 2.0 * (double)size / (t.stream_ms * 1e-3) / 1e9;
+}
+
+static void measure_copy(bench *b)
+{
+    uint64_t size = b->cold_bytes / 2;
+    b->copy_bufs[0] = make_buffer(b, size, NULL);
+    b->copy_bufs[1] = make_buffer(b, size, NULL);
+    hk_buffer_fill(b->copy_bufs[0], 0, size, 0x3f800000u);
+    b->copy_gbs = copy_gbs(b);
+    printf("device-to-device copy: %.0f MiB, %.1f GB/s (read + write); each row's ratio is to a copy measured "
+           "right after it\n\n", size / MIB, b->copy_gbs);
+}
+
+uint32_t copies_for(const bench *b, uint64_t bytes)
+{
+    uint64_t n = (b->cold_bytes + bytes - 1) / bytes;
+    return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
+}
+
+/* Fills copies 1.. of a weight buffer from copy 0 on the device. */
+void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies)
+{
+    for (uint32_t i = 1; i < copies; i++)
+        if (hk_copy(b->ctx, NULL, (hk_view){buf, 0}, (hk_view){buf, i * bytes}, bytes) != HK_OK)
+            die(b, "replicate");
+}
+
+
+int wanted(const bench *b, const char *kernel) { return !b->only || strstr(kernel, b->only); }
+
+int bench_open(bench *b, const char *tool, int device_index, const char *device_name, int quick)
+{
+    b->tool = tool;
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.device_index = device_index;
+    desc.device_name = device_name;
+    if (hk_context_create(&desc, &b->ctx) != HK_OK)
+        die(b, "context");
+    hk_context_caps(b->ctx, &b->caps);
+    int cpu = b->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (quick < 0)
+        quick = cpu;
+    /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
+    b->cold_bytes = quick ? (64u << 20) : (1024u << 20);
+    printf("%s %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n", tool,
+           HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, b->caps.device_name, cpu ? "CPU" : "GPU",
+           b->caps.subgroup_size, b->caps.subgroup_size_control ? " (size control)" : "",
+           b->caps.integer_dot_accelerated ? "accelerated" : b->caps.integer_dot ? "yes" : "no",
+           b->caps.coopmat_khr ? "yes" : "no", b->caps.coopmat_khr_count, quick ? "quick" : "full");
+    if (!b->caps.timestamps)
+        printf("(no timestamps on this device: times are not measured)\n");
+    measure_copy(b);
+    return quick;
+}
+
+void bench_close(bench *b)
+{
+    if (b->csv)
+        fclose(b->csv);
+    hk_buffer_destroy(b->copy_bufs[0]);
+    hk_buffer_destroy(b->copy_bufs[1]);
+    hk_context_destroy(b->ctx);
+}

@@ -1,0 +1,51 @@
+/* measure.h — the one timing method of hk-check and hk-bench (docs/perf.md says why):
+ * weights rotated over copies whose footprint is well past the last-level cache, many dispatches
+ * recorded in one stream, GPU timestamps, clocks warmed first, and the device's copy bandwidth
+ * measured beside each row. Uses only the public API. */
+#ifndef HK_MEASURE_H
+#define HK_MEASURE_H
+
+#include "hkernel.h"
+
+#include <stdio.h>
+
+#define MIB (1024.0 * 1024.0)
+
+typedef struct bench {
+    hk_context *ctx;
+    hk_caps caps;
+    uint64_t cold_bytes;     /* weight footprint to rotate over when timing */
+    double copy_gbs;         /* at the start of the run */
+    hk_buffer *copy_bufs[2]; /* kept for the copy measured beside every row */
+    int failures;
+    FILE *csv;
+    const char *only;
+    const char *tool;        /* for messages */
+} bench;
+
+/* A kernel under test: `record` records one dispatch using weight copy `copy`. */
+typedef hk_status (*record_fn)(bench *b, hk_stream *s, void *user, uint32_t copy);
+
+typedef struct timing {
+    double stream_ms; /* per dispatch, many in one stream */
+    double single_ms; /* one dispatch alone */
+} timing;
+
+/* Opens the device (index, else name, else HK_DEVICE / the best one), sizes the cold footprint
+ * (quick < 0: small on CPU devices) and measures the copy bandwidth. Returns the quick flag. */
+int bench_open(bench *b, const char *tool, int device_index, const char *device_name, int quick);
+void bench_close(bench *b);
+/* Prints "tool: what: <hk_last_error()>" and exits 2. */
+void die(const bench *b, const char *what);
+hk_buffer *make_buffer(bench *b, uint64_t size, const void *data);
+/* Weight copies to rotate over so that `bytes` each fill the cold footprint. */
+uint32_t copies_for(const bench *b, uint64_t bytes);
+/* Fills copies 1.. of a buffer from copy 0 on the device. */
+void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies);
+timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies);
+/* Copy bandwidth now, counting bytes read + written. */
+double copy_gbs(bench *b);
+/* Whether rows of this kernel are wanted (--only). */
+int wanted(const bench *b, const char *kernel);
+
+#endif
