@@ -18,6 +18,7 @@
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };
 layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };

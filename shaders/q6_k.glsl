@@ -25,70 +25,107 @@ float hk_unit_dot(uint row16, uint u, uint xi)
 
 uint hk_row_u16(uint k) { return (k / 256u) * HK_Q6_K_U16; }
 
-// Subgroup rows: a work item is 4 consecutive l of one half n of a super-block, for all four g
-// (16 values): item = 16*sb + 8*n + l/4. Reads ql[64n + l..+3], ql[64n + 32 + l..+3],
-// qh[32n + l..+3] and the half's 8 scales as 16-bit words (blocks are only 2-byte aligned).
-uint hk_items(uint k) { return k / 16u; }
+// Subgroup rows: a work item is 16 consecutive l (l0 = 16q) of one half n of a super-block, for
+// all four g (64 values): item = 4*sb + 2*n + q. It reads ql[64n + l0 ..+16], ql[64n + 32 + l0
+// ..+16], qh[32n + l0 ..+16] and the half's scales through 32-bit words: a block starts 2 bytes
+// past a word boundary when its byte offset is 2 mod 4, and then each window's words are shifted
+// together from one more word (hk_q6k_window).
+uint hk_items(uint k) { return k / 64u; }
 
-uint hk_u32_at16(uint i16) { return uint(w16[i16]) | (uint(w16[i16 + 1u]) << 16); }
+// 4 words of the 16 bytes at byte `at` (even) of the bound weights
+uvec4 hk_q6k_window(uint at)
+{
+    uint w = at >> 2;
+    uvec4 a = uvec4(w32[w], w32[w + 1u], w32[w + 2u], w32[w + 3u]);
+    if ((at & 2u) == 0u)
+        return a;
+    uint e = w32[w + 4u];
+    return (a >> 16) | (uvec4(a.yzw, e) << 16);
+}
 
-// signed scale byte `is` (0 or 1) of the 16-bit word at i16
-float hk_scale_i8(uint i16, uint is) { return float(int(uint(w16[i16]) << (24u - 8u * is)) >> 24); }
+// 2 words of the 8 bytes at byte `at` (even)
+uvec2 hk_q6k_window8(uint at)
+{
+    uint w = at >> 2;
+    uvec2 a = uvec2(w32[w], w32[w + 1u]);
+    return (at & 2u) == 0u ? a : (a >> 16) | (uvec2(a.y, w32[w + 2u]) << 16);
+}
+
+// the four 6-bit values per byte lane for g = 0..3, as bytes, from 4 bytes of ql_a, ql_b, qh
+void hk_q6k_quants(uint qla, uint qlb, uint qh, out uint q0, out uint q1, out uint q2, out uint q3)
+{
+    q0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
+    q1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
+    q2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
+    q3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
+}
+
+// signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes
+vec4 hk_q6k_scales(uvec2 s, uint q)
+{
+    uint sh = 8u * q;
+    return vec4(ivec4(int(s.x << (24u - sh)), int(s.x << (8u - sh)), int(s.y << (24u - sh)), int(s.y << (8u - sh))) >> 24);
+}
+
+// the weights' f16 d at byte 208 of the block starting at byte b
+float hk_q6k_d(uint b) { return unpackHalf2x16(w32[(b + 208u) >> 2] >> (((b + 208u) & 2u) * 8u)).x; }
 
 #ifdef HK_INT8
-// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 4 values
+// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block)
 void hk_item(uint it)
 {
-    uint sb = it >> 4, n = (it >> 3) & 1u, l = (it & 7u) * 4u;
-    uint xw[4];
-    float dx[4];
-    int xs[4];
+    uint sb = it >> 2, n = (it >> 1) & 1u, q = it & 1u;
+    uint xw[16];
+    float dx[4], xs[4];
     for (uint g = 0; g < 4; g++) {
-        uint xb = x_base + (sb * 8u + 4u * n + g) * 9u;
-        dx[g] = unpackHalf2x16(xq[xb]).x;
-        xw[g] = xq[xb + 1u + l / 4u];
-        xs[g] = hk_dot4(0x01010101u, xw[g]);
+        uint xb = x_base + (sb * 8u + 4u * n + g) * 9u + 1u + 4u * q;
+        dx[g] = unpackHalf2x16(xq[xb - 1u - 4u * q]).x;
+        int sum = 0;
+        for (uint i = 0; i < 4; i++) {
+            xw[4u * g + i] = xq[xb + i];
+            sum += hk_dot4(0x01010101u, xw[4u * g + i]);
+        }
+        xs[g] = 32.0 * float(sum);
     }
-    uint is = l >> 4;
     for (uint r = 0; r < HK_NROWS; r++) {
-        uint b = row_byte[r] / 2u + sb * HK_Q6_K_U16;
-        uint qla = hk_u32_at16(b + 32u * n + l / 2u);
-        uint qlb = hk_u32_at16(b + 32u * n + 16u + l / 2u);
-        uint qh = hk_u32_at16(b + 64u + 16u * n + l / 2u);
-        uint q0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
-        uint q1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
-        uint q2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
-        uint q3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
-        uint s = b + 96u + 4u * n;
-        float sum = hk_scale_i8(s, is) * dx[0] * float(hk_dot4(q0, xw[0]) - 32 * xs[0]) +
-                    hk_scale_i8(s + 1u, is) * dx[1] * float(hk_dot4(q1, xw[1]) - 32 * xs[1]) +
-                    hk_scale_i8(s + 2u, is) * dx[2] * float(hk_dot4(q2, xw[2]) - 32 * xs[2]) +
-                    hk_scale_i8(s + 3u, is) * dx[3] * float(hk_dot4(q3, xw[3]) - 32 * xs[3]);
-        acc[r] += hk_half(uint(w16[b + 104u])) * sum;
+        uint b = row_byte[r] + sb * 210u;
+        uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
+        uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
+        uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
+        ivec4 idot = ivec4(0);
+        for (uint i = 0; i < 4; i++) {
+            uint q0, q1, q2, q3;
+            hk_q6k_quants(qla[i], qlb[i], qh[i], q0, q1, q2, q3);
+            idot += ivec4(hk_dot4(q0, xw[i]), hk_dot4(q1, xw[4u + i]), hk_dot4(q2, xw[8u + i]), hk_dot4(q3, xw[12u + i]));
+        }
+        vec4 sc = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
+        vec4 g4 = vec4(dx[0], dx[1], dx[2], dx[3]) * (vec4(idot) - vec4(xs[0], xs[1], xs[2], xs[3]));
+        acc[r] += hk_q6k_d(b) * dot(sc, g4);
     }
 }
 #else
 void hk_item(uint it)
 {
-    uint sb = it >> 4, n = (it >> 3) & 1u, l = (it & 7u) * 4u;
-    uint x4i = x_base / 4u + sb * 64u + n * 32u + l / 4u;
-    vec4 xg[4];
+    uint sb = it >> 2, n = (it >> 1) & 1u, q = it & 1u;
+    uint x4i = x_base / 4u + sb * 64u + n * 32u + q * 4u;
+    vec4 xg[16]; // group g, words i: values 128n + 32g + 16q + 4i ..
     for (uint g = 0; g < 4; g++)
-        xg[g] = x4[x4i + g * 8u];
-    uint is = l >> 4; // scales[8n + 2g + l/16]: byte `is` of 16-bit word 96 + 4n + g
+        for (uint i = 0; i < 4; i++)
+            xg[4u * g + i] = x4[x4i + 8u * g + i];
     for (uint r = 0; r < HK_NROWS; r++) {
-        uint b = row_byte[r] / 2u + sb * HK_Q6_K_U16;
-        uint qla = hk_u32_at16(b + 32u * n + l / 2u);
-        uint qlb = hk_u32_at16(b + 32u * n + 16u + l / 2u);
-        uint qh = hk_u32_at16(b + 64u + 16u * n + l / 2u);
-        vec4 q0 = hk_lanes((qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4), 0xFFu) - 32.0;
-        vec4 q1 = hk_lanes((qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4), 0xFFu) - 32.0;
-        vec4 q2 = hk_lanes(((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4), 0xFFu) - 32.0;
-        vec4 q3 = hk_lanes(((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4), 0xFFu) - 32.0;
-        uint s = b + 96u + 4u * n;
-        float sum = hk_scale_i8(s, is) * dot(q0, xg[0]) + hk_scale_i8(s + 1u, is) * dot(q1, xg[1]) +
-                    hk_scale_i8(s + 2u, is) * dot(q2, xg[2]) + hk_scale_i8(s + 3u, is) * dot(q3, xg[3]);
-        acc[r] += hk_half(uint(w16[b + 104u])) * sum;
+        uint b = row_byte[r] + sb * 210u;
+        uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
+        uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
+        uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
+        vec4 dots = vec4(0.0);
+        for (uint i = 0; i < 4; i++) {
+            uint q0, q1, q2, q3;
+            hk_q6k_quants(qla[i], qlb[i], qh[i], q0, q1, q2, q3);
+            dots += vec4(dot(hk_lanes(q0, 0xFFu) - 32.0, xg[i]), dot(hk_lanes(q1, 0xFFu) - 32.0, xg[4u + i]),
+                         dot(hk_lanes(q2, 0xFFu) - 32.0, xg[8u + i]), dot(hk_lanes(q3, 0xFFu) - 32.0, xg[12u + i]));
+        }
+        vec4 sc = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
+        acc[r] += hk_q6k_d(b) * dot(sc, dots);
     }
 }
 #endif

@@ -145,7 +145,8 @@ static void test_matvec_int8(hk_type type, uint32_t rows, uint32_t k, int raw_bl
     hk_ref_matvec_q8_1((int)type, w, xq, ref, rows, k);
     hk_ref_matvec((int)type, w, x, ref_f32, rows, k);
     hk_buffer *wb, *xb;
-    hk_view wv = input_at(w, row_bytes * rows, 32, &wb);
+    /* Q4_K needs 16-byte aligned weights here; the others take GGUF's 2-byte alignment */
+    hk_view wv = input_at(w, row_bytes * rows, type == HK_TYPE_Q4_K ? 32 : 34, &wb);
     hk_view xv = input_at(xq, k / 32 * sizeof *xq, 4, &xb);
     out_buffer y = out_create(rows);
     char name[160];
