@@ -10,10 +10,12 @@
 /* Subgroup rows: subgroups per workgroup, and the most workgroups one dispatch launches (the
  * shader strides over the rest, so subgroups live long instead of launching in short waves). */
 #define MATVEC_SUBGROUPS 4u
-#define MATVEC_MAX_GROUPS 2048u
-/* Below this many rows a subgroup takes 1 row, not 4, so that small matrices still spread over
- * enough subgroups to fill the device. */
-#define MATVEC_ROWS4_MIN_ROWS 16384u
+#define MATVEC_MAX_GROUPS 8192u
+/* Below this many rows a subgroup takes 1 row, so that small matrices still spread over enough
+ * subgroups to fill the device; from it on, several rows share each x load. How many: measured on
+ * the H200 at 151936x2048 (docs/perf.md): f32 x 4 for every type; int8 Q8_0 2, Q4_K 2, Q6_K 4. */
+#define MATVEC_MANY_ROWS 16384u
+static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 
@@ -23,12 +25,12 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 #define DOT(p, t, n) HK_SHADER_##p##_##t##_INT8S##n
 #endif
 #define ROW_SHADERS(p, t)                                                                                              \
-    {{HK_SHADER_##p##_##t##_ROWS1, HK_SHADER_##p##_##t##_ROWS4},                                                       \
-     {DOT(p, t, 1), DOT(p, t, 4)},                                                                                     \
-     {HK_SHADER_##p##_##t##_INT8S1, HK_SHADER_##p##_##t##_INT8S4}}
+    {{HK_SHADER_##p##_##t##_ROWS1, HK_SHADER_##p##_##t##_ROWS2, HK_SHADER_##p##_##t##_ROWS4},                          \
+     {DOT(p, t, 1), DOT(p, t, 2), DOT(p, t, 4)},                                                                       \
+     {HK_SHADER_##p##_##t##_INT8S1, HK_SHADER_##p##_##t##_INT8S2, HK_SHADER_##p##_##t##_INT8S4}}
 
-/* [moe][type][mode][rows per subgroup 1 or 4] */
-static const int row_shaders[2][3][3][2] = {
+/* [moe][type][mode][rows per subgroup 1, 2 or 4] */
+static const int row_shaders[2][3][3][3] = {
     {ROW_SHADERS(MATVEC, Q8_0), ROW_SHADERS(MATVEC, Q4_K), ROW_SHADERS(MATVEC, Q6_K)},
     {ROW_SHADERS(MOE_MATVEC, Q8_0), ROW_SHADERS(MOE_MATVEC, Q4_K), ROW_SHADERS(MOE_MATVEC, Q6_K)}};
 static const int portable_shaders[3] = {HK_SHADER_MATVEC_Q8_0, HK_SHADER_MATVEC_Q4_K, HK_SHADER_MATVEC_Q6_K};
@@ -88,12 +90,15 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     if (rows_layout && aligned) {
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
-        /* a MoE row group must not straddle two slots */
-        uint32_t nrows = rows >= MATVEC_ROWS4_MIN_ROWS && (!moe || moe->shape->n % 4 == 0) ? 4 : 1;
+        uint32_t nrows = 1;
+        if (rows >= MATVEC_MANY_ROWS)
+            nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
+        while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
+            nrows /= 2;
         uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
         uint64_t groups = (rows + rows_per_group - 1) / rows_per_group;
         wg = sg * MATVEC_SUBGROUPS;
-        d.shader = row_shaders[moe != NULL][t][mode][nrows == 4];
+        d.shader = row_shaders[moe != NULL][t][mode][nrows == 4 ? 2 : nrows - 1];
         d.subgroup_size = sg;
         d.groups = groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS;
     } else {
