@@ -260,38 +260,20 @@ static void bench_small(bench *b, int kind, uint32_t rows, uint32_t n)
 
 int main(int argc, char **argv)
 {
-    int device_index = -1, quick = -1;
-    const char *device_name = NULL, *csv = NULL, *json_path = NULL, *only = NULL;
+    bench_options o = bench_options_default();
+    const char *json_path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--full"))
-            quick = 0;
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end == '\0')
-                device_index = (int)v;
-            else
-                device_name = argv[i];
-        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
-            csv = argv[++i];
-        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+        if (bench_option(&o, argc, argv, &i))
+            continue;
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json_path = argv[++i];
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-            only = argv[++i];
-        else {
-            fprintf(stderr, "usage: hk-bench [--device N|NAME] [--quick|--full] [--csv FILE] [--json FILE] [--only KERNEL]\n");
-            return 2;
+            continue;
         }
+        fprintf(stderr, "usage: hk-bench [--device N|NAME] [--quick|--full] [--csv FILE] [--json FILE] [--only KERNEL]\n");
+        return 2;
     }
     bench b = {0};
-    quick = bench_open(&b, "hk-bench", device_index, device_name, quick);
-    b.only = only;
-    if (csv && !(b.csv = fopen(csv, "w")))
-        fprintf(stderr, "hk-bench: cannot write %s\n", csv);
-    if (b.csv)
-        fprintf(b.csv, "device,kernel,type,shape,ms,ms_single,gbs,ratio_to_copy,copy_gbs,llama_vk_ms\n");
+    int quick = bench_open(&b, "hk-bench", &o, "device,kernel,type,shape,ms,ms_single,gbs,ratio_to_copy,copy_gbs,llama_vk_ms");
     if (json_path && !(json = fopen(json_path, "w")))
         fprintf(stderr, "hk-bench: cannot write %s\n", json_path);
     if (json)

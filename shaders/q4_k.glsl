@@ -58,6 +58,17 @@ void hk_q4k_scales(uvec4 head, uint c, out vec2 sc, out vec2 m)
     m = vec2(float(b & 0xFFu), float((b >> 8) & 0xFFu));
 }
 
+// The 64 quants of chunk c (two 16-byte words), d and dmin, and the scales and mins of
+// sub-blocks 2c and 2c+1 of the block at 16-byte word b.
+void hk_q4k_chunk(uint b, uint c, out uvec4 q0, out uvec4 q1, out vec2 dm, out vec2 sc, out vec2 m)
+{
+    uvec4 head = w128[b];
+    q0 = w128[b + 1u + 2u * c];
+    q1 = w128[b + 2u + 2u * c];
+    dm = unpackHalf2x16(head.x);
+    hk_q4k_scales(head, c, sc, m);
+}
+
 #ifdef HK_INT8
 // d*sc_j*dx_j*sum(q*xq) - dmin*m_j*s_j per sub-block j: sum(x) over the sub-block is the Q8_1
 // block's s.
@@ -72,16 +83,14 @@ void hk_item(uint it)
         xb[i] = xq[b1 + 1u + i];
     }
     for (uint r = 0; r < HK_NROWS; r++) {
-        uint b = row_byte[r] / 16u + sb * 9u;
-        uvec4 head = w128[b];
-        uvec4 q0 = w128[b + 1u + 2u * c], q1 = w128[b + 2u + 2u * c];
+        uvec4 q0, q1;
+        vec2 dm, sc, m;
+        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, dm, sc, m);
         int dl = 0, dh = 0;
         for (uint i = 0; i < 4; i++) {
             dl += hk_dot4(q0[i] & 0x0F0F0F0Fu, xa[i]) + hk_dot4(q1[i] & 0x0F0F0F0Fu, xa[4u + i]);
             dh += hk_dot4((q0[i] >> 4) & 0x0F0F0F0Fu, xb[i]) + hk_dot4((q1[i] >> 4) & 0x0F0F0F0Fu, xb[4u + i]);
         }
-        vec2 dm = unpackHalf2x16(head.x), sc, m;
-        hk_q4k_scales(head, c, sc, m);
         acc[r] += dm.x * (sc.x * x0.x * float(dl) + sc.y * x1.x * float(dh)) - dm.y * (m.x * x0.y + m.y * x1.y);
     }
 }
@@ -99,16 +108,14 @@ void hk_item(uint it)
         xsh += xh[i].x + xh[i].y + xh[i].z + xh[i].w;
     }
     for (uint r = 0; r < HK_NROWS; r++) {
-        uint b = row_byte[r] / 16u + sb * 9u;
-        uvec4 head = w128[b];
-        uvec4 q0 = w128[b + 1u + 2u * c], q1 = w128[b + 2u + 2u * c];
+        uvec4 q0, q1;
+        vec2 dm, sc, m;
+        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, dm, sc, m);
         float ql = 0.0, qh = 0.0;
         for (uint i = 0; i < 4; i++) {
             ql += dot(hk_lanes(q0[i], 0xFu), xl[i]) + dot(hk_lanes(q1[i], 0xFu), xl[4u + i]);
             qh += dot(hk_lanes(q0[i] >> 4, 0xFu), xh[i]) + dot(hk_lanes(q1[i] >> 4, 0xFu), xh[4u + i]);
         }
-        vec2 dm = unpackHalf2x16(head.x), sc, m;
-        hk_q4k_scales(head, c, sc, m);
         acc[r] += dm.x * (sc.x * ql + sc.y * qh) - dm.y * (m.x * xsl + m.y * xsh);
     }
 }

@@ -51,13 +51,19 @@ uvec2 hk_q6k_window8(uint at)
     return (at & 2u) == 0u ? a : (a >> 16) | (uvec2(a.y, w32[w + 2u]) << 16);
 }
 
-// the four 6-bit values per byte lane for g = 0..3, as bytes, from 4 bytes of ql_a, ql_b, qh
-void hk_q6k_quants(uint qla, uint qlb, uint qh, out uint q0, out uint q1, out uint q2, out uint q3)
+// The 64 6-bit quants of item (n, q) of the block at byte b, 4 per word: qs[4g + i] holds
+// values 128n + 32g + 16q + 4i .. +3 (before the -32).
+void hk_q6k_quants(uint b, uint n, uint q, out uint qs[16])
 {
-    q0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
-    q1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
-    q2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
-    q3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
+    uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
+    uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
+    uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
+    for (uint i = 0; i < 4; i++) {
+        qs[i] = (qla[i] & 0x0F0F0F0Fu) | ((qh[i] & 0x03030303u) << 4);
+        qs[4u + i] = (qlb[i] & 0x0F0F0F0Fu) | (((qh[i] >> 2) & 0x03030303u) << 4);
+        qs[8u + i] = ((qla[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> 4) & 0x03030303u) << 4);
+        qs[12u + i] = ((qlb[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> 6) & 0x03030303u) << 4);
+    }
 }
 
 // signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes
@@ -89,17 +95,17 @@ void hk_item(uint it)
     }
     for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] + sb * 210u;
-        uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
-        uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
-        uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
-        ivec4 idot = ivec4(0);
-        for (uint i = 0; i < 4; i++) {
-            uint q0, q1, q2, q3;
-            hk_q6k_quants(qla[i], qlb[i], qh[i], q0, q1, q2, q3);
-            idot += ivec4(hk_dot4(q0, xw[i]), hk_dot4(q1, xw[4u + i]), hk_dot4(q2, xw[8u + i]), hk_dot4(q3, xw[12u + i]));
+        uint qs[16];
+        hk_q6k_quants(b, n, q, qs);
+        vec4 idot = vec4(0.0);
+        for (uint g = 0; g < 4; g++) {
+            int sum = 0;
+            for (uint i = 0; i < 4; i++)
+                sum += hk_dot4(qs[4u * g + i], xw[4u * g + i]);
+            idot[g] = float(sum);
         }
         vec4 sc = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
-        vec4 g4 = vec4(dx[0], dx[1], dx[2], dx[3]) * (vec4(idot) - vec4(xs[0], xs[1], xs[2], xs[3]));
+        vec4 g4 = vec4(dx[0], dx[1], dx[2], dx[3]) * (idot - vec4(xs[0], xs[1], xs[2], xs[3]));
         acc[r] += hk_q6k_d(b) * dot(sc, g4);
     }
 }
@@ -114,16 +120,12 @@ void hk_item(uint it)
             xg[4u * g + i] = x4[x4i + 8u * g + i];
     for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] + sb * 210u;
-        uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
-        uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
-        uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
+        uint qs[16];
+        hk_q6k_quants(b, n, q, qs);
         vec4 dots = vec4(0.0);
-        for (uint i = 0; i < 4; i++) {
-            uint q0, q1, q2, q3;
-            hk_q6k_quants(qla[i], qlb[i], qh[i], q0, q1, q2, q3);
-            dots += vec4(dot(hk_lanes(q0, 0xFFu) - 32.0, xg[i]), dot(hk_lanes(q1, 0xFFu) - 32.0, xg[4u + i]),
-                         dot(hk_lanes(q2, 0xFFu) - 32.0, xg[8u + i]), dot(hk_lanes(q3, 0xFFu) - 32.0, xg[12u + i]));
-        }
+        for (uint g = 0; g < 4; g++)
+            for (uint i = 0; i < 4; i++)
+                dots[g] += dot(hk_lanes(qs[4u * g + i], 0xFFu) - 32.0, xg[4u * g + i]);
         vec4 sc = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
         acc[r] += hk_q6k_d(b) * dot(sc, dots);
     }

@@ -66,34 +66,42 @@ static hk_view input_at(const void *data, size_t bytes, uint64_t offset, hk_buff
     return (hk_view){b, offset};
 }
 
+/* rows GGUF rows of k values: raw random blocks (every bit pattern), or quantized rows of
+ * different magnitude and sign balance, like real weight matrices. */
+static uint8_t *make_weights(hk_rng *rng, hk_type type, uint32_t rows, uint32_t k, int raw_blocks)
+{
+    size_t row_bytes = hk_ref_row_bytes((int)type, k);
+    uint8_t *w = malloc(row_bytes * rows);
+    if (raw_blocks) {
+        hk_random_blocks(rng, (int)type, w, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
+        return w;
+    }
+    float *row = malloc(k * sizeof(float));
+    for (uint32_t r = 0; r < rows; r++) {
+        float scale = hk_rng_uniform(rng, 0.01f, 0.5f), bias = hk_rng_uniform(rng, -0.2f, 0.2f) * scale;
+        for (uint32_t i = 0; i < k; i++)
+            row[i] = hk_rng_uniform(rng, -scale, scale) + bias;
+        if (type == HK_TYPE_Q8_0)
+            hk_quant_row_q8_0(row, (hk_block_q8_0 *)(w + r * row_bytes), k);
+        else if (type == HK_TYPE_Q4_K)
+            hk_quant_row_q4_k(row, (hk_block_q4_k *)(w + r * row_bytes), k);
+        else
+            hk_quant_row_q6_k(row, (hk_block_q6_k *)(w + r * row_bytes), k);
+    }
+    free(row);
+    return w;
+}
+
 /* aligned: 16-byte aligned views (the subgroup-rows kernel where the device allows it); else
  * the loosest legal offsets (2-byte weights, 4-byte x: the portable kernel) */
 static void test_matvec(hk_type type, uint32_t rows, uint32_t k, int raw_blocks, int aligned, uint64_t seed)
 {
     hk_rng rng = {seed};
-    int ref_type = type == HK_TYPE_Q8_0 ? HK_REF_Q8_0 : type == HK_TYPE_Q4_K ? HK_REF_Q4_K : HK_REF_Q6_K;
+    int ref_type = (int)type;
     size_t row_bytes = hk_ref_row_bytes(ref_type, k);
-    uint8_t *w = malloc(row_bytes * rows);
     float *x = malloc(k * sizeof(float)), *ref = malloc(rows * sizeof(float));
     hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
-    if (raw_blocks) {
-        hk_random_blocks(&rng, type, w, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
-    } else {
-        float *row = malloc(k * sizeof(float));
-        for (uint32_t r = 0; r < rows; r++) {
-            /* rows of different magnitude and sign balance, like real weight matrices */
-            float scale = hk_rng_uniform(&rng, 0.01f, 0.5f), bias = hk_rng_uniform(&rng, -0.2f, 0.2f) * scale;
-            for (uint32_t i = 0; i < k; i++)
-                row[i] = hk_rng_uniform(&rng, -scale, scale) + bias;
-            if (type == HK_TYPE_Q8_0)
-                hk_quant_row_q8_0(row, (hk_block_q8_0 *)(w + r * row_bytes), k);
-            else if (type == HK_TYPE_Q4_K)
-                hk_quant_row_q4_k(row, (hk_block_q4_k *)(w + r * row_bytes), k);
-            else
-                hk_quant_row_q6_k(row, (hk_block_q6_k *)(w + r * row_bytes), k);
-        }
-        free(row);
-    }
+    uint8_t *w = make_weights(&rng, type, rows, k, raw_blocks);
     hk_ref_matvec(ref_type, w, x, ref, rows, k);
 
     hk_buffer *wb, *xb;
@@ -122,25 +130,10 @@ static void test_matvec_int8(hk_type type, uint32_t rows, uint32_t k, int raw_bl
 {
     hk_rng rng = {seed};
     size_t row_bytes = hk_ref_row_bytes((int)type, k);
-    uint8_t *w = malloc(row_bytes * rows);
     float *x = malloc(k * sizeof(float)), *ref = malloc(rows * sizeof(float)), *ref_f32 = malloc(rows * sizeof(float));
     hk_block_q8_1 *xq = malloc(k / 32 * sizeof *xq);
     hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
-    if (raw_blocks) {
-        hk_random_blocks(&rng, (int)type, w, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
-    } else {
-        float *row = malloc(k * sizeof(float));
-        for (uint32_t r = 0; r < rows; r++) {
-            hk_rng_fill(&rng, row, k, -0.3f, 0.3f);
-            if (type == HK_TYPE_Q8_0)
-                hk_quant_row_q8_0(row, (hk_block_q8_0 *)(w + r * row_bytes), k);
-            else if (type == HK_TYPE_Q4_K)
-                hk_quant_row_q4_k(row, (hk_block_q4_k *)(w + r * row_bytes), k);
-            else
-                hk_quant_row_q6_k(row, (hk_block_q6_k *)(w + r * row_bytes), k);
-        }
-        free(row);
-    }
+    uint8_t *w = make_weights(&rng, type, rows, k, raw_blocks);
     hk_quant_row_q8_1(x, xq, k);
     hk_ref_matvec_q8_1((int)type, w, xq, ref, rows, k);
     hk_ref_matvec((int)type, w, x, ref_f32, rows, k);

@@ -19,13 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct options {
-    int device_index;
-    const char *device_name;
-    int quick; /* -1: by device type */
-    const char *csv;
-    const char *only; /* run only rows whose kernel name contains this */
-} options;
 
 static void report(bench *b, const char *kernel, const char *shape, double err, double gate, timing t, double bytes)
 {
@@ -205,43 +198,17 @@ static void check_f32(bench *b, int kind, uint32_t rows, uint32_t n)
     free(ref);
 }
 
-static options parse(int argc, char **argv)
-{
-    options o = {-1, NULL, -1, NULL, NULL};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            o.quick = 1;
-        else if (!strcmp(argv[i], "--full"))
-            o.quick = 0;
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end == '\0')
-                o.device_index = (int)v;
-            else
-                o.device_name = argv[i];
-        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
-            o.csv = argv[++i];
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-            o.only = argv[++i];
-        else {
-            fprintf(stderr, "usage: hk-check [--device N|NAME] [--quick|--full] [--csv FILE] [--only KERNEL]\n");
-            exit(2);
-        }
-    }
-    return o;
-}
-
 int main(int argc, char **argv)
 {
-    options o = parse(argc, argv);
+    bench_options o = bench_options_default();
+    for (int i = 1; i < argc; i++)
+        if (!bench_option(&o, argc, argv, &i)) {
+            fprintf(stderr, "usage: hk-check [--device N|NAME] [--quick|--full] [--csv FILE] [--only KERNEL]\n");
+            return 2;
+        }
     bench b = {0};
-    int quick = bench_open(&b, "hk-check", o.device_index, o.device_name, o.quick);
-    b.only = o.only;
-    if (o.csv && !(b.csv = fopen(o.csv, "w")))
-        fprintf(stderr, "hk-check: cannot write %s\n", o.csv);
-    if (b.csv)
-        fprintf(b.csv, "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy,copy_gbs\n");
+    int quick = bench_open(&b, "hk-check", &o,
+                           "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy,copy_gbs");
     printf("%-17s %-14s %9s %7s %-4s %10s %10s %9s %7s %8s\n", "kernel", "shape", "scale_rel", "gate", "ok", "ms/disp",
            "ms single", "GB/s", "of copy", "copy");
 

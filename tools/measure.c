@@ -127,19 +127,48 @@ void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies)
 
 int wanted(const bench *b, const char *kernel) { return !b->only || strstr(kernel, b->only); }
 
-int bench_open(bench *b, const char *tool, int device_index, const char *device_name, int quick)
+bench_options bench_options_default(void) { return (bench_options){-1, NULL, -1, NULL, NULL}; }
+
+int bench_option(bench_options *o, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i], *value = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(arg, "--quick") || !strcmp(arg, "--full")) {
+        o->quick = !strcmp(arg, "--quick");
+        return 1;
+    }
+    if (!value)
+        return 0;
+    if (!strcmp(arg, "--device")) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (*end == '\0')
+            o->device_index = (int)v;
+        else
+            o->device_name = value;
+    } else if (!strcmp(arg, "--csv")) {
+        o->csv = value;
+    } else if (!strcmp(arg, "--only")) {
+        o->only = value;
+    } else {
+        return 0;
+    }
+    ++*i;
+    return 1;
+}
+
+int bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header)
 {
     b->tool = tool;
+    b->only = o->only;
     hk_context_desc desc;
     hk_context_desc_init(&desc);
-    desc.device_index = device_index;
-    desc.device_name = device_name;
+    desc.device_index = o->device_index;
+    desc.device_name = o->device_name;
     if (hk_context_create(&desc, &b->ctx) != HK_OK)
         die(b, "context");
     hk_context_caps(b->ctx, &b->caps);
     int cpu = b->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    if (quick < 0)
-        quick = cpu;
+    int quick = o->quick >= 0 ? o->quick : cpu;
     /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
     b->cold_bytes = quick ? (64u << 20) : (1024u << 20);
     printf("%s %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n", tool,
@@ -149,6 +178,10 @@ int bench_open(bench *b, const char *tool, int device_index, const char *device_
            b->caps.coopmat_khr ? "yes" : "no", b->caps.coopmat_khr_count, quick ? "quick" : "full");
     if (!b->caps.timestamps)
         printf("(no timestamps on this device: times are not measured)\n");
+    if (o->csv && !(b->csv = fopen(o->csv, "w")))
+        fprintf(stderr, "%s: cannot write %s\n", tool, o->csv);
+    if (b->csv)
+        fprintf(b->csv, "%s\n", csv_header);
     measure_copy(b);
     return quick;
 }

@@ -31,9 +31,23 @@ typedef struct timing {
     double single_ms; /* one dispatch alone */
 } timing;
 
-/* Opens the device (index, else name, else HK_DEVICE / the best one), sizes the cold footprint
- * (quick < 0: small on CPU devices) and measures the copy bandwidth. Returns the quick flag. */
-int bench_open(bench *b, const char *tool, int device_index, const char *device_name, int quick);
+/* The options every tool takes: --device N|NAME, --quick, --full, --csv FILE, --only KERNEL. */
+typedef struct bench_options {
+    int device_index;        /* -1: by name, HK_DEVICE or the best device */
+    const char *device_name;
+    int quick;               /* -1: quick on CPU devices */
+    const char *csv;
+    const char *only;
+} bench_options;
+
+/* Defaults for bench_options. */
+bench_options bench_options_default(void);
+/* Takes argv[*i] (and its value, advancing *i) if it is a common option; returns 0 if not. */
+int bench_option(bench_options *o, int argc, char **argv, int *i);
+
+/* Opens the device the options name, sizes the cold footprint (small when quick), opens the CSV
+ * file with its header line and measures the copy bandwidth. Returns whether the run is quick. */
+int bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header);
 void bench_close(bench *b);
 /* Prints "tool: what: <hk_last_error()>" and exits 2. */
 void die(const bench *b, const char *what);
