@@ -49,7 +49,8 @@ cmeel_prefix() {
 build() { # build-dir [cmake args...]
     local dir=$1
     shift
-    cmake -S "$top" -B "$dir" -DHK_CMEEL_PREFIX="$(cmeel_prefix)" -DHK_WERROR=ON "$@" >/dev/null
+    # the configure output says which shader toolchain and which shader features were found
+    cmake -S "$top" -B "$dir" -DHK_CMEEL_PREFIX="$(cmeel_prefix)" -DHK_WERROR=ON "$@" | grep "hkernel:" || true
     cmake --build "$dir" -j "$(nproc)"
 }
 

@@ -140,6 +140,11 @@ HK_API hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, 
  * Buffers and streams of the context must be destroyed first. NULL is ignored. */
 HK_API void hk_context_destroy(hk_context *context);
 
+/* The Vulkan objects behind a context (owned or borrowed), for an engine that records its own work
+ * on the same device. Any out pointer may be NULL. The context keeps ownership. */
+HK_API hk_status hk_context_vulkan(const hk_context *context, VkInstance *instance, VkPhysicalDevice *physical_device,
+                                   VkDevice *device, VkQueue *queue, uint32_t *queue_family_index);
+
 /* Number of validation-layer messages seen since the context was created (0 when inactive). */
 HK_API uint32_t hk_context_validation_messages(const hk_context *context);
 /* 1 if the validation layer is active on this context. */

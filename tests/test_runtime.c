@@ -236,9 +236,58 @@ static void test_borrowed(void)
     vkDestroyInstance(instance, NULL);
 }
 
+/* The validation layer is really listening: a wrapped buffer without STORAGE_BUFFER usage, used
+ * as a kernel's output, must be reported (on a context of its own, so the suite's context stays
+ * clean). Where the layer is not installed there is nothing to check. */
+static void test_validation_catches(void)
+{
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.enable_validation = 1;
+    desc.disable_pipeline_cache = 1;
+    hk_context *c = NULL;
+    if (hk_context_create(&desc, &c) != HK_OK) {
+        hk_check(0, "validation context", "%s", hk_last_error());
+        return;
+    }
+    if (!hk_context_validation_active(c)) {
+        printf("validation layer not installed: its check is not run\n");
+        hk_context_destroy(c);
+        return;
+    }
+    VkDevice device;
+    hk_context_vulkan(c, NULL, NULL, &device, NULL, NULL);
+    PFN_vkCreateBuffer create_buffer = (PFN_vkCreateBuffer)vkGetDeviceProcAddr(device, "vkCreateBuffer");
+    PFN_vkDestroyBuffer destroy_buffer = (PFN_vkDestroyBuffer)vkGetDeviceProcAddr(device, "vkDestroyBuffer");
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 1024,
+                             .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VkBuffer raw;
+    if (create_buffer(device, &bi, NULL, &raw) != VK_SUCCESS) {
+        hk_check(0, "validation: raw buffer", NULL);
+        hk_context_destroy(c);
+        return;
+    }
+    hk_buffer *wrapped = NULL, *in = hk_test_buffer(c, 1024, NULL);
+    hk_buffer_wrap(c, raw, 1024, &wrapped);
+    uint32_t before = hk_context_validation_messages(c);
+    /* recorded only: the buffer has no memory, so it must never run */
+    hk_stream *s = NULL;
+    hk_stream_create(c, 0, &s);
+    hk_rmsnorm(c, s, (hk_view){in, 0}, (hk_view){in, 512}, (hk_view){wrapped, 0}, 1, 64, 1e-5f);
+    hk_stream_reset(s);
+    uint32_t after = hk_context_validation_messages(c);
+    hk_check(after > before, "validation layer reports misuse", "%u message(s)", after - before);
+    hk_stream_destroy(s);
+    hk_buffer_destroy(wrapped);
+    hk_buffer_destroy(in);
+    destroy_buffer(device, raw, NULL);
+    hk_context_destroy(c);
+}
+
 int main(void)
 {
     ctx = hk_test_context();
+    test_validation_catches();
     test_caps();
     test_buffers();
     test_pipeline_cache();

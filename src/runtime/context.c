@@ -566,6 +566,24 @@ void hk_context_destroy(hk_context *context)
     free(context);
 }
 
+hk_status hk_context_vulkan(const hk_context *context, VkInstance *instance, VkPhysicalDevice *physical_device,
+                            VkDevice *device, VkQueue *queue, uint32_t *queue_family_index)
+{
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_context_vulkan", "context is NULL");
+    if (instance)
+        *instance = context->instance;
+    if (physical_device)
+        *physical_device = context->physical_device;
+    if (device)
+        *device = context->device;
+    if (queue)
+        *queue = context->queue;
+    if (queue_family_index)
+        *queue_family_index = context->queue_family;
+    return HK_OK;
+}
+
 uint32_t hk_context_validation_messages(const hk_context *context) { return context ? context->validation_messages : 0; }
 
 int hk_context_validation_active(const hk_context *context) { return context ? context->validation_active : 0; }
