@@ -28,9 +28,8 @@ layout(binding = 2) writeonly buffer Y { float y[]; };
 layout(binding = 3) readonly buffer Ids { uint ids[]; };
 #endif
 
-#ifndef HK_NROWS
-#define HK_NROWS 4
-#endif
+// Rows per subgroup (subgroup-rows layouts): specialization constant 1.
+layout(constant_id = 1) const uint HK_NROWS = 4;
 
 HK_PUSH_BEGIN
     uint rows;      // HK_MOE: slots * n

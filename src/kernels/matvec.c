@@ -19,18 +19,15 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
 
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 
-#ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT81
-#define DOT(p, t, n) HK_SHADER_##p##_##t##_INT8##n
+#ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
+#define DOT(p, t) HK_SHADER_##p##_##t##_INT8
 #else /* glslang could not emit OpSDot: the scalar twin everywhere */
-#define DOT(p, t, n) HK_SHADER_##p##_##t##_INT8S##n
+#define DOT(p, t) HK_SHADER_##p##_##t##_INT8S
 #endif
-#define ROW_SHADERS(p, t)                                                                                              \
-    {{HK_SHADER_##p##_##t##_ROWS1, HK_SHADER_##p##_##t##_ROWS2, HK_SHADER_##p##_##t##_ROWS4},                          \
-     {DOT(p, t, 1), DOT(p, t, 2), DOT(p, t, 4)},                                                                       \
-     {HK_SHADER_##p##_##t##_INT8S1, HK_SHADER_##p##_##t##_INT8S2, HK_SHADER_##p##_##t##_INT8S4}}
+#define ROW_SHADERS(p, t) {HK_SHADER_##p##_##t##_ROWS, DOT(p, t), HK_SHADER_##p##_##t##_INT8S}
 
-/* [moe][type][mode][rows per subgroup 1, 2 or 4] */
-static const int row_shaders[2][3][3][3] = {
+/* [moe][type][mode]; rows per subgroup is specialization constant 1 */
+static const int row_shaders[2][3][3] = {
     {ROW_SHADERS(MATVEC, Q8_0), ROW_SHADERS(MATVEC, Q4_K), ROW_SHADERS(MATVEC, Q6_K)},
     {ROW_SHADERS(MOE_MATVEC, Q8_0), ROW_SHADERS(MOE_MATVEC, Q4_K), ROW_SHADERS(MOE_MATVEC, Q6_K)}};
 static const int portable_shaders[3] = {HK_SHADER_MATVEC_Q8_0, HK_SHADER_MATVEC_Q4_K, HK_SHADER_MATVEC_Q6_K};
@@ -88,9 +85,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     }
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    uint32_t nrows = 1;
     if (rows_layout && aligned) {
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
-        uint32_t nrows = 1;
         if (rows >= MATVEC_MANY_ROWS)
             nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
@@ -98,7 +95,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
         uint64_t groups = (rows + rows_per_group - 1) / rows_per_group;
         wg = sg * MATVEC_SUBGROUPS;
-        d.shader = row_shaders[moe != NULL][t][mode][nrows == 4 ? 2 : nrows - 1];
+        d.shader = row_shaders[moe != NULL][t][mode];
         d.subgroup_size = sg;
         d.groups = groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS;
     } else {
@@ -106,8 +103,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = portable_shaders[t];
         d.groups = rows;
     }
-    d.spec = &wg;
-    d.spec_count = 1;
+    uint32_t spec[2] = {wg, nrows};
+    d.spec = spec;
+    d.spec_count = d.subgroup_size ? 2 : 1;
     return hk__dispatch(context, stream, fn, &d);
 }
 
