@@ -2,7 +2,9 @@
 #extension GL_GOOGLE_include_directive : require
 // Fused MoE router: per token, softmax over the n_experts logits, the top_k experts by logit
 // (ties: the lower index) in descending order, their softmax weights, optionally renormalised to
-// sum to 1 over the k. One workgroup per token; WG a power of two.
+// sum to 1 over the k. One subgroup per token (the host makes the workgroup one subgroup): each
+// lane owns experts lane, lane + WG, ...; every round picks the best unchosen expert with two
+// subgroup reductions, so there is no barrier anywhere.
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Logits { float logits[]; };
@@ -11,16 +13,14 @@ layout(binding = 2) writeonly buffer Weights { float weights[]; };
 
 HK_PUSH_BEGIN
     uint tokens;
-    uint n_experts;
+    uint n_experts; // at most 64 * WG: each lane marks its chosen experts in two 32-bit masks
     uint top_k;
     uint renorm;
 HK_PUSH_END
 
 #define HK_MAX_TOP_K 64u
-shared float best_val[WG];
-shared uint best_idx[WG];
-shared uint chosen[HK_MAX_TOP_K];
-shared float chosen_logit[HK_MAX_TOP_K];
+#define HK_NONE 0xFFFFFFFFu
+shared float chosen_w[HK_MAX_TOP_K]; // written and read by the first lane only
 
 // (va, ia) ranks before (vb, ib): larger logit, then lower index; NaN never ranks
 bool hk_before(float va, uint ia, float vb, uint ib) { return va > vb || (va == vb && ia < ib); }
@@ -30,64 +30,52 @@ void main()
     uint token = hk_group_id();
     if (token >= pc.tokens)
         return;
-    uint lid = gl_LocalInvocationID.x, E = pc.n_experts;
+    uint lane = gl_LocalInvocationID.x, E = pc.n_experts;
     uint lb = pc.view_offset[0] / 4u + token * E;
-    float m = -1.0 / 0.0;
+    const float neg_inf = -1.0 / 0.0;
     // NaN logits take no part (max() of a NaN is undefined in GLSL)
-    for (uint i = lid; i < E; i += WG) {
+    float m = neg_inf;
+    for (uint i = lane; i < E; i += WG) {
         float v = logits[lb + i];
         m = isnan(v) ? m : max(m, v);
     }
-    m = hk_workgroup_max(m);
+    m = subgroupMax(m);
     float denom = 0.0;
-    for (uint i = lid; i < E; i += WG) {
+    for (uint i = lane; i < E; i += WG) {
         float v = logits[lb + i];
         denom += isnan(v) ? 0.0 : exp(v - m);
     }
-    denom = hk_workgroup_sum(denom);
+    denom = subgroupAdd(denom);
 
+    uvec2 taken = uvec2(0u); // bit j: expert lane + j*WG is chosen
+    uint ob = token * pc.top_k;
+    float total = 0.0;
     for (uint r = 0; r < pc.top_k; r++) {
-        float bv = -1.0 / 0.0;
-        uint bi = 0xFFFFFFFFu;
-        for (uint i = lid; i < E; i += WG) {
-            bool taken = false;
-            for (uint j = 0; j < r; j++)
-                taken = taken || chosen[j] == i;
+        float bv = neg_inf;
+        uint bi = HK_NONE;
+        for (uint i = lane, j = 0u; i < E; i += WG, j++) {
             float v = logits[lb + i];
-            if (!taken && hk_before(v, i, bv, bi)) { // bv starts at -inf, bi past every index
+            if ((taken[j >> 5] & (1u << (j & 31u))) == 0u && hk_before(v, i, bv, bi)) {
                 bv = v;
                 bi = i;
             }
         }
-        best_val[lid] = bv;
-        best_idx[lid] = bi;
-        barrier();
-        for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
-            if (lid < half_ && best_idx[lid + half_] != 0xFFFFFFFFu &&
-                (best_idx[lid] == 0xFFFFFFFFu ||
-                 hk_before(best_val[lid + half_], best_idx[lid + half_], best_val[lid], best_idx[lid]))) {
-                best_val[lid] = best_val[lid + half_];
-                best_idx[lid] = best_idx[lid + half_];
-            }
-            barrier();
+        float best = subgroupMax(bi == HK_NONE ? neg_inf : bv);
+        uint win = subgroupMin(bi != HK_NONE && bv == best ? bi : HK_NONE);
+        if (win != HK_NONE && win % WG == lane) {
+            uint j = win / WG;
+            taken[j >> 5] |= 1u << (j & 31u);
         }
-        if (lid == 0u) {
-            chosen[r] = best_idx[0];
-            chosen_logit[r] = best_val[0];
+        // fewer than top_k experts with a number for a logit: the rest get an id out of range
+        // (which hk_moe_matvec turns into zeros) and weight 0
+        float w = win == HK_NONE ? 0.0 : exp(best - m) / denom;
+        total += w;
+        if (lane == 0u) {
+            ids[pc.view_offset[1] / 4u + ob + r] = win;
+            chosen_w[r] = w;
         }
-        barrier();
     }
-    if (lid == 0u) {
-        uint ob = token * pc.top_k;
-        float total = 0.0;
+    if (lane == 0u)
         for (uint r = 0; r < pc.top_k; r++)
-            total += chosen[r] == 0xFFFFFFFFu ? 0.0 : exp(chosen_logit[r] - m) / denom;
-        for (uint r = 0; r < pc.top_k; r++) {
-            // fewer than top_k experts with a number for a logit: the rest get an id out of
-            // range (which hk_moe_matvec turns into zeros) and weight 0
-            float w = chosen[r] == 0xFFFFFFFFu ? 0.0 : exp(chosen_logit[r] - m) / denom;
-            ids[pc.view_offset[1] / 4u + ob + r] = chosen[r];
-            weights[pc.view_offset[2] / 4u + ob + r] = pc.renorm != 0u && total > 0.0 ? w / total : w;
-        }
-    }
+            weights[pc.view_offset[2] / 4u + ob + r] = pc.renorm != 0u && total > 0.0 ? chosen_w[r] / total : chosen_w[r];
 }

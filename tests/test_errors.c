@@ -112,6 +112,15 @@ int main(void)
     EXPECT("route top_k 0", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 0, 0), HK_ERROR_INVALID_ARGUMENT, "top_k=0");
     EXPECT("route top_k > experts", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 9, 0), HK_ERROR_INVALID_ARGUMENT,
            "top_k=9 must be in 1..min(n_experts=8, 64)");
+    {
+        hk_caps caps;
+        hk_context_caps(ctx, &caps);
+        uint32_t too_many = 64 * (caps.subgroup_size_control ? caps.subgroup_size : caps.subgroup_size_min) + 1;
+        hk_buffer *big = hk_test_buffer(ctx, (uint64_t)too_many * 4 + 64, NULL);
+        EXPECT("route too many experts", hk_moe_route(ctx, NULL, (hk_view){big, 0}, ids, yv, 1, too_many, 8, 0),
+               HK_ERROR_UNSUPPORTED, "more than this device's router takes");
+        hk_buffer_destroy(big);
+    }
     EXPECT("route logits past the end", hk_moe_route(ctx, NULL, xv, ids, yv, 3, 128, 8, 0), HK_ERROR_INVALID_ARGUMENT,
            "logits needs 1536 bytes");
     EXPECT("int8 matvec q4_k misaligned", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, (hk_view){w, 2}, xv, yv, 1, 256),

@@ -235,8 +235,8 @@ static void test_moe(hk_type type, uint32_t n_experts, uint32_t n, uint32_t k, u
 }
 
 /* Router: ids must match the reference except where two experts tie on the boundary logit
- * (counted, and checked to be real ties); weights at the f32 gate. Token 0 has exact ties, token 1
- * NaN and -inf logits. */
+ * (counted, and checked to be real ties); weights at the f32 gate. Every token has exact ties,
+ * token 1 NaN and -inf logits, token 2 fewer numbers than top_k. */
 static void test_route(uint32_t tokens, uint32_t n_experts, uint32_t top_k, int renorm, uint64_t seed)
 {
     hk_rng rng = {seed};
@@ -251,6 +251,10 @@ static void test_route(uint32_t tokens, uint32_t n_experts, uint32_t top_k, int 
         logits[n_experts + 0] = NAN;
         logits[n_experts + 1] = -INFINITY;
         logits[n_experts + 2] = 50.0f;
+    }
+    if (tokens > 2 && top_k > 2) { /* only two numbers: the other picks are "none" with weight 0 */
+        for (uint32_t i = 2; i < n_experts; i++)
+            logits[2 * n_experts + i] = NAN;
     }
     hk_ref_moe_route(logits, tokens, n_experts, top_k, renorm, ref_ids, ref_w);
     hk_buffer *lb;

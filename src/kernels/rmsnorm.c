@@ -5,6 +5,8 @@
 #include <string.h>
 
 #define RMSNORM_WG 128u
+#define RMSNORM_WIDE_WG 512u
+#define RMSNORM_FEW_ROWS 64u
 
 hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y, uint32_t rows,
                      uint32_t n, float eps)
@@ -23,7 +25,11 @@ hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view 
     hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    uint32_t wg = RMSNORM_WG < context->caps.max_workgroup_size ? RMSNORM_WG : context->caps.max_workgroup_size;
+    /* a token or a few: one row per workgroup leaves most of the device idle, so a wider
+     * workgroup shortens the row's chain of loads */
+    uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG ? RMSNORM_WIDE_WG : RMSNORM_WG;
+    if (wg > context->caps.max_workgroup_size)
+        wg = context->caps.max_workgroup_size;
     struct {
         uint32_t rows, n;
         float eps;

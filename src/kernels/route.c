@@ -1,7 +1,6 @@
-/* Fused MoE router: softmax + top-k (shaders/route.comp). */
+/* Fused MoE router: softmax + top-k, one subgroup per token (shaders/route.comp). */
 #include "internal.h"
 
-#define ROUTE_WG 128u  /* a power of two (tree reduction) */
 #define ROUTE_MAX_TOP_K 64u
 
 hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, hk_view ids, hk_view weights,
@@ -23,9 +22,16 @@ hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, h
     hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    uint32_t wg = ROUTE_WG <= context->caps.max_workgroup_size ? ROUTE_WG : 64u;
+    /* one subgroup per token: with size control, exactly the device's subgroup size; without it
+     * the smallest size the device may pick, so that the workgroup can never span two subgroups */
+    int control = !!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL);
+    uint32_t wg = control ? context->caps.subgroup_size : context->caps.subgroup_size_min;
+    if ((uint64_t)n_experts > 64ull * wg)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "n_experts=%u is more than this device's router takes (64 x subgroup %u = %u)",
+                        n_experts, wg, 64u * wg);
     uint32_t params[4] = {tokens, n_experts, top_k, renormalize ? 1u : 0u};
-    hk_dispatch_desc d = {.shader = HK_SHADER_ROUTE, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 3,
-                          .params = params, .params_bytes = sizeof params, .groups = tokens};
+    hk_dispatch_desc d = {.shader = HK_SHADER_ROUTE, .subgroup_size = control ? wg : 0, .spec = &wg, .spec_count = 1,
+                          .bindings = b, .binding_count = 3, .params = params, .params_bytes = sizeof params,
+                          .groups = tokens};
     return hk__dispatch(context, stream, fn, &d);
 }
