@@ -7,7 +7,8 @@
  * nothing was recorded or written.
  *
  * Threading: a context may be used from several threads only with external synchronisation;
- * hk_last_error() is per thread.
+ * hk_last_error() is per thread. Creating contexts loads Vulkan through volk, whose loader entry
+ * points are process-wide: create (and destroy) contexts from one thread at a time.
  *
  * Weights are GGUF blocks exactly as stored in a .gguf file (no repacking):
  *   Q8_0  34 B / 32 values    Q4_K 144 B / 256 values    Q6_K 210 B / 256 values
@@ -242,7 +243,9 @@ HK_API hk_status hk_stream_create(hk_context *context, uint32_t max_timestamps, 
 
 /* Creates a stream that records into an engine's command buffer (in the recording state). The
  * engine submits it and keeps it alive until the work completes; hk_stream_submit is refused. The
- * stream's descriptor sets live until hk_stream_reset or hk_stream_destroy. */
+ * stream's descriptor sets live until hk_stream_reset or hk_stream_destroy. The first kernel
+ * recorded (and the first after hk_stream_reset) waits for all compute and transfer work recorded
+ * before it; work the engine records after ours must itself wait for our compute writes. */
 HK_API hk_status hk_stream_wrap(hk_context *context, VkCommandBuffer command_buffer, hk_stream **out_stream);
 
 /* Frees a stream (waits for its submitted work first). NULL is ignored. */
