@@ -11,9 +11,11 @@
  * shader strides over the rest, so subgroups live long instead of launching in short waves). */
 #define MATVEC_SUBGROUPS 4u
 #define MATVEC_MAX_GROUPS 8192u
-/* Below this many rows a subgroup takes 1 row, so that small matrices still spread over enough
- * subgroups to fill the device; from it on, several rows share each x load. How many: measured on
- * the H200 at 151936x2048 (docs/perf.md): f32 x 4 for every type; int8 Q8_0 2, Q4_K 2, Q6_K 4. */
+/* Rows per subgroup: with few rows, 1, so that small matrices still spread over enough subgroups
+ * to fill the device; with more, several rows share each x load. Measured on the H200
+ * (docs/perf.md): from 4096 rows 2; from 16384 rows (151936x2048) f32 x 4 for every type, int8
+ * Q8_0 2, Q4_K 2, Q6_K 4. */
+#define MATVEC_SOME_ROWS 4096u
 #define MATVEC_MANY_ROWS 16384u
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 
@@ -90,6 +92,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
         if (rows >= MATVEC_MANY_ROWS)
             nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
+        else if (rows >= MATVEC_SOME_ROWS)
+            nrows = 2;
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
         uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
