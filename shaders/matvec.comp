@@ -4,7 +4,7 @@
 #extension GL_EXT_spirv_intrinsics : require
 #endif
 // Dense quantized matvec y[rows] = W[rows, k] . x[k], W in GGUF blocks (HK_Q8_0 / HK_Q4_K /
-// HK_Q6_K), x and y f32. Two layouts of the work:
+// HK_Q6_K), x and y f32. Layouts of the work, by define:
 //   default       one workgroup per row: invocations stride over the row's 32-value units, then
 //                 a subgroup + shared-memory reduction (portable: any subgroup size, 2-byte
 //                 aligned weights, 4-byte aligned x);
