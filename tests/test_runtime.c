@@ -194,6 +194,11 @@ static void test_borrowed(void)
                              .queue_family_index = 0, .enabled_features = HK_FEATURE_STORAGE_16BIT,
                              .disable_pipeline_cache = 1};
     hk_context *c = NULL;
+    bd.enabled_features = 0; /* an engine device without 16-bit storage cannot run our kernels */
+    hk_check_status("borrowed device without 16-bit storage", hk_context_create_borrowed(&bd, &c),
+                    HK_ERROR_UNSUPPORTED, "lacks storageBuffer16BitAccess");
+    hk_check(c == NULL, "refused borrow leaves NULL", NULL);
+    bd.enabled_features = HK_FEATURE_STORAGE_16BIT;
     hk_status st = hk_context_create_borrowed(&bd, &c);
     hk_check_status("borrowed context", st, HK_OK, NULL);
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = 0};

@@ -345,21 +345,20 @@ static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
 
 static hk_status finish_context(hk_context *context, const char *fn, const char *cache_dir, int cache_disabled)
 {
-    const char *fn_ = fn;
     if (!context->vk.vkGetDeviceQueue)
         volkLoadDeviceTable(&context->vk, context->device);
     if (!(context->features & HK_FEATURE_STORAGE_16BIT))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn_, "device \"%s\" lacks storageBuffer16BitAccess, which every kernel needs",
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" lacks storageBuffer16BitAccess, which every kernel needs",
                         context->caps.device_name);
     if (!context->caps.subgroup_arithmetic)
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn_, "device \"%s\" lacks subgroup arithmetic in compute shaders",
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" lacks subgroup arithmetic in compute shaders",
                         context->caps.device_name);
     VkCommandPoolCreateInfo pool_info = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                          .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                          .queueFamilyIndex = context->queue_family};
     VkResult r = context->vk.vkCreateCommandPool(context->device, &pool_info, NULL, &context->command_pool);
     if (r != VK_SUCCESS)
-        return hk__vk_fail(r, fn_, "vkCreateCommandPool");
+        return hk__vk_fail(r, fn, "vkCreateCommandPool");
     hk_status st = hk__pipeline_cache_open(context, cache_dir, cache_disabled);
     if (st != HK_OK)
         return st;
