@@ -274,6 +274,8 @@ static void test_validation_catches(void)
     }
     hk_buffer *wrapped = NULL, *in = hk_test_buffer(c, 1024, NULL);
     hk_buffer_wrap(c, raw, 1024, &wrapped);
+    printf("expecting validation errors for a buffer without storage usage:\n");
+    fflush(stdout);
     uint32_t before = hk_context_validation_messages(c);
     /* recorded only: the buffer has no memory, so it must never run */
     hk_stream *s = NULL;
