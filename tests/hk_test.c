@@ -56,17 +56,26 @@ int hk_check_status(const char *name, hk_status got, hk_status want, const char 
     return ok;
 }
 
-hk_context *hk_test_context(void)
+hk_context *hk_test_context_without(uint32_t disable_features)
 {
     hk_context_desc desc;
     hk_context_desc_init(&desc);
     desc.enable_validation = 1;
     desc.disable_pipeline_cache = 1;
+    desc.disable_features = disable_features;
     hk_context *context = NULL;
     if (hk_context_create(&desc, &context) != HK_OK) {
-        fprintf(stderr, "cannot create a context: %s\n", hk_last_error());
-        exit(1);
+        hk_check(0, "test context", "%s", hk_last_error());
+        return NULL;
     }
+    return context;
+}
+
+hk_context *hk_test_context(void)
+{
+    hk_context *context = hk_test_context_without(0);
+    if (!context)
+        exit(1);
     hk_caps caps;
     hk_context_caps(context, &caps);
     printf("device: %s (subgroup %u, validation %s)\n", caps.device_name, caps.subgroup_size,

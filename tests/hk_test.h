@@ -26,7 +26,10 @@ int hk_check_close(const char *name, const float *got, const float *ref, size_t 
 int hk_check_status(const char *name, hk_status got, hk_status want, const char *needle);
 
 /* A context on the device HK_DEVICE picks (default: best present), validation enabled where the
- * layer is installed; aborts the test program (exit 1) if none can be created. */
+ * layer is installed, no pipeline cache on disk, the given HK_FEATURE_* bits disabled. NULL (and a
+ * failed check) if it cannot be created. */
+hk_context *hk_test_context_without(uint32_t disable_features);
+/* hk_test_context_without(0), printing the device; exits the test program (1) on failure. */
 hk_context *hk_test_context(void);
 /* Counts one failure per validation message seen on the context, destroys it, prints the
  * "N passed, M failed" line and returns the exit code. */

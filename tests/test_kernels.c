@@ -529,13 +529,8 @@ int main(void)
     hk_context *full = ctx;
     const uint32_t twins[] = {HK_FEATURE_INTEGER_DOT, HK_FEATURE_SUBGROUP_SIZE_CONTROL};
     for (int i = 0; i < 2; i++) {
-        hk_context_desc desc;
-        hk_context_desc_init(&desc);
-        desc.enable_validation = 1;
-        desc.disable_pipeline_cache = 1;
-        desc.disable_features = twins[i];
-        if (hk_context_create(&desc, &ctx) != HK_OK) {
-            hk_check(0, "context without a feature", "%s", hk_last_error());
+        ctx = hk_test_context_without(twins[i]);
+        if (!ctx) {
             ctx = full;
             continue;
         }

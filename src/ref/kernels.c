@@ -34,15 +34,21 @@ static size_t dequant_block(int type, const unsigned char *row, size_t b, float 
     }
 }
 
+/* An unknown type, k off the block size, or k == 0 (row_bytes 0): nothing to sum, y = 0. */
+static int zero_if_no_blocks(size_t row_bytes, float *y, size_t rows)
+{
+    if (row_bytes)
+        return 0;
+    for (size_t r = 0; r < rows; r++)
+        y[r] = 0.0f;
+    return 1;
+}
+
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k)
 {
     const size_t row_bytes = hk_ref_row_bytes(type, k);
-    if (row_bytes == 0) {
-        /* unknown type, k off the block size, or k == 0: nothing to sum */
-        for (size_t r = 0; r < rows; r++)
-            y[r] = 0.0f;
+    if (zero_if_no_blocks(row_bytes, y, rows))
         return;
-    }
     const size_t qk = type == HK_REF_Q8_0 ? HK_QK8_0 : HK_QK_K;
     const size_t nb = k / qk;
 
@@ -146,11 +152,8 @@ static void int_decode(int type, const unsigned char *row, size_t b, int_block *
 void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *y, size_t rows, size_t k)
 {
     const size_t row_bytes = hk_ref_row_bytes(type, k);
-    if (row_bytes == 0) {
-        for (size_t r = 0; r < rows; r++)
-            y[r] = 0.0f;
+    if (zero_if_no_blocks(row_bytes, y, rows))
         return;
-    }
     const size_t qk = type == HK_REF_Q8_0 ? HK_QK8_0 : HK_QK_K;
     for (size_t r = 0; r < rows; r++) {
         const unsigned char *row = (const unsigned char *)w + r * row_bytes;
