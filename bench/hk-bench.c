@@ -93,10 +93,7 @@ static hk_buffer *weights(bench *b, hk_type type, uint64_t bytes, uint32_t copie
         exit(2);
     }
     hk_random_blocks(&rng, (int)type, w, bytes / hk_type_block_bytes(type), 0.02f);
-    hk_buffer *buf = make_buffer(b, bytes * copies, NULL);
-    if (hk_buffer_upload(buf, 0, w, bytes) != HK_OK)
-        die(b, "upload");
-    replicate(b, buf, bytes, copies);
+    hk_buffer *buf = make_copies(b, w, bytes, copies);
     free(w);
     return buf;
 }
@@ -235,10 +232,7 @@ static void bench_small(bench *b, int kind, uint32_t rows, uint32_t n)
     float *a = malloc(c.a_bytes);
     hk_rng rng = {5};
     hk_rng_fill(&rng, a, (size_t)rows * n, -1.0f, 1.0f);
-    c.a = make_buffer(b, c.a_bytes * copies, NULL);
-    if (hk_buffer_upload(c.a, 0, a, c.a_bytes) != HK_OK)
-        die(b, "upload");
-    replicate(b, c.a, c.a_bytes, copies);
+    c.a = make_copies(b, a, c.a_bytes, copies);
     c.v = make_buffer(b, (uint64_t)n * 4, a);
     uint64_t out_bytes = kind == 0 ? rows * 4ull : kind == 1 ? rows * 32ull : kind == 2 ? c.a_bytes : n / 32 * 36ull;
     c.out = make_buffer(b, out_bytes, NULL);

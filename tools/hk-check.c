@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static void report(bench *b, const char *kernel, const char *shape, double err, double gate, timing t, double bytes)
 {
     int ok = err < gate;
@@ -82,9 +81,7 @@ static void check_matvec(bench *b, hk_type type, uint32_t rows, uint32_t k)
     hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
     hk_ref_matvec((int)type, w, x, ref, rows, k);
     uint32_t copies = copies_for(b, c.w_bytes);
-    c.w = make_buffer(b, c.w_bytes * copies, NULL);
-    hk_buffer_upload(c.w, 0, w, c.w_bytes);
-    replicate(b, c.w, c.w_bytes, copies);
+    c.w = make_copies(b, w, c.w_bytes, copies);
     c.x = make_buffer(b, k * sizeof(float), x);
     c.y = make_buffer(b, rows * sizeof(float), NULL);
     char name[32], shape[32];
@@ -163,9 +160,7 @@ static void check_f32(bench *b, int kind, uint32_t rows, uint32_t n)
         gate = HK_GATE_INT8;
     }
     uint32_t copies = copies_for(b, c.a_bytes);
-    c.a = make_buffer(b, c.a_bytes * copies, NULL);
-    hk_buffer_upload(c.a, 0, a, c.a_bytes);
-    replicate(b, c.a, c.a_bytes, copies);
+    c.a = make_copies(b, a, c.a_bytes, copies);
     c.v = make_buffer(b, n * sizeof(float), v);
     c.out = make_buffer(b, out_count * 4, NULL);
     hk_buffer_fill(c.out, 0, out_count * 4, 0x7fc0deadu);

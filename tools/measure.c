@@ -20,8 +20,6 @@ hk_buffer *make_buffer(bench *b, uint64_t size, const void *data)
     return buf;
 }
 
-
-
 /* Median of n values (sorts them). */
 static double median(double *v, int n)
 {
@@ -116,14 +114,16 @@ uint32_t copies_for(const bench *b, uint64_t bytes)
     return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
 }
 
-/* Fills copies 1.. of a weight buffer from copy 0 on the device. */
-void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies)
+hk_buffer *make_copies(bench *b, const void *data, uint64_t bytes, uint32_t copies)
 {
+    hk_buffer *buf = make_buffer(b, bytes * copies, NULL);
+    if (hk_buffer_upload(buf, 0, data, bytes) != HK_OK)
+        die(b, "upload");
     for (uint32_t i = 1; i < copies; i++)
         if (hk_copy(b->ctx, NULL, (hk_view){buf, 0}, (hk_view){buf, i * bytes}, bytes) != HK_OK)
             die(b, "replicate");
+    return buf;
 }
-
 
 int wanted(const bench *b, const char *kernel) { return !b->only || strstr(kernel, b->only); }
 

@@ -54,8 +54,9 @@ void die(const bench *b, const char *what);
 hk_buffer *make_buffer(bench *b, uint64_t size, const void *data);
 /* Weight copies to rotate over so that `bytes` each fill the cold footprint. */
 uint32_t copies_for(const bench *b, uint64_t bytes);
-/* Fills copies 1.. of a buffer from copy 0 on the device. */
-void replicate(bench *b, hk_buffer *buf, uint64_t bytes, uint32_t copies);
+/* A buffer of `copies` back-to-back copies of `bytes` bytes of data: copy 0 uploaded, the rest
+ * copied on the device. */
+hk_buffer *make_copies(bench *b, const void *data, uint64_t bytes, uint32_t copies);
 timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies);
 /* Copy bandwidth now, counting bytes read + written. */
 double copy_gbs(bench *b);

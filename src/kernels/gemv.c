@@ -1,7 +1,7 @@
 /* f32 GEMV, the MoE router gate (shaders/gemv.comp). */
 #include "internal.h"
 
-#define GEMV_WG 128u
+#define GEMV_WG 128u /* every Vulkan device takes it: maxComputeWorkGroupInvocations >= 128 */
 
 hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
                       uint32_t k)
@@ -18,7 +18,7 @@ hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view
     hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    uint32_t wg = GEMV_WG < context->caps.max_workgroup_size ? GEMV_WG : context->caps.max_workgroup_size;
+    uint32_t wg = GEMV_WG;
     uint32_t params[2] = {rows, k};
     hk_dispatch_desc d = {.shader = HK_SHADER_GEMV_F32, .spec = &wg, .spec_count = 1, .bindings = b,
                           .binding_count = 3, .params = params, .params_bytes = sizeof params, .groups = rows};
