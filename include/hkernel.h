@@ -63,15 +63,28 @@ typedef enum hk_type {
     HK_TYPE_Q8_0 = 1,
     HK_TYPE_Q4_K = 2,
     HK_TYPE_Q6_K = 3,
-    HK_TYPE_Q8_1 = 4
+    HK_TYPE_Q8_1 = 4,
+    HK_TYPE_F16 = 5
 } hk_type;
 
-/* Values per block of a type (1 for F32), 0 for an unknown type. */
+/* Type traits, from one table (the references use the same). Each returns 0 (names: "?") for an
+ * unknown type. */
+/* Values per block of a type (1 for F32 and F16). */
 HK_API uint32_t hk_type_block_values(hk_type type);
-/* Bytes per block of a type (4 for F32), 0 for an unknown type. */
+/* Bytes per block of a type (4 for F32, 2 for F16). */
 HK_API uint32_t hk_type_block_bytes(hk_type type);
-/* A fixed name ("q4_k", ...), "?" for an unknown type. */
+/* The byte alignment of the type's own storage: 2 for GGUF weight blocks and F16, 4 for F32 and
+ * Q8_1. A kernel may ask more of a view (its documentation says so). */
+HK_API uint32_t hk_type_alignment(hk_type type);
+/* Bytes of `values` values of a type: 0 if values is not a multiple of the block (or overflows). */
+HK_API uint64_t hk_type_bytes(hk_type type, uint64_t values);
+/* A fixed name ("q4_k", ...). */
 HK_API const char *hk_type_name(hk_type type);
+/* The GGML_TYPE_* id a .gguf file uses for the type (F32 0, F16 1, Q8_0 8, Q8_1 9, Q4_K 12,
+ * Q6_K 14); UINT32_MAX for an unknown type. */
+HK_API uint32_t hk_type_to_ggml(hk_type type);
+/* The hk_type of a GGML_TYPE_* id; HK_ERROR_UNSUPPORTED for ids the library has no kernels for. */
+HK_API hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type);
 
 /* ---- context ---------------------------------------------------------------------------------- */
 

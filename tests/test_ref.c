@@ -941,7 +941,8 @@ static void test_row_bytes(results *res)
         {HK_REF_Q6_K, 14336, 11760},
         {HK_REF_Q8_0, 33, 0},     {HK_REF_Q8_0, 16, 0},      {HK_REF_Q4_K, 128, 0},
         {HK_REF_Q4_K, 32, 0},     {HK_REF_Q4_K, 4097, 0},    {HK_REF_Q6_K, 300, 0},
-        {HK_REF_Q6_K, 64, 0},     {-1, 256, 0},              {5, 256, 0},
+        {HK_REF_Q6_K, 64, 0},     {-1, 256, 0},              {6, 256, 0},
+        {HK_REF_F16, 256, 512},   {HK_REF_F32, 3, 12},       {HK_REF_Q8_1, 64, 72},
         {99, 32, 0},              {HK_REF_Q4_K, 0, 0},
     };
     int bad = 0;

@@ -297,19 +297,3 @@ void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k)
         }
     }
 }
-
-/* ---- row sizes ------------------------------------------------------------------------------- */
-
-size_t hk_ref_row_bytes(int type, size_t k)
-{
-    switch (type) {
-    case HK_REF_Q8_0:
-        return k % HK_QK8_0 ? 0 : k / HK_QK8_0 * sizeof(hk_block_q8_0);
-    case HK_REF_Q4_K:
-        return k % HK_QK_K ? 0 : k / HK_QK_K * sizeof(hk_block_q4_k);
-    case HK_REF_Q6_K:
-        return k % HK_QK_K ? 0 : k / HK_QK_K * sizeof(hk_block_q6_k);
-    default:
-        return 0;
-    }
-}

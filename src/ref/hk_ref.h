@@ -63,11 +63,24 @@ void hk_quant_row_q8_1(const float *x, hk_block_q8_1 *y, size_t k);
 void hk_quant_row_q4_k(const float *x, hk_block_q4_k *y, size_t k);
 void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k);
 
-/* ---- reference kernels ---------------------------------------------------------------------- */
-/* Weight types, numbered as in the public header's hk_type. */
-enum { HK_REF_Q8_0 = 1, HK_REF_Q4_K = 2, HK_REF_Q6_K = 3, HK_REF_Q8_1 = 4 };
-/* Bytes of one row of k values for a weight type (0 for an unknown type or k off the block). */
+/* ---- type traits (types.c): the one table the references and the public API share ---------- */
+/* Types, numbered as in the public header's hk_type. */
+enum { HK_REF_F32 = 0, HK_REF_Q8_0 = 1, HK_REF_Q4_K = 2, HK_REF_Q6_K = 3, HK_REF_Q8_1 = 4, HK_REF_F16 = 5 };
+typedef struct hk_type_traits {
+    const char *name;      /* "q4_k", ... */
+    uint32_t block_values; /* values per block (1 for f32/f16) */
+    uint32_t block_bytes;  /* bytes per block */
+    uint32_t align;        /* byte alignment of the type's natural storage (GGUF blocks: 2) */
+    uint32_t ggml_type;    /* GGML_TYPE_* id as in a .gguf file */
+} hk_type_traits;
+/* The traits of a type, NULL for an unknown one. */
+const hk_type_traits *hk_ref_type(int type);
+/* The type with this ggml id, -1 if the library has none. */
+int hk_ref_type_from_ggml(uint32_t ggml_type);
+/* Bytes of k values of a type (0 for an unknown type or k off the block). */
 size_t hk_ref_row_bytes(int type, size_t k);
+
+/* ---- reference kernels ---------------------------------------------------------------------- */
 /* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
  * Accumulates in f32 per block, then adds the block sums in order. */
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);

@@ -32,7 +32,8 @@ static void set_f16(uint8_t *p, float v)
 
 void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float scale)
 {
-    size_t bytes = type == HK_REF_Q8_1 ? 36 : hk_ref_row_bytes(type, type == HK_REF_Q8_0 ? 32 : 256);
+    const hk_type_traits *t = hk_ref_type(type);
+    size_t bytes = t ? t->block_bytes : 0;
     uint8_t *p = blocks;
     for (size_t i = 0; i < n_blocks * bytes; i++)
         p[i] = (uint8_t)(hk_rng_next(r) >> 56);

@@ -1,5 +1,6 @@
 /* Per-thread error messages, status and type names. */
 #include "internal.h"
+#include "hk_ref.h"
 
 #include <stdio.h>
 
@@ -56,19 +57,31 @@ const char *hk_status_name(hk_status status)
     return "HK_ERROR_(unknown)";
 }
 
-static const struct {
-    const char *name;
-    uint32_t values, bytes;
-} type_table[] = {
-    [HK_TYPE_F32] = {"f32", 1, 4},
-    [HK_TYPE_Q8_0] = {"q8_0", 32, 34},
-    [HK_TYPE_Q4_K] = {"q4_k", 256, 144},
-    [HK_TYPE_Q6_K] = {"q6_k", 256, 210},
-    [HK_TYPE_Q8_1] = {"q8_1", 32, 36},
-};
+/* The type table lives with the references (src/ref/types.c); hk_type numbers are its indices. */
+static const hk_type_traits *traits(hk_type type) { return hk_ref_type((int)type); }
 
-static int type_known(hk_type type) { return (unsigned)type < sizeof type_table / sizeof type_table[0]; }
+uint32_t hk_type_block_values(hk_type type) { return traits(type) ? traits(type)->block_values : 0; }
+uint32_t hk_type_block_bytes(hk_type type) { return traits(type) ? traits(type)->block_bytes : 0; }
+uint32_t hk_type_alignment(hk_type type) { return traits(type) ? traits(type)->align : 0; }
+uint64_t hk_type_bytes(hk_type type, uint64_t values)
+{
+    const hk_type_traits *t = traits(type);
+    if (!t || values % t->block_values || values / t->block_values > UINT64_MAX / t->block_bytes)
+        return 0;
+    return values / t->block_values * t->block_bytes;
+}
+const char *hk_type_name(hk_type type) { return traits(type) ? traits(type)->name : "?"; }
+uint32_t hk_type_to_ggml(hk_type type) { return traits(type) ? traits(type)->ggml_type : UINT32_MAX; }
 
-uint32_t hk_type_block_values(hk_type type) { return type_known(type) ? type_table[type].values : 0; }
-uint32_t hk_type_block_bytes(hk_type type) { return type_known(type) ? type_table[type].bytes : 0; }
-const char *hk_type_name(hk_type type) { return type_known(type) ? type_table[type].name : "?"; }
+hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type)
+{
+    static const char fn[] = "hk_type_from_ggml";
+    if (!out_type)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_type is NULL");
+    int t = hk_ref_type_from_ggml(ggml_type);
+    if (t < 0)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "ggml type %u has no libhkernel type (f32, f16, q8_0, q8_1, q4_k, q6_k)",
+                        ggml_type);
+    *out_type = (hk_type)t;
+    return HK_OK;
+}
