@@ -73,8 +73,9 @@ vec4 hk_q6k_scales(uvec2 s, uint q)
     return vec4(ivec4(int(s.x << (24u - sh)), int(s.x << (8u - sh)), int(s.y << (24u - sh)), int(s.y << (8u - sh))) >> 24);
 }
 
-// the weights' f16 d at byte 208 of the block starting at byte b
-float hk_q6k_d(uint b) { return unpackHalf2x16(w32[(b + 208u) >> 2] >> (((b + 208u) & 2u) * 8u)).x; }
+// the weights' f16 d at byte 208 of the block starting at byte b (even), read as 16 bits: the
+// 32-bit word holding it reaches 2 bytes past the block, past the tensor for the last block
+float hk_q6k_d(uint b) { return hk_half(uint(w16[(b + 208u) >> 1])); }
 
 #ifdef HK_INT8
 // sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block)

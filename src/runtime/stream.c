@@ -60,7 +60,7 @@ hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char 
                             "%s needs %llu bytes at offset %llu, past the end of its %llu-byte buffer", names[i],
                             (unsigned long long)b[i].bytes, (unsigned long long)off, (unsigned long long)buf->size);
         uint64_t align = context->caps.min_storage_offset_alignment ? context->caps.min_storage_offset_alignment : 1;
-        if (off % align + b[i].bytes > context->caps.max_storage_buffer_range)
+        if ((off % align + b[i].bytes + 3) / 4 * 4 > context->caps.max_storage_buffer_range)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s spans %llu bytes, more than the device can bind (%llu)",
                             names[i], (unsigned long long)b[i].bytes,
                             (unsigned long long)context->caps.max_storage_buffer_range);
@@ -418,11 +418,18 @@ hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, c
     uint64_t align = context->caps.min_storage_offset_alignment ? context->caps.min_storage_offset_alignment : 1;
     for (uint32_t i = 0; i < d->binding_count; i++) {
         const hk_buffer *buf = d->bindings[i].view.buffer;
+        /* the tensor's own bytes: from its offset rounded down to the device's alignment to its
+         * end rounded up to a word (shaders read 32-bit words), never past the buffer. A binding
+         * that ran to the buffer's end would make independent kernels sharing a buffer look like
+         * hazards to synchronization validation, and hide reads past the tensor from GPU-assisted
+         * validation. */
         uint64_t base = d->bindings[i].view.offset / align * align;
-        uint64_t range = buf->size - base;
-        if (range > context->caps.max_storage_buffer_range)
-            range = context->caps.max_storage_buffer_range;
         uint32_t rel = (uint32_t)(d->bindings[i].view.offset - base);
+        uint64_t range = (rel + d->bindings[i].bytes + 3) / 4 * 4;
+        if (range > buf->size - base)
+            range = buf->size - base;
+        if (range == 0) /* an unused binding (no bytes): any valid range */
+            range = buf->size - base < 4 ? buf->size - base : 4;
         memcpy(push + 4 * i, &rel, 4);
         infos[i] = (VkDescriptorBufferInfo){buf->buffer, base, range};
         writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
