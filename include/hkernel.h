@@ -357,6 +357,87 @@ HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, h
  * multiple of 4. */
 HK_API hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k);
 
+/* ---- attention ---------------------------------------------------------------------------------
+ * Q and outputs are f32 [n_q, n_heads, head_dim], tokens outer, heads inner, contiguous. K and V
+ * are read in place from the engine's KV cache, described by an hk_kv_layout. Grouped-query
+ * attention is native: query head h reads kv head h / (n_heads / n_kv_heads); nothing is repeated.
+ */
+
+/* A KV cache as the engine lays it out: per kv head, `capacity` rows (one per position) of
+ * head_dim values of `type`, with byte strides between consecutive rows and between kv heads, so
+ * head-major ([kv_head][row][d]) and token-major ([row][kv_head][d]) caches are both read and
+ * written in place, and a cache allocated for max_seq is never read past the keys in use. Rows
+ * of different (head, row) pairs must not overlap: either head stride >= capacity x row stride or
+ * row stride >= n_kv_heads x head stride. Strides are multiples of the type's alignment
+ * (hk_type_alignment) and at least one row of head_dim values (hk_type_bytes). The K and V views
+ * must cover every row of every head: (n_kv_heads-1) x head stride + (capacity-1) x row stride +
+ * one row. */
+typedef struct hk_kv_layout {
+    hk_type type;           /* HK_TYPE_F32, HK_TYPE_F16 or HK_TYPE_Q8_0 (head_dim a multiple of 32) */
+    uint32_t capacity;      /* rows per kv head (max_seq) */
+    uint64_t k_row_stride;  /* bytes from key row r to r + 1 of one kv head */
+    uint64_t k_head_stride; /* bytes from kv head h to h + 1 */
+    uint64_t v_row_stride;
+    uint64_t v_head_stride;
+} hk_kv_layout;
+
+/* Shape of one scaled dot-product attention call. */
+typedef struct hk_sdpa_desc {
+    uint32_t n_q;        /* query tokens: 1 for decode, the prompt chunk for prefill */
+    uint32_t n_heads;    /* query heads, a positive multiple of n_kv_heads */
+    uint32_t n_kv_heads;
+    uint32_t head_dim;   /* a multiple of 16 up to 256 (64, 128, 256 on every path) */
+    uint32_t seq_k;      /* keys attended: cache rows 0 .. seq_k-1 (1 <= seq_k <= kv.capacity);
+                          * ignored when hk_sdpa_blk gets a seq_k counter */
+    float scale;         /* logits are scale * q.k, usually 1/sqrt(head_dim) */
+    int causal;          /* nonzero: query i (0-based, of n_q) sees keys 0 .. seq_k - n_q + i (the
+                          * queries are the last n_q positions); needs n_q <= seq_k */
+    hk_kv_layout kv;
+} hk_sdpa_desc;
+
+/* Bytes of workspace hk_sdpa_blk needs for this shape on this device (0: none; the workspace
+ * view may then be {NULL, 0}). Depends on the shape and kv.capacity, never on seq_k, so one
+ * workspace serves a replayed stream whatever the number of keys. */
+HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc *desc, uint64_t *out_bytes);
+
+/* Scaled dot-product attention: out[i, h, :] = softmax_j(scale * q[i, h, :] . K[h', j, :]) V[h', j, :]
+ * over the keys j query i sees (all seq_k, or the causal prefix), h' = h / (n_heads/n_kv_heads).
+ * Decode (n_q small) splits the keys over many workgroups per head (flash-decoding) and combines
+ * their partial (max, sum, acc) in a second pass through `workspace` (hk_sdpa_workspace_bytes);
+ * prefill runs flash attention on the matrix cores where the device has them.
+ * seq_k_counter: {NULL, 0} to use desc->seq_k; else a u32 on the device (4-byte aligned offset)
+ * read when the kernel runs, so a recorded stream can be replayed for the next token after
+ * writing the new count. A counter value of 0 or above kv.capacity (or below n_q when causal) is
+ * clamped into range; rows of the cache past the count are never read. */
+HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q,
+                             hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
+                             hk_view seq_k_counter);
+
+/* Rotary position embedding fused with the KV-cache append, for n_tokens new tokens. */
+typedef struct hk_rope_desc {
+    uint32_t n_tokens;
+    uint32_t n_heads;    /* query heads */
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t rot_dim;    /* leading dims of each head that rotate: even, <= head_dim (0: head_dim) */
+    int neox;            /* nonzero: dim i pairs with i + rot_dim/2 (NeoX, e.g. Qwen, GPT-NeoX);
+                          * 0: dims 2i and 2i+1 pair (GPT-J / ggml "normal" rope, e.g. LLaMA) */
+    float theta_base;    /* pair i turns by pos * freq_scale * theta_base^(-2i/rot_dim) / factor_i */
+    float freq_scale;    /* linear position scaling; 1 for none */
+    hk_kv_layout kv;
+} hk_rope_desc;
+
+/* q f32 [n_tokens, n_heads, head_dim] and k f32 [n_tokens, n_kv_heads, head_dim] are rotated by
+ * their token's position (positions: u32 [n_tokens] on the device, read when the kernel runs);
+ * the rotated q goes to q_out (which may be q itself), the rotated k and the unrotated v
+ * (f32 [n_tokens, n_kv_heads, head_dim]) are written into k_cache and v_cache at row
+ * positions[t], converted to kv.type. freq_factors: {NULL, 0}, or f32 [rot_dim/2] dividing each
+ * pair's frequency (llama.cpp's rope_freqs). A position >= kv.capacity writes no cache row (its
+ * q is still rotated). */
+HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k,
+                         hk_view v, hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
+                         hk_view v_cache);
+
 #ifdef __cplusplus
 }
 #endif

@@ -105,6 +105,18 @@ void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */
 void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, size_t n, float eps);
 
+/* Scaled dot-product attention, two-pass softmax in double: q [n_q, n_heads, head_dim], k and v
+ * packed [n_kv_heads, seq_k, head_dim], out [n_q, n_heads, head_dim]; query head h reads kv head
+ * h / (n_heads / n_kv_heads); causal: query i sees keys 0 .. seq_k - n_q + i. */
+void hk_ref_sdpa(const float *q, const float *k, const float *v, float *out, size_t n_q, size_t n_heads,
+                 size_t n_kv_heads, size_t seq_k, size_t head_dim, float scale, int causal);
+/* Rotary embedding in place on x [n_tokens, n_heads, head_dim]: pair i (of rot_dim/2) of token t
+ * turns by positions[t] * freq_scale * theta_base^(-2i/rot_dim) / freq_factors[i] (angles and
+ * rotation in double); neox pairs dims (i, i + rot_dim/2), else (2i, 2i+1); rot_dim 0 means
+ * head_dim; freq_factors may be NULL. */
+void hk_ref_rope(float *x, const uint32_t *positions, size_t n_tokens, size_t n_heads, size_t head_dim,
+                 size_t rot_dim, int neox, float theta_base, float freq_scale, const float *freq_factors);
+
 /* ---- gates: how close each GPU kernel must come to its reference (scale-relative) ----------- */
 /* f32 arithmetic in another summation order: far above rounding, far below any decode bug */
 #define HK_GATE_F32 1e-4

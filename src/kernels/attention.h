@@ -1,0 +1,35 @@
+/* Internal interface of the attention family: argument checks shared by hk_sdpa_blk and hk_rope,
+ * and the two implementations hk_sdpa_blk chooses between (flash-decoding in attention.c, flash
+ * attention on the matrix cores in flash.c). */
+#ifndef HK_ATTENTION_H
+#define HK_ATTENTION_H
+
+#include "internal.h"
+
+/* Bindings of an attention call, in shader binding order. Optional views that were not given are
+ * bound to the q view with 0 bytes (nothing is read through them). */
+enum { SDPA_Q, SDPA_K, SDPA_V, SDPA_OUT, SDPA_WORKSPACE, SDPA_COUNTER, SDPA_BINDINGS };
+
+typedef struct hk_sdpa_call {
+    const hk_sdpa_desc *desc;
+    hk_binding b[SDPA_BINDINGS];
+    int has_counter;      /* seq_k comes from the device (b[SDPA_COUNTER]) */
+    uint64_t k_row_bytes; /* bytes of one row of head_dim values of kv.type */
+} hk_sdpa_call;
+
+/* Checks a KV layout for n_kv_heads heads of head_dim values; sets the bytes the K and V views
+ * must cover. */
+hk_status hk__kv_layout_check(const char *fn, const hk_kv_layout *kv, uint32_t n_kv_heads, uint32_t head_dim,
+                              uint64_t *k_bytes, uint64_t *v_bytes);
+
+/* Flash-decoding (attention.c): every shape hk_sdpa_blk accepts. */
+uint64_t hk__sdpa_decode_workspace(const hk_context *context, const hk_sdpa_desc *desc);
+hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call);
+
+/* Flash attention for prefill (flash.c): whether it serves this shape on this device, the
+ * workspace it needs, and the call. */
+int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc);
+uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc *desc);
+hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call);
+
+#endif
