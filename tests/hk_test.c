@@ -101,3 +101,40 @@ hk_buffer *hk_test_buffer(hk_context *context, uint64_t size, const void *data)
     }
     return buffer;
 }
+
+hk_test_out hk_test_out_create(hk_context *context, size_t n)
+{
+    hk_test_out o = {NULL, n, malloc((n + 2 * HK_TEST_GUARD) * sizeof(float))};
+    if (!o.host) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    hk_poison(o.host, n + 2 * HK_TEST_GUARD);
+    o.buffer = hk_test_buffer(context, (n + 2 * HK_TEST_GUARD) * sizeof(float), o.host);
+    return o;
+}
+
+hk_view hk_test_out_view(const hk_test_out *o) { return (hk_view){o->buffer, HK_TEST_GUARD * sizeof(float)}; }
+
+const float *hk_test_out_read(hk_test_out *o, const char *name)
+{
+    if (hk_buffer_download(o->buffer, 0, o->host, (o->n + 2 * HK_TEST_GUARD) * sizeof(float)) != HK_OK)
+        hk_check(0, name, "download failed: %s", hk_last_error());
+    uint32_t bad = 0;
+    for (size_t i = 0; i < HK_TEST_GUARD; i++) {
+        uint32_t a, b;
+        memcpy(&a, &o->host[i], 4);
+        memcpy(&b, &o->host[HK_TEST_GUARD + o->n + i], 4);
+        bad += (a != HK_POISON_WORD) + (b != HK_POISON_WORD);
+    }
+    char label[160];
+    snprintf(label, sizeof label, "%s guards", name);
+    hk_check(bad == 0, label, "%u words written outside the output", bad);
+    return o->host + HK_TEST_GUARD;
+}
+
+void hk_test_out_destroy(hk_test_out *o)
+{
+    hk_buffer_destroy(o->buffer);
+    free(o->host);
+}

@@ -38,4 +38,19 @@ int hk_test_finish(hk_context *context);
 /* Creates a buffer of size bytes and uploads data (if not NULL); exits on failure. */
 hk_buffer *hk_test_buffer(hk_context *context, uint64_t size, const void *data);
 
+/* An output of n floats with HK_TEST_GUARD poisoned floats before and after it, all poisoned. */
+#define HK_TEST_GUARD 16
+typedef struct hk_test_out {
+    hk_buffer *buffer;
+    size_t n;
+    float *host;
+} hk_test_out;
+hk_test_out hk_test_out_create(hk_context *context, size_t n);
+/* The view of the output itself (past the leading guard). */
+hk_view hk_test_out_view(const hk_test_out *out);
+/* Downloads the output and checks (one hk_check named "<name> guards") that the guards are still
+ * poison; returns the n output values. */
+const float *hk_test_out_read(hk_test_out *out, const char *name);
+void hk_test_out_destroy(hk_test_out *out);
+
 #endif

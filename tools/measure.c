@@ -10,13 +10,11 @@ void die(const bench *b, const char *what)
     exit(2);
 }
 
-hk_buffer *make_buffer(bench *b, uint64_t size, const void *data)
+static hk_buffer *make_buffer(bench *b, uint64_t size)
 {
     hk_buffer *buf = NULL;
     if (hk_buffer_create(b->ctx, size, &buf) != HK_OK)
         die(b, "buffer");
-    if (data && hk_buffer_upload(buf, 0, data, size) != HK_OK)
-        die(b, "upload");
     return buf;
 }
 
@@ -40,7 +38,7 @@ static double timed_batch(bench *b, hk_stream *s, record_fn record, void *user, 
     if (hk_stream_timestamp(s, NULL) != HK_OK)
         die(b, "timestamp");
     for (uint32_t i = 0; i < reps; i++)
-        if (record(b, s, user, i % copies) != HK_OK)
+        if (record(b, s, user, i % copies, i) != HK_OK)
             die(b, "record");
     if (hk_stream_timestamp(s, NULL) != HK_OK || hk_stream_submit(s) != HK_OK || hk_stream_elapsed_ms(s, 0, 1, &ms) != HK_OK)
         die(b, "timed submit");
@@ -83,10 +81,11 @@ timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies)
 
 /* ---- copy bandwidth ---- */
 
-static hk_status record_copy(bench *b, hk_stream *s, void *user, uint32_t copy)
+static hk_status record_copy(bench *b, hk_stream *s, void *user, uint32_t copy, uint32_t op)
 {
     hk_buffer **bufs = user;
     (void)copy;
+    (void)op;
     return hk_copy(b->ctx, s, (hk_view){bufs[0], 0}, (hk_view){bufs[1], 0}, hk_buffer_size(bufs[0]));
 }
 
@@ -100,8 +99,8 @@ double copy_gbs(bench *b)
 static void measure_copy(bench *b)
 {
     uint64_t size = b->cold_bytes / 2;
-    b->copy_bufs[0] = make_buffer(b, size, NULL);
-    b->copy_bufs[1] = make_buffer(b, size, NULL);
+    b->copy_bufs[0] = make_buffer(b, size);
+    b->copy_bufs[1] = make_buffer(b, size);
     hk_buffer_fill(b->copy_bufs[0], 0, size, 0x3f800000u);
     b->copy_gbs = copy_gbs(b);
     printf("device-to-device copy: %.0f MiB, %.1f GB/s (read + write); each row's ratio is to a copy measured "
@@ -114,49 +113,143 @@ uint32_t copies_for(const bench *b, uint64_t bytes)
     return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
 }
 
-hk_buffer *make_copies(bench *b, const void *data, uint64_t bytes, uint32_t copies)
+/* ---- options ---- */
+
+int wanted(const bench *b, const char *name)
 {
-    hk_buffer *buf = make_buffer(b, bytes * copies, NULL);
-    if (hk_buffer_upload(buf, 0, data, bytes) != HK_OK)
-        die(b, "upload");
-    for (uint32_t i = 1; i < copies; i++)
-        if (hk_copy(b->ctx, NULL, (hk_view){buf, 0}, (hk_view){buf, i * bytes}, bytes) != HK_OK)
-            die(b, "replicate");
-    return buf;
+    if (!b->only)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = b->only; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
 }
 
-int wanted(const bench *b, const char *kernel) { return !b->only || strstr(kernel, b->only); }
+int bench_only_valid(const char *tool, const char *only)
+{
+    if (!only)
+        return 1;
+    for (const char *p = only; *p;) {
+        size_t len = strcspn(p, ",");
+        int found = 0;
+        for (size_t i = 0; i < hk_case_count; i++)
+            found |= strlen(hk_cases[i]->name) == len && !strncmp(p, hk_cases[i]->name, len);
+        if (!found) {
+            fprintf(stderr, "%s: --only: no kernel named \"%.*s\"; the kernels are:", tool, (int)len, p);
+            for (size_t i = 0; i < hk_case_count; i++)
+                fprintf(stderr, " %s", hk_cases[i]->name);
+            fprintf(stderr, "\n");
+            return 0;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 1;
+}
 
 bench_options bench_options_default(void) { return (bench_options){-1, NULL, -1, NULL, NULL}; }
 
+void bench_options_help(FILE *f)
+{
+    fprintf(f, "  --device N|NAME  the device with this index or name substring (default: HK_DEVICE, else the best)\n"
+               "  --quick          small shapes (the default on CPU devices such as lavapipe)\n"
+               "  --full           the model shapes (the default on GPUs)\n"
+               "  --csv FILE       also write the rows as CSV\n"
+               "  --only NAMES     only these kernels (comma-separated; --only help lists them)\n"
+               "  --help           this text\n");
+}
+
 int bench_option(bench_options *o, int argc, char **argv, int *i)
 {
-    const char *arg = argv[*i], *value = *i + 1 < argc ? argv[*i + 1] : NULL;
+    const char *arg = argv[*i];
     if (!strcmp(arg, "--quick") || !strcmp(arg, "--full")) {
         o->quick = !strcmp(arg, "--quick");
         return 1;
     }
-    if (!value)
+    if (strcmp(arg, "--device") && strcmp(arg, "--csv") && strcmp(arg, "--only"))
         return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "%s needs a value\n", arg);
+        return -1;
+    }
+    const char *value = argv[++*i];
     if (!strcmp(arg, "--device")) {
         char *end;
         long v = strtol(value, &end, 10);
-        if (*end == '\0')
+        if (*value && *end == '\0' && v >= 0 && v <= 1000000)
             o->device_index = (int)v;
         else
             o->device_name = value;
     } else if (!strcmp(arg, "--csv")) {
         o->csv = value;
-    } else if (!strcmp(arg, "--only")) {
-        o->only = value;
     } else {
-        return 0;
+        o->only = value;
     }
-    ++*i;
     return 1;
 }
 
-int bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header)
+/* ---- the case loop ---- */
+
+typedef struct case_timing {
+    const hk_case_run *run;
+    const hk_case_bound *bound;
+} case_timing;
+
+static hk_status record_case(bench *b, hk_stream *s, void *user, uint32_t copy, uint32_t op)
+{
+    (void)b;
+    case_timing *c = user;
+    return hk_case_record(c->run, c->bound, s, copy, op);
+}
+
+timing time_case(bench *b, const hk_case_run *run, const hk_case_bound *bound)
+{
+    case_timing c = {run, bound};
+    return time_kernel(b, record_case, &c, bound->copies);
+}
+
+void for_each_case(bench *b, int ref_mode, row_fn row)
+{
+    for (size_t c = 0; c < hk_case_count; c++) {
+        const hk_case *kc = hk_cases[c];
+        if (!wanted(b, kc->name))
+            continue;
+        char why[256];
+        if (!hk_case_available(kc, b->ctx, why, sizeof why)) {
+            printf("%-17s skipped: %s\n", kc->name, why);
+            continue;
+        }
+        const hk_case_shape *shapes = b->quick ? kc->quick : kc->full;
+        uint32_t n = b->quick ? kc->n_quick : kc->n_full;
+        for (uint32_t i = 0; i < n; i++) {
+            hk_case_run run;
+            hk_status st = hk_case_prepare(kc, &shapes[i], b->ctx, ref_mode, 0x9E3779B97F4A7C15ull + 131 * i + c, &run);
+            if (st != HK_OK) {
+                printf("%-17s shape %u skipped: could not prepare it (%s)\n", kc->name, i, hk_status_name(st));
+                continue;
+            }
+            uint64_t cold = 0;
+            for (uint32_t t = 0; t < run.n_tensors; t++)
+                cold += run.t[t].cold ? run.t[t].bytes : 0;
+            hk_case_bound bound;
+            st = hk_case_bind(&run, HK_PLACE_ALIGNED, copies_for(b, cold ? cold : 1), &bound);
+            if (st != HK_OK) {
+                printf("%-17s %-30s skipped: %s\n", kc->name, run.label, bound.why);
+                hk_case_release(&run);
+                continue;
+            }
+            row(b, &run, &bound);
+            hk_case_unbind(&bound);
+            hk_case_release(&run);
+            fflush(stdout);
+        }
+    }
+}
+
+void bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header)
 {
     b->tool = tool;
     b->only = o->only;
@@ -168,7 +261,7 @@ int bench_open(bench *b, const char *tool, const bench_options *o, const char *c
         die(b, "context");
     hk_context_caps(b->ctx, &b->caps);
     int cpu = b->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    int quick = o->quick >= 0 ? o->quick : cpu;
+    int quick = b->quick = o->quick >= 0 ? o->quick : cpu;
     /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
     b->cold_bytes = quick ? (64u << 20) : (1024u << 20);
     printf("%s %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n", tool,
@@ -183,7 +276,6 @@ int bench_open(bench *b, const char *tool, const bench_options *o, const char *c
     if (b->csv)
         fprintf(b->csv, "%s\n", csv_header);
     measure_copy(b);
-    return quick;
 }
 
 void bench_close(bench *b)

@@ -1,10 +1,12 @@
 /* measure.h — the one timing method of hk-check and hk-bench (docs/perf.md says why):
  * weights rotated over copies whose footprint is well past the last-level cache, many dispatches
  * recorded in one stream, GPU timestamps, clocks warmed first, and the device's copy bandwidth
- * measured beside each row. Uses only the public API. */
+ * measured beside each row; and the options and case loop both tools share. Uses only the public
+ * API and the kernel table (cases.h). */
 #ifndef HK_MEASURE_H
 #define HK_MEASURE_H
 
+#include "cases.h"
 #include "hkernel.h"
 
 #include <stdio.h>
@@ -14,24 +16,25 @@
 typedef struct bench {
     hk_context *ctx;
     hk_caps caps;
+    int quick;               /* the quick shapes (CPU devices) rather than the model shapes */
     uint64_t cold_bytes;     /* weight footprint to rotate over when timing */
     double copy_gbs;         /* at the start of the run */
     hk_buffer *copy_bufs[2]; /* kept for the copy measured beside every row */
     int failures;
     FILE *csv;
-    const char *only;
+    const char *only;        /* comma-separated case names, NULL: all */
     const char *tool;        /* for messages */
 } bench;
 
-/* A kernel under test: `record` records one dispatch using weight copy `copy`. */
-typedef hk_status (*record_fn)(bench *b, hk_stream *s, void *user, uint32_t copy);
+/* Records one op: `copy` picks the weight copy, `op` counts the ops of the batch. */
+typedef hk_status (*record_fn)(bench *b, hk_stream *s, void *user, uint32_t copy, uint32_t op);
 
 typedef struct timing {
     double stream_ms; /* per dispatch, many in one stream */
     double single_ms; /* one dispatch alone */
 } timing;
 
-/* The options every tool takes: --device N|NAME, --quick, --full, --csv FILE, --only KERNEL. */
+/* The options every tool takes: --device N|NAME, --quick, --full, --csv FILE, --only NAMES. */
 typedef struct bench_options {
     int device_index;        /* -1: by name, HK_DEVICE or the best device */
     const char *device_name;
@@ -42,25 +45,34 @@ typedef struct bench_options {
 
 /* Defaults for bench_options. */
 bench_options bench_options_default(void);
-/* Takes argv[*i] (and its value, advancing *i) if it is a common option; returns 0 if not. */
+/* Takes argv[*i] (and its value, advancing *i) if it is a common option: returns 1; 0 if it is
+ * not one; -1 if it is one but its value is missing or wrong (a message was printed). */
 int bench_option(bench_options *o, int argc, char **argv, int *i);
+/* The common options' help lines. */
+void bench_options_help(FILE *f);
+/* Checks --only against the table: 0 (after listing the case names) if a name matches no case. */
+int bench_only_valid(const char *tool, const char *only);
 
 /* Opens the device the options name, sizes the cold footprint (small when quick), opens the CSV
- * file with its header line and measures the copy bandwidth. Returns whether the run is quick. */
-int bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header);
+ * file with its header line and measures the copy bandwidth. Exits 2 on failure. */
+void bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header);
 void bench_close(bench *b);
 /* Prints "tool: what: <hk_last_error()>" and exits 2. */
 void die(const bench *b, const char *what);
-hk_buffer *make_buffer(bench *b, uint64_t size, const void *data);
 /* Weight copies to rotate over so that `bytes` each fill the cold footprint. */
 uint32_t copies_for(const bench *b, uint64_t bytes);
-/* A buffer of `copies` back-to-back copies of `bytes` bytes of data: copy 0 uploaded, the rest
- * copied on the device. */
-hk_buffer *make_copies(bench *b, const void *data, uint64_t bytes, uint32_t copies);
 timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies);
 /* Copy bandwidth now, counting bytes read + written. */
 double copy_gbs(bench *b);
-/* Whether rows of this kernel are wanted (--only). */
-int wanted(const bench *b, const char *kernel);
+/* Whether rows of this case are wanted (--only). */
+int wanted(const bench *b, const char *name);
+
+/* The loop both tools run: every wanted case, each of its shapes for this device (quick or
+ * full), prepared with ref_mode, bound with the cold tensors replicated; `row` reports it.
+ * Cases the device cannot run and shapes it cannot bind get a line saying why. */
+typedef void (*row_fn)(bench *b, hk_case_run *run, hk_case_bound *bound);
+void for_each_case(bench *b, int ref_mode, row_fn row);
+/* Times a bound run (cold tensors rotated over their copies). */
+timing time_case(bench *b, const hk_case_run *run, const hk_case_bound *bound);
 
 #endif

@@ -1,0 +1,536 @@
+/* cases_decode.c — table rows of the decode family: quantized matvec (f32 and Q8_1 x), MoE
+ * expert gather, router, f32 GEMV, RMSNorm, the Q8_1 quantizer. */
+#include "cases.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHAPES(a) (a), (uint32_t)(sizeof(a) / sizeof((a)[0]))
+#define Q8 HK_TYPE_Q8_0
+#define Q4 HK_TYPE_Q4_K
+#define Q6 HK_TYPE_Q6_K
+#define F32 HK_TYPE_F32
+
+/* Seeded activations in [-1, 1). */
+static float *activations(hk_rng *rng, size_t n)
+{
+    float *x = hk_case_alloc(n * sizeof(float));
+    if (x)
+        hk_rng_fill(rng, x, n, -1.0f, 1.0f);
+    return x;
+}
+
+/* Q8_1 blocks of x, as hk_quantize_q8_1 makes them. */
+static hk_block_q8_1 *quantized(const float *x, size_t n)
+{
+    hk_block_q8_1 *xq = hk_case_alloc(n / 32 * sizeof *xq);
+    if (xq)
+        hk_quant_row_q8_1(x, xq, n);
+    return xq;
+}
+
+/* ---- quantized matvec: d = {rows, k}, variant 1 = raw random blocks ---- */
+
+static hk_status prepare_matvec_any(hk_case_run *run, uint64_t seed, int int8)
+{
+    hk_type type = run->shape.type;
+    uint32_t rows = run->shape.d[0], k = run->shape.d[1];
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
+    float *x = activations(&rng, k);
+    uint8_t *w = hk_case_weights(&rng, type, rows, k, run->shape.variant);
+    hk_block_q8_1 *xq = x && int8 ? quantized(x, k) : NULL;
+    if (!x || !w || (int8 && !xq)) {
+        free(x);
+        free(w);
+        free(xq);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    /* the int8 Q4_K kernel reads weights 16 bytes at a time */
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, int8 && type == Q4 ? 16 : 2, 1, w);
+    if (int8)
+        hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
+    else
+        hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)k * 4, 4, 0, x);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
+    run->bytes = (double)w_bytes + (int8 ? 36.0 * k / 32 : 4.0 * k) + 4.0 * rows;
+    snprintf(run->label, sizeof run->label, "%s %ux%u%s", hk_type_name(type), rows, k,
+             run->shape.variant ? " raw" : "");
+    hk_status st = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        /* int8: run->state holds the f32 matvec on the unquantized x beside the exact reference */
+        run->ref_count = rows;
+        run->ref = hk_case_alloc(rows * sizeof(float));
+        run->state = int8 ? hk_case_alloc(rows * sizeof(float)) : NULL;
+        if (!run->ref || (int8 && !run->state))
+            st = HK_ERROR_OUT_OF_MEMORY;
+        else if (int8) {
+            hk_ref_matvec_q8_1((int)type, w, xq, run->ref, rows, k);
+            hk_ref_matvec((int)type, w, x, run->state, rows, k);
+        } else {
+            hk_ref_matvec((int)type, w, x, run->ref, rows, k);
+        }
+    }
+    if (int8)
+        free(x);
+    return st;
+}
+
+static hk_status prepare_matvec(hk_case_run *run, uint64_t seed) { return prepare_matvec_any(run, seed, 0); }
+static hk_status prepare_matvec_int8(hk_case_run *run, uint64_t seed) { return prepare_matvec_any(run, seed, 1); }
+
+static hk_status record_matvec(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_matvec(run->ctx, s, run->shape.type, v[0], v[1], v[2], run->shape.d[0], run->shape.d[1]);
+}
+
+static hk_status record_matvec_int8(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_matvec_int8(run->ctx, s, run->shape.type, v[0], v[1], v[2], run->shape.d[0], run->shape.d[1]);
+}
+
+/* Int8: the exact contraction of the dequantized values (the gate), and beside it the distance to
+ * the f32 matvec on the unquantized x, which only measures the Q8_1 rounding: it is held to
+ * HK_GATE_INT8 where there are enough rows for the scale of many outputs to mean something. */
+static double compare_int8(const hk_case_run *run, char *detail, size_t size)
+{
+    const float *got = run->t[2].got;
+    double rel = hk_scale_rel(got, run->ref, run->ref_count);
+    double vs_f32 = hk_scale_rel(got, run->state, run->ref_count);
+    snprintf(detail, size, "scale_rel=%.3e, vs f32 x %.3e (gate %.0e)", rel, vs_f32, HK_GATE_INT8);
+    return run->ref_count >= 32 && !(vs_f32 < HK_GATE_INT8) ? INFINITY : rel;
+}
+
+/* One shape per type: {type, {rows, k}, raw}. */
+#define PER_TYPE(rows, k, raw) {Q4, {rows, k}, raw, 0}, {Q6, {rows, k}, raw, 0}, {Q8, {rows, k}, raw, 0}
+
+static const hk_case_shape matvec_tests[] = {
+    /* one row at the smallest k, a tail of rows, an odd number of blocks, a Qwen3-1.7B projection,
+     * more row groups than workgroups launched; raw blocks (every bit pattern) and real rows */
+    {Q4, {1, 256}, 1, 0},   {Q6, {1, 256}, 1, 0},   {Q8, {1, 32}, 1, 0},    {Q4, {7, 768}, 0, 0},
+    {Q6, {7, 768}, 0, 0},   {Q8, {7, 96}, 0, 0},    {Q4, {131, 1280}, 1, 0}, {Q6, {131, 1280}, 1, 0},
+    {Q8, {131, 160}, 1, 0}, {Q4, {17, 512}, 0, 0},  {Q6, {17, 512}, 1, 0},  {Q8, {17, 64}, 0, 0},
+    PER_TYPE(2048, 2048, 0), PER_TYPE(300, 6144, 1), {Q4, {40000, 256}, 0, 0}, {Q6, {40000, 256}, 1, 0},
+    {Q8, {40000, 32}, 0, 0},
+};
+static const hk_case_shape matvec_int8_tests[] = {
+    {Q4, {1, 256}, 1, 0},   {Q6, {1, 256}, 1, 0},    {Q8, {1, 32}, 1, 0},    {Q4, {5, 768}, 0, 0},
+    {Q6, {5, 768}, 0, 0},   {Q8, {5, 96}, 0, 0},     PER_TYPE(37, 256, 1),   PER_TYPE(2048, 2048, 0),
+    PER_TYPE(100, 6144, 1), {Q4, {40001, 256}, 0, 0}, {Q6, {40001, 256}, 1, 0}, {Q8, {40001, 32}, 0, 0},
+};
+static const hk_case_shape matvec_quick[] = {PER_TYPE(2048, 2048, 1), PER_TYPE(512, 6144, 1)};
+/* hk-bench/hk-check on GPUs: Llama-3-8B / Qwen3 projections and the 151936-row vocab head, with
+ * llama.cpp-vk's time on the H200 where issue 3 gives it */
+static const hk_case_shape matvec_full[] = {
+    {Q4, {4096, 4096}, 1, 0.0098},  {Q4, {14336, 4096}, 1, 0.141}, {Q4, {4096, 14336}, 1, 0},
+    {Q4, {2048, 2048}, 1, 0},       {Q4, {6144, 2048}, 1, 0},      {Q4, {2048, 6144}, 1, 0},
+    {Q4, {151936, 2048}, 1, 0.726}, {Q6, {4096, 4096}, 1, 0.034},  {Q6, {14336, 4096}, 1, 0},
+    {Q6, {4096, 14336}, 1, 0},      {Q6, {2048, 2048}, 1, 0},      {Q6, {6144, 2048}, 1, 0},
+    {Q6, {2048, 6144}, 1, 0},       {Q6, {151936, 2048}, 1, 0.601}, {Q8, {4096, 4096}, 1, 0.049},
+    {Q8, {14336, 4096}, 1, 0},      {Q8, {4096, 14336}, 1, 0},     {Q8, {2048, 2048}, 1, 0},
+    {Q8, {6144, 2048}, 1, 0},       {Q8, {2048, 6144}, 1, 0},      {Q8, {151936, 2048}, 1, 0.798},
+};
+
+const hk_case hk_case_matvec = {"matvec", HK_GATE_F32, prepare_matvec, record_matvec, NULL, NULL,
+                                SHAPES(matvec_tests), SHAPES(matvec_quick), SHAPES(matvec_full)};
+const hk_case hk_case_matvec_int8 = {"matvec_int8", HK_GATE_F32, prepare_matvec_int8, record_matvec_int8,
+                                     compare_int8, NULL, SHAPES(matvec_int8_tests), SHAPES(matvec_quick),
+                                     SHAPES(matvec_full)};
+
+/* ---- MoE expert gather: d = {n_experts, n, k, slots}, variant 1 = one x per slot ---- */
+
+/* routings the timed ops cycle through, so the experts read change from op to op */
+#define MOE_ROUTINGS 64
+
+typedef struct moe_state {
+    uint32_t routings;
+} moe_state;
+
+static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8)
+{
+    hk_type type = run->shape.type;
+    uint32_t n_experts = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2], slots = run->shape.d[3];
+    int per_slot = run->shape.variant;
+    hk_rng rng = {seed};
+    uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n, xs = per_slot ? slots : 1;
+    uint32_t routings = run->ref_mode == HK_REF_ALL ? 1 : MOE_ROUTINGS;
+    moe_state *state = hk_case_alloc(sizeof *state);
+    uint8_t *w = hk_case_weights(&rng, type, (uint64_t)n_experts * n, k, 1);
+    float *x = activations(&rng, xs * k);
+    hk_block_q8_1 *xq = x ? quantized(x, xs * k) : NULL;
+    uint32_t *ids = hk_case_alloc((size_t)routings * slots * sizeof *ids);
+    if (!state || !w || !x || !xq || !ids) {
+        free(state);
+        free(w);
+        free(x);
+        free(xq);
+        free(ids);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    state->routings = routings;
+    run->state = state;
+    /* routing r: distinct experts per token's slots where there are enough experts */
+    for (uint32_t r = 0; r < routings; r++)
+        for (uint32_t s = 0; s < slots; s++) {
+            uint32_t e, dup, tries = 0;
+            do {
+                e = (uint32_t)(hk_rng_next(&rng) % n_experts);
+                dup = 0;
+                for (uint32_t j = 0; j < s && slots <= n_experts; j++)
+                    dup |= ids[r * slots + j] == e;
+            } while (dup && ++tries < 100);
+            ids[r * slots + s] = e;
+        }
+    if (run->ref_mode != HK_REF_NONE && slots > 2) {
+        /* malformed routing from the GPU side must read and write nothing out of bounds, and
+         * the same expert may come twice */
+        ids[1] = n_experts;
+        ids[slots - 1] = 0xFFFFFFFFu;
+        ids[2] = ids[0];
+    }
+    hk_case_tensor_add(run, "w", HK_CASE_IN, expert_bytes * n_experts, type == Q4 ? 16 : 2, 1, w);
+    if (int8)
+        hk_case_tensor_add(run, "xq", HK_CASE_IN, xs * k / 32 * 36, 4, 0, xq);
+    else
+        hk_case_tensor_add(run, "x", HK_CASE_IN, xs * k * 4, 16, 0, x);
+    hk_case_tensor_add(run, "ids", HK_CASE_IN, (uint64_t)routings * slots * 4, 4, 0, ids);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)slots * n * 4, 4, 0, NULL);
+    run->bytes = (double)slots * expert_bytes + (int8 ? 36.0 * k / 32 : 4.0 * k) * xs + 4.0 * slots * (n + 1);
+    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s", hk_type_name(type), n_experts, n, k, slots,
+             per_slot ? " per-slot" : "");
+    hk_status st = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = (size_t)slots * n;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
+            st = HK_ERROR_OUT_OF_MEMORY;
+        else if (int8)
+            hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, run->ref, n_experts, n, k, slots);
+        else
+            hk_ref_moe_matvec((int)type, w, x, per_slot, ids, run->ref, n_experts, n, k, slots);
+    }
+    free(int8 ? (void *)x : (void *)xq); /* the other one is the run's */
+    return st;
+}
+
+static hk_status prepare_moe(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 0); }
+static hk_status prepare_moe_int8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1); }
+
+static hk_status record_moe_any(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op, int int8)
+{
+    const moe_state *state = run->state;
+    const hk_case_shape *sh = &run->shape;
+    hk_moe_shape shape = {sh->d[0], sh->d[1], sh->d[2], sh->d[3], sh->variant};
+    hk_view ids = v[2];
+    ids.offset += (uint64_t)(op % state->routings) * sh->d[3] * 4;
+    return int8 ? hk_moe_matvec_int8(run->ctx, s, sh->type, v[0], v[1], ids, v[3], &shape)
+                : hk_moe_matvec(run->ctx, s, sh->type, v[0], v[1], ids, v[3], &shape);
+}
+
+static hk_status record_moe(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    return record_moe_any(run, s, v, op, 0);
+}
+
+static hk_status record_moe_int8(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    return record_moe_any(run, s, v, op, 1);
+}
+
+static const hk_case_shape moe_tests[] = {
+    {Q4, {8, 64, 512, 5}, 0, 0},  {Q6, {8, 64, 512, 5}, 0, 0},  {Q8, {8, 64, 64, 5}, 0, 0},
+    {Q4, {8, 63, 256, 4}, 1, 0},  {Q6, {8, 63, 256, 4}, 1, 0},  {Q8, {8, 63, 32, 4}, 1, 0}, /* n not a multiple of 4 */
+    {Q4, {4, 4100, 256, 4}, 0, 0}, {Q6, {4, 4100, 256, 4}, 0, 0}, {Q8, {4, 4100, 32, 4}, 0, 0},
+    /* Qwen3-30B-A3B decode, top-8: gate/up Q4_K E128 768x2048; down Q6_K 2048x768 with 96 experts
+     * (all 128 are 165 MB, more than lavapipe's 128 MiB binding) */
+    {Q4, {128, 768, 2048, 8}, 0, 0}, {Q6, {96, 2048, 768, 8}, 1, 0},
+};
+static const hk_case_shape moe_quick[] = {{Q4, {16, 768, 2048, 8}, 0, 0}, {Q6, {16, 2048, 768, 8}, 1, 0}};
+static const hk_case_shape moe_full[] = {{Q4, {128, 768, 2048, 8}, 0, 0.057}, {Q6, {128, 2048, 768, 8}, 1, 0.064}};
+
+const hk_case hk_case_moe_matvec = {"moe_matvec", HK_GATE_F32, prepare_moe, record_moe, NULL, NULL,
+                                    SHAPES(moe_tests), SHAPES(moe_quick), SHAPES(moe_full)};
+const hk_case hk_case_moe_matvec_int8 = {"moe_matvec_int8", HK_GATE_F32, prepare_moe_int8, record_moe_int8, NULL,
+                                         NULL, SHAPES(moe_tests), SHAPES(moe_quick), SHAPES(moe_full)};
+
+/* ---- router: d = {tokens, n_experts, top_k}, variant 1 = renormalised ---- */
+
+/* The logits and the reference ids, for the tie rule of compare_route. */
+typedef struct route_state {
+    uint32_t *ids;
+    float logits[];
+} route_state;
+
+static hk_status prepare_route(hk_case_run *run, uint64_t seed)
+{
+    uint32_t tokens = run->shape.d[0], n_experts = run->shape.d[1], top_k = run->shape.d[2];
+    size_t n = (size_t)tokens * n_experts, picks = (size_t)tokens * top_k;
+    hk_rng rng = {seed};
+    route_state *state = hk_case_alloc(sizeof *state + n * sizeof(float) + picks * sizeof(uint32_t));
+    float *logits = hk_case_alloc(n * sizeof(float));
+    if (!logits || !state) {
+        free(logits);
+        free(state);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    run->state = state;
+    state->ids = (uint32_t *)(state->logits + n);
+    /* logits on a coarse grid, so equal logits (ties) occur */
+    for (size_t i = 0; i < n; i++)
+        logits[i] = (float)(hk_rng_next(&rng) % 4000) / 1000.0f - 2.0f;
+    for (uint32_t i = 0; i + 1 < n_experts; i += 2)
+        logits[i + 1] = logits[i];
+    if (tokens > 1) { /* NaN never chosen, -inf last, a dominant expert */
+        logits[n_experts + 0] = NAN;
+        logits[n_experts + 1] = -INFINITY;
+        logits[n_experts + 2] = 50.0f;
+    }
+    if (tokens > 2 && top_k > 2) /* only two numbers: the other picks are "none" with weight 0 */
+        for (uint32_t i = 2; i < n_experts; i++)
+            logits[2 * n_experts + i] = NAN;
+    memcpy(state->logits, logits, n * sizeof(float));
+    hk_case_tensor_add(run, "logits", HK_CASE_IN, n * 4, 4, 1, logits);
+    hk_case_tensor_add(run, "ids", HK_CASE_OUT, picks * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, "weights", HK_CASE_OUT, picks * 4, 4, 0, NULL);
+    run->bytes = 4.0 * n + 8.0 * picks;
+    snprintf(run->label, sizeof run->label, "%u tok E%u top%u%s", tokens, n_experts, top_k,
+             run->shape.variant ? " renorm" : "");
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = picks;
+        if (!(run->ref = hk_case_alloc(picks * sizeof(float))))
+            return HK_ERROR_OUT_OF_MEMORY;
+        hk_ref_moe_route(state->logits, tokens, n_experts, top_k, run->shape.variant, state->ids, run->ref);
+    }
+    return HK_OK;
+}
+
+static hk_status record_route(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const hk_case_shape *sh = &run->shape;
+    return hk_moe_route(run->ctx, s, v[0], v[1], v[2], sh->d[0], sh->d[1], sh->d[2], sh->variant);
+}
+
+/* Ids must match, except where two experts tie on their logit at the boundary (either is right);
+ * the weights are held to the f32 gate. */
+static double compare_route(const hk_case_run *run, char *detail, size_t size)
+{
+    const route_state *state = run->state;
+    uint32_t tokens = run->shape.d[0], n_experts = run->shape.d[1], top_k = run->shape.d[2];
+    const uint32_t *got = run->t[1].got;
+    uint32_t ties = 0, wrong = 0;
+    for (uint32_t t = 0; t < tokens; t++)
+        for (uint32_t r = 0; r < top_k; r++) {
+            uint32_t a = state->ids[t * top_k + r], b = got[t * top_k + r];
+            const float *l = state->logits + (size_t)t * n_experts;
+            if (a == b)
+                continue;
+            if (a < n_experts && b < n_experts && l[a] == l[b])
+                ties++;
+            else
+                wrong++;
+        }
+    double rel = hk_scale_rel(run->t[2].got, run->ref, run->ref_count);
+    snprintf(detail, size, "ids: %u wrong, %u boundary ties; weights scale_rel=%.3e", wrong, ties, rel);
+    return wrong ? INFINITY : rel;
+}
+
+static const hk_case_shape route_tests[] = {
+    {F32, {1, 4, 1}, 0, 0},
+    {F32, {5, 128, 8}, 1, 0}, /* Qwen3-30B-A3B: 128 experts, top-8, renormalised */
+    {F32, {33, 128, 8}, 0, 0},
+    {F32, {3, 300, 64}, 1, 0}, /* more experts than a subgroup has lanes, the largest top_k */
+};
+static const hk_case_shape route_quick[] = {{F32, {1, 128, 8}, 1, 0}, {F32, {64, 128, 8}, 1, 0}};
+static const hk_case_shape route_full[] = {{F32, {1, 128, 8}, 1, 0}, {F32, {512, 128, 8}, 1, 0}};
+
+const hk_case hk_case_moe_route = {"moe_route", HK_GATE_F32, prepare_route, record_route, compare_route, NULL,
+                                   SHAPES(route_tests), SHAPES(route_quick), SHAPES(route_full)};
+
+/* ---- f32 GEMV: d = {rows, k} ---- */
+
+static hk_status prepare_gemv(hk_case_run *run, uint64_t seed)
+{
+    uint32_t rows = run->shape.d[0], k = run->shape.d[1];
+    hk_rng rng = {seed};
+    float *w = hk_case_alloc((size_t)rows * k * sizeof(float)), *x = activations(&rng, k);
+    if (!w || !x) {
+        free(w);
+        free(x);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, w, (size_t)rows * k, -0.1f, 0.1f);
+    hk_case_tensor_add(run, "w", HK_CASE_IN, (uint64_t)rows * k * 4, 4, 1, w);
+    hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)k * 4, 4, 0, x);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
+    run->bytes = 4.0 * rows * k + 4.0 * k + 4.0 * rows;
+    snprintf(run->label, sizeof run->label, "%ux%u", rows, k);
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = rows;
+        if (!(run->ref = hk_case_alloc(rows * sizeof(float))))
+            return HK_ERROR_OUT_OF_MEMORY;
+        hk_ref_gemv_f32(w, x, run->ref, rows, k);
+    }
+    return HK_OK;
+}
+
+static hk_status record_gemv(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_gemv_f32(run->ctx, s, v[0], v[1], v[2], run->shape.d[0], run->shape.d[1]);
+}
+
+static const hk_case_shape gemv_tests[] = {
+    {F32, {1, 1}, 0, 0}, {F32, {5, 33}, 0, 0},
+    {F32, {128, 2048}, 0, 0}, /* the Qwen3-30B-A3B router gate: 128 experts x 2048 */
+    {F32, {1000, 131}, 0, 0},
+};
+static const hk_case_shape gemv_quick[] = {{F32, {128, 2048}, 0, 0}, {F32, {1024, 2048}, 0, 0}};
+static const hk_case_shape gemv_full[] = {{F32, {128, 2048}, 0, 0}, {F32, {151936, 2048}, 0, 0}};
+
+const hk_case hk_case_gemv_f32 = {"gemv_f32", HK_GATE_F32, prepare_gemv, record_gemv, NULL, NULL,
+                                  SHAPES(gemv_tests), SHAPES(gemv_quick), SHAPES(gemv_full)};
+
+/* ---- RMSNorm: d = {rows, n}, variant 1 = in place (y is x) ---- */
+
+static hk_status prepare_rmsnorm(hk_case_run *run, uint64_t seed)
+{
+    uint32_t rows = run->shape.d[0], n = run->shape.d[1];
+    size_t count = (size_t)rows * n;
+    hk_rng rng = {seed};
+    float *x = hk_case_alloc(count * sizeof(float)), *w = hk_case_alloc(n * sizeof(float));
+    if (!x || !w) {
+        free(x);
+        free(w);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, x, count, -3.0f, 3.0f);
+    hk_rng_fill(&rng, w, n, 0.5f, 1.5f);
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = count;
+        if (!(run->ref = hk_case_alloc(count * sizeof(float)))) {
+            free(x);
+            free(w);
+            return HK_ERROR_OUT_OF_MEMORY;
+        }
+        hk_ref_rmsnorm(x, w, run->ref, rows, n, 1e-6f);
+    }
+    int in_place = run->shape.variant;
+    int xi = hk_case_tensor_add(run, "x", in_place ? HK_CASE_INOUT : HK_CASE_IN, count * 4, 4, !in_place, x);
+    hk_case_tensor_add(run, "weight", HK_CASE_IN, (uint64_t)n * 4, 4, 0, w);
+    if (in_place)
+        hk_case_tensor_alias(run, "y", xi);
+    else
+        hk_case_tensor_add(run, "y", HK_CASE_OUT, count * 4, 4, 0, NULL);
+    run->bytes = 8.0 * count + 4.0 * n;
+    snprintf(run->label, sizeof run->label, "%ux%u%s", rows, n, in_place ? " in-place" : "");
+    return HK_OK;
+}
+
+static hk_status record_rmsnorm(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_rmsnorm(run->ctx, s, v[0], v[1], v[2], run->shape.d[0], run->shape.d[1], 1e-6f);
+}
+
+static const hk_case_shape rmsnorm_tests[] = {
+    {F32, {1, 1}, 0, 0},    {F32, {3, 100}, 0, 0}, {F32, {4, 2048}, 0, 0},
+    {F32, {5, 2048}, 1, 0}, {F32, {70000, 4}, 0, 0}, /* more rows than one dispatch dimension holds */
+};
+static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}};
+static const hk_case_shape rmsnorm_full[] = {{F32, {1, 2048}, 0, 0}, {F32, {1, 4096}, 0, 0}, {F32, {512, 4096}, 0, 0}};
+
+const hk_case hk_case_rmsnorm = {"rmsnorm", HK_GATE_F32, prepare_rmsnorm, record_rmsnorm, NULL, NULL,
+                                 SHAPES(rmsnorm_tests), SHAPES(rmsnorm_quick), SHAPES(rmsnorm_full)};
+
+/* ---- Q8_1 quantizer: d = {k} ---- */
+
+static hk_status prepare_quantize(hk_case_run *run, uint64_t seed)
+{
+    uint32_t k = run->shape.d[0];
+    hk_rng rng = {seed};
+    float *x = hk_case_alloc((size_t)k * sizeof(float));
+    if (!x)
+        return HK_ERROR_OUT_OF_MEMORY;
+    /* blocks of different magnitude, one all-zero block */
+    for (uint32_t i = 0; i < k; i++)
+        x[i] = (i / 32 == 1) ? 0.0f : hk_rng_uniform(&rng, -1.0f, 1.0f) * (float)(1 + (i / 32) % 7);
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = k;
+        if (!(run->ref = hk_case_alloc((size_t)k * sizeof(float)))) {
+            free(x);
+            return HK_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(run->ref, x, (size_t)k * sizeof(float));
+    }
+    hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)k * 4, 4, 1, x);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)k / 32 * 36, 4, 0, NULL);
+    run->bytes = 4.0 * k + 36.0 * k / 32;
+    snprintf(run->label, sizeof run->label, "%u", k);
+    return HK_OK;
+}
+
+static hk_status record_quantize(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_quantize_q8_1(run->ctx, s, v[0], v[1], run->shape.d[0]);
+}
+
+/* Against the reference quantizer: the GPU divides and rounds with its own precision, so a value
+ * within rounding of .5 may round the other way: each q may differ by one, rarely (at most one
+ * per block on average); d by one f16 step; s must be f16(d * sum(q)) of the GPU's own q (to one
+ * step); and every value must come back within half a quantization step (plus d's rounding).
+ * The result is the dequantized blocks' scale_rel against x, held to HK_GATE_INT8. */
+static double compare_quantize(const hk_case_run *run, char *detail, size_t size)
+{
+    uint32_t k = run->shape.d[0], blocks = k / 32;
+    const float *x = run->ref;
+    const hk_block_q8_1 *got = run->t[1].got;
+    hk_block_q8_1 *ref = hk_case_alloc(blocks * sizeof *ref);
+    float *deq = hk_case_alloc((size_t)k * sizeof(float));
+    if (!ref || !deq) {
+        free(ref);
+        free(deq);
+        snprintf(detail, size, "out of host memory");
+        return INFINITY;
+    }
+    hk_quant_row_q8_1(x, ref, k);
+    uint32_t d_bad = 0, q_far = 0, q_off = 0, s_bad = 0, err_bad = 0;
+    for (uint32_t b = 0; b < blocks; b++) {
+        int dd = (int)got[b].d - (int)ref[b].d;
+        d_bad += dd < -1 || dd > 1;
+        float d = hk_f16_to_f32(got[b].d), amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        float bound = 0.5f * (amax / 127.0f) * 1.001f + 127.0f * fabsf(d - amax / 127.0f) + 1e-7f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            int dq = got[b].qs[i] - ref[b].qs[i];
+            q_far += dq < -1 || dq > 1;
+            q_off += dq != 0;
+            sum += got[b].qs[i];
+            err_bad += fabsf(x[b * 32 + i] - d * got[b].qs[i]) > bound;
+        }
+        int ds = (int)got[b].s - (int)hk_f32_to_f16(d * (float)sum);
+        s_bad += ds < -1 || ds > 1;
+    }
+    hk_dequant_row_q8_1(got, deq, k);
+    double rel = hk_scale_rel(deq, x, k);
+    int ok = d_bad == 0 && q_far == 0 && q_off <= blocks && s_bad == 0 && err_bad == 0;
+    snprintf(detail, size, "dequantized scale_rel=%.3e; d off=%u, q off by >1=%u, by 1=%u, s off=%u, |x-dq| over bound=%u",
+             rel, d_bad, q_far, q_off, s_bad, err_bad);
+    free(ref);
+    free(deq);
+    return ok ? rel : INFINITY;
+}
+
+static const hk_case_shape quantize_tests[] = {{F32, {32}, 0, 0}, {F32, {96}, 0, 0}, {F32, {2048}, 0, 0}, {F32, {6144}, 0, 0}};
+static const hk_case_shape quantize_quick[] = {{F32, {2048}, 0, 0}, {F32, {16384}, 0, 0}};
+static const hk_case_shape quantize_full[] = {{F32, {2048}, 0, 0}, {F32, {4096}, 0, 0}, {F32, {1u << 20}, 0, 0}};
+
+const hk_case hk_case_quantize_q8_1 = {"quantize_q8_1", HK_GATE_INT8, prepare_quantize, record_quantize,
+                                       compare_quantize, NULL, SHAPES(quantize_tests), SHAPES(quantize_quick),
+                                       SHAPES(quantize_full)};
