@@ -262,7 +262,9 @@ static void *read_cache(const char *file, size_t *out_size)
     *out_size = 0;
     int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
-        if (errno != ENOENT)
+        if (errno == ELOOP)
+            warn("a symbolic link, not followed:", file, 0);
+        else if (errno != ENOENT)
             warn("cannot open", file, errno);
         return NULL;
     }
