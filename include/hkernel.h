@@ -45,7 +45,8 @@ typedef enum hk_status {
     HK_ERROR_UNSUPPORTED = 2,      /* the device lacks a feature this call needs */
     HK_ERROR_OUT_OF_MEMORY = 3,    /* host or device allocation failed */
     HK_ERROR_VULKAN = 4,           /* a Vulkan call failed (the message names it and its VkResult) */
-    HK_ERROR_NOT_FOUND = 5,        /* no Vulkan loader, no device, or HK_DEVICE matched nothing */
+    HK_ERROR_NOT_FOUND = 5,        /* no Vulkan loader, no Vulkan driver or device, or the device asked
+                                    * for (index or name) does not exist */
     HK_ERROR_STATE = 6             /* call not valid in the object's current state */
 } hk_status;
 
@@ -106,8 +107,10 @@ enum {
 
 typedef struct hk_context_desc {
     /* Device choice: device_index >= 0 picks that physical device; else device_name (a substring,
-     * case-insensitive) picks the first match; else the environment variable HK_DEVICE (an index
-     * or a name substring); else the first discrete GPU, then integrated, then virtual, then CPU. */
+     * case-insensitive) picks the first match; else the environment variable HK_DEVICE: a string
+     * of decimal digits only is an index, anything else a name substring; else the first discrete
+     * GPU, then integrated, then virtual, then CPU. An index past the last device (whatever its
+     * size, also past INT_MAX) or a name that matches nothing is HK_ERROR_NOT_FOUND. */
     int device_index;
     const char *device_name;
     /* Enable VK_LAYER_KHRONOS_validation if installed. Every message it reports is printed to
@@ -115,9 +118,15 @@ typedef struct hk_context_desc {
      * still created and hk_context_validation_active() says 0. */
     int enable_validation;
     /* Pipeline cache: directory for the persisted cache, NULL for the default
-     * ($HK_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel). The file is
-     * keyed by device UUID, driver version and library version. disable_pipeline_cache != 0 keeps
-     * the cache in memory only. */
+     * ($HK_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel), created
+     * if missing. The file, hkernel-<major>.<minor>.<patch>-<device uuid, 32 hex digits>-<driver
+     * version, 8 hex digits>.bin, is read at context creation and written (a new file created
+     * exclusively, then renamed over it) when the context is destroyed. The cache is a
+     * convenience: any problem with it (a path the system refuses, a directory that cannot be
+     * created or written, anything but a regular file at the file's path, a file over 256 MiB
+     * (HK_PIPELINE_CACHE_MAX_BYTES) or one written for another device or driver) is a warning on
+     * stderr ("hkernel: pipeline cache: ...") and the cache stays in memory; it never fails or
+     * blocks context creation. disable_pipeline_cache != 0 keeps the cache in memory only. */
     const char *pipeline_cache_dir;
     int disable_pipeline_cache;
     /* HK_FEATURE_* bits the kernels must not use even where the device has them: selects the
@@ -130,7 +139,10 @@ HK_API void hk_context_desc_init(hk_context_desc *desc);
 
 /* Creates a context: loads Vulkan, creates an instance and a device with one compute queue,
  * enabling every optional feature the kernels can use (16/8-bit storage, f16/i8 arithmetic, packed
- * int8 dot product, cooperative matrix, subgroup size control). desc may be NULL (defaults). */
+ * int8 dot product, cooperative matrix, subgroup size control). desc may be NULL (defaults).
+ * HK_ERROR_NOT_FOUND when there is no Vulkan loader, no Vulkan driver (the loader finds no ICD:
+ * install one, e.g. mesa-vulkan-drivers for lavapipe on the CPU), no device, or not the device
+ * asked for. */
 HK_API hk_status hk_context_create(const hk_context_desc *desc, hk_context **out_context);
 
 typedef struct hk_borrowed_device {
@@ -139,7 +151,7 @@ typedef struct hk_borrowed_device {
     VkPhysicalDevice physical_device;
     VkDevice device;
     VkQueue queue;                 /* a queue with compute support */
-    uint32_t queue_family_index;
+    uint32_t queue_family_index;   /* the queue's family: must exist and have VK_QUEUE_COMPUTE_BIT */
     uint32_t enabled_features;     /* HK_FEATURE_* the device was created with */
     const char *pipeline_cache_dir;
     int disable_pipeline_cache;
@@ -206,7 +218,8 @@ typedef struct hk_caps {
 HK_API hk_status hk_context_caps(const hk_context *context, hk_caps *out_caps);
 
 /* Lists physical devices (names and types) without creating a context: writes up to max entries,
- * and the total count to *out_count. names may be NULL to query the count only. */
+ * and the total count to *out_count. names may be NULL to query the count only. No Vulkan driver
+ * or no device: HK_ERROR_NOT_FOUND with *out_count = 0. */
 HK_API hk_status hk_enumerate_devices(char (*names)[256], VkPhysicalDeviceType *types, uint32_t max,
                                       uint32_t *out_count);
 
@@ -220,7 +233,11 @@ typedef struct hk_view {
     uint64_t offset;
 } hk_view;
 
-/* Creates a device-local storage buffer of size bytes (contents undefined). */
+/* Creates a device-local storage buffer of size bytes (contents undefined). A size the device
+ * can never hold is refused with HK_ERROR_OUT_OF_MEMORY and a message giving the limit: more than
+ * the device-local heap of the memory type the buffer would use, more than maxMemoryAllocationSize
+ * (one allocation), or more than maxBufferSize (Vulkan 1.3 devices). A kernel binds at most
+ * caps.max_storage_buffer_range bytes of one view (below 4 GiB on every device). */
 HK_API hk_status hk_buffer_create(hk_context *context, uint64_t size, hk_buffer **out_buffer);
 
 /* Wraps an engine's VkBuffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
@@ -285,15 +302,40 @@ HK_API hk_status hk_stream_elapsed_ms(const hk_stream *stream, uint32_t from, ui
 /* Records a buffer-to-buffer copy (used to measure the device's copy bandwidth). */
 HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view dst, uint64_t size);
 
+/* ---- limits -----------------------------------------------------------------------------------
+ * Shapes past these are refused with HK_ERROR_INVALID_ARGUMENT and a message naming the limit,
+ * the same on every device. They keep every loop of every shader under 65535 iterations per
+ * invocation on any device with subgroups of 4 lanes or more, counting every loop the shaders
+ * have (also ones a compiler would unroll): lavapipe (Mesa's CPU driver) ends a shader's loops
+ * after 65535 iterations in total per invocation and carries on with a wrong result. Each limit
+ * is far past real models (largest k ~53248, hidden sizes <= 16384, vocabularies ~256k rows).
+ * The other kernels (hk_quantize_q8_1, hk_moe_route, hk_copy) loop a bounded number of times
+ * whatever the shape. */
+#define HK_MATVEC_MAX_K 98304u             /* k of hk_matvec*, hk_moe_matvec* */
+#define HK_MATVEC_MAX_ROWS 16777216u       /* rows of hk_matvec*; slots * n of hk_moe_matvec* */
+#define HK_MATVEC_MAX_K_ROW_BLOCKS 262144u /* ceil(rows / 32768) * k, the same rows */
+#define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32 */
+#define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
+/* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
+#define HK_PIPELINE_CACHE_MAX_BYTES (256u << 20)
+
 /* ---- kernels ----------------------------------------------------------------------------------
  * Common rules: stream NULL means run now (record + submit + wait). Views must lie inside their
  * buffers for the whole tensor; a weight view's offset must be a multiple of 2 (GGUF blocks are
- * 2-byte aligned), every other view's a multiple of 4. Outputs must not overlap inputs.
+ * 2-byte aligned), every other view's a multiple of 4. Outputs must not overlap inputs. A view
+ * spans at most caps.max_storage_buffer_range bytes (the device's limit on one binding).
+ * Views are untyped byte ranges: each call checks a view's alignment and that its buffer holds
+ * the bytes the shape needs (so a view too small for its tensor is refused), but it cannot tell
+ * what the bytes hold: f32 activations passed where Q8_1 blocks are expected, weights of another
+ * type, or a tensor of another shape whose bytes suffice all run and compute garbage. The caller
+ * guarantees that each view holds the type and layout the function's documentation names, with
+ * the shape it passes.
  */
 
 /* Dense quantized matvec: y[rows] = W[rows, k] . x[k]. W is rows contiguous GGUF rows of k values
  * of weight type wtype (Q8_0, Q4_K or Q6_K); x and y are f32. k must be a positive multiple of the
- * type's block (32 for Q8_0, 256 for Q4_K/Q6_K). */
+ * type's block (32 for Q8_0, 256 for Q4_K/Q6_K). Limits (all matvec functions): k <= 98304,
+ * rows <= 16777216 and ceil(rows / 32768) * k <= 262144 (e.g. 262144 x 16384 is accepted). */
 HK_API hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
                            hk_view y, uint32_t rows, uint32_t k);
 /* hk_matvec for one weight type. */
@@ -309,7 +351,8 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * (hardware-accelerated where caps.integer_dot_accelerated; plain arithmetic where the device has
  * no shaderIntegerDotProduct). Against hk_matvec on the unquantized x it differs by the Q8_1
  * rounding of x, about 1e-2 of the output scale at most. Q4_K weights must be 16-byte aligned
- * (GGUF aligns tensor data to 32); needs caps.subgroup_size_control (every Vulkan 1.3 device). */
+ * (GGUF aligns tensor data to 32); needs caps.subgroup_size_control (every Vulkan 1.3 device).
+ * Limits as hk_matvec: k <= 98304, rows <= 16777216, ceil(rows / 32768) * k <= 262144. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
@@ -326,7 +369,8 @@ typedef struct hk_moe_shape {
  * n_experts experts [n_experts, n, k] (Q8_0, Q4_K or Q6_K), ids u32 [slots], x f32 ([k] or
  * [slots, k]), y f32 [slots, n]. An id >= n_experts reads no weights and its n outputs are set to
  * 0. The x view must be 16-byte aligned and Q4_K weights 16-byte aligned; needs
- * caps.subgroup_size_control. */
+ * caps.subgroup_size_control. Limits as hk_matvec with rows = slots * n: k <= 98304,
+ * slots * n <= 16777216, ceil(slots * n / 32768) * k <= 262144. */
 HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
                                hk_view ids, hk_view y, const hk_moe_shape *shape);
 /* hk_moe_matvec with x as Q8_1 blocks ([k/32] or [slots, k/32]; see hk_matvec_int8). */
@@ -343,18 +387,19 @@ HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_t
 HK_API hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, hk_view ids, hk_view weights,
                               uint32_t tokens, uint32_t n_experts, uint32_t top_k, int renormalize);
 
-/* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32, k >= 1. */
+/* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32,
+ * 1 <= k <= 1048576. */
 HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                              uint32_t rows, uint32_t k);
 
 /* RMSNorm over rows of n: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * weight[i]. eps > 0
- * and finite; y may equal x (in place). */
+ * and finite; 1 <= n <= 1048576; y may equal x (in place). */
 HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
                             uint32_t rows, uint32_t n, float eps);
 
 /* Activation quantizer: x[k] f32 -> k/32 GGUF Q8_1 blocks (d = amax/127, q = round(x/d),
- * s = d*sum(q)), the input of the int8 kernels. k a positive multiple of 32; y's offset a
- * multiple of 4. */
+ * s = d*sum(q)), the input of the int8 kernels. k a positive multiple of 32 (no other limit); y's
+ * offset a multiple of 4. */
 HK_API hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k);
 
 /* ---- attention ---------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 /* Every argument check: the right status, a message that names the problem, and nothing written
- * (the output stays poisoned). Run under ASan, it also shows that failing calls leak nothing. */
+ * (the output stays poisoned). Run under ASan, it also shows that failing calls leak nothing.
+ * Also: the shape limits (the largest allowed shape runs and is right, the next is refused),
+ * buffer sizes past the device's limits, HK_DEVICE, the type traits, and (test_errors
+ * --no-driver, run by ctest with no Vulkan driver visible) a machine without a Vulkan driver. */
+#define _POSIX_C_SOURCE 200809L
 #include "hk_test.h"
 
 #include <stdio.h>
@@ -39,8 +43,319 @@ static void check_y_untouched(const char *name)
         check_y_untouched(name);                                                                                       \
     } while (0)
 
-int main(void)
+
+/* ---- shape limits (hkernel.h, HK_*_MAX_*) ----------------------------------------------------
+ * At the largest allowed shape the kernel runs and matches its reference; one step past it the
+ * call is refused with the limit in the message, before anything else is looked at (the buffers
+ * below are too small for the refused shapes, and the message is still the limit's). A shape the
+ * limits accept but the buffers do not fit is refused for its buffers instead, which shows where
+ * each limit lies without allocating gigabytes. Before the limits existed, lavapipe returned
+ * HK_OK with wrong numbers past them (e.g. hk_gemv_f32 at k = 2^23, hk_rmsnorm at n = 2^24). */
+
+/* Values on a quarter grid in [-1, 1], never 0: every product and square is a multiple of 1/16,
+ * so sums of up to 2^20 of them are exact in f32 in any order, and the references (which sum in
+ * f32) stay exact at the largest shapes, where their own rounding would otherwise exceed the
+ * gate (hk_ref_rmsnorm at n = 2^20: 2e-4). A loop cut short still misses whole terms. */
+static void quarter_grid(hk_rng *rng, float *v, size_t n)
 {
+    for (size_t i = 0; i < n; i++) {
+        int q = (int)(hk_rng_next(rng) % 8) - 4; /* -4..3 */
+        v[i] = (float)(q >= 0 ? q + 1 : q) / 4.0f;
+    }
+}
+
+/* A device-side float array with the values given (NULL: poisoned). */
+static hk_buffer *float_buffer(const float *v, size_t n)
+{
+    hk_buffer *b = hk_test_buffer(ctx, (uint64_t)n * 4, v);
+    if (!v) {
+        float *p = malloc(n * 4);
+        hk_poison(p, n);
+        hk_buffer_upload(b, 0, p, (uint64_t)n * 4);
+        free(p);
+    }
+    return b;
+}
+
+static void check_output(const char *name, hk_status st, hk_buffer *out, const float *ref, size_t n, double gate)
+{
+    float *got = malloc(n * 4);
+    hk_poison(got, n);
+    if (hk_check_status(name, st, HK_OK, NULL)) {
+        hk_buffer_download(out, 0, got, (uint64_t)n * 4);
+        char label[160];
+        snprintf(label, sizeof label, "%s matches the reference", name);
+        hk_check_close(label, got, ref, n, gate);
+    }
+    free(got);
+}
+
+static void test_gemv_limit(void)
+{
+    const uint32_t rows = 2, k = HK_GEMV_MAX_K;
+    hk_rng rng = {11};
+    float *w_host = malloc((size_t)rows * k * 4), *x_host = malloc((size_t)k * 4), ref[2];
+    quarter_grid(&rng, w_host, (size_t)rows * k);
+    quarter_grid(&rng, x_host, k);
+    hk_ref_gemv_f32(w_host, x_host, ref, rows, k);
+    hk_buffer *wb = float_buffer(w_host, (size_t)rows * k), *xb = float_buffer(x_host, k), *yb = float_buffer(NULL, rows);
+    check_output("gemv at k = HK_GEMV_MAX_K (1048576)",
+                 hk_gemv_f32(ctx, NULL, (hk_view){wb, 0}, (hk_view){xb, 0}, (hk_view){yb, 0}, rows, k), yb, ref, rows,
+                 HK_GATE_F32);
+    EXPECT("gemv past HK_GEMV_MAX_K", hk_gemv_f32(ctx, NULL, (hk_view){wb, 0}, (hk_view){xb, 0}, (hk_view){y, 0}, 1, k + 1),
+           HK_ERROR_INVALID_ARGUMENT, "k=1048577 exceeds the limit k <= 1048576");
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(yb);
+    free(w_host);
+    free(x_host);
+}
+
+static void test_rmsnorm_limit(void)
+{
+    const uint32_t n = HK_RMSNORM_MAX_N;
+    hk_rng rng = {12};
+    float *x_host = malloc((size_t)n * 4), *w_host = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
+    quarter_grid(&rng, x_host, n);
+    quarter_grid(&rng, w_host, n);
+    hk_ref_rmsnorm(x_host, w_host, ref, 1, n, 1e-5f);
+    hk_buffer *xb = float_buffer(x_host, n), *wb = float_buffer(w_host, n), *yb = float_buffer(NULL, n);
+    check_output("rmsnorm at n = HK_RMSNORM_MAX_N (1048576)",
+                 hk_rmsnorm(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){yb, 0}, 1, n, 1e-5f), yb, ref, n,
+                 HK_GATE_F32);
+    EXPECT("rmsnorm past HK_RMSNORM_MAX_N", hk_rmsnorm(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){y, 0}, 1, n + 1, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "n=1048577 exceeds the limit n <= 1048576");
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(yb);
+    free(x_host);
+    free(w_host);
+    free(ref);
+}
+
+/* hk_matvec (and hk_matvec_int8 where the device runs it) at k = HK_MATVEC_MAX_K on context c */
+static void matvec_at_max_k(hk_context *c, const char *label, hk_type type, int int8)
+{
+    const uint32_t rows = 3, k = HK_MATVEC_MAX_K;
+    size_t row_bytes = hk_ref_row_bytes((int)type, k);
+    hk_rng rng = {13 + (uint64_t)type};
+    uint8_t *w_host = malloc(row_bytes * rows);
+    float *x_host = malloc((size_t)k * 4), ref[3];
+    hk_block_q8_1 *xq_host = malloc((size_t)k / 32 * sizeof *xq_host);
+    hk_random_blocks(&rng, (int)type, w_host, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
+    hk_rng_fill(&rng, x_host, k, -1, 1);
+    hk_quant_row_q8_1(x_host, xq_host, k);
+    if (int8)
+        hk_ref_matvec_q8_1((int)type, w_host, xq_host, ref, rows, k);
+    else
+        hk_ref_matvec((int)type, w_host, x_host, ref, rows, k);
+    hk_buffer *wb = hk_test_buffer(c, row_bytes * rows, w_host);
+    hk_buffer *xb = int8 ? hk_test_buffer(c, (uint64_t)k / 32 * 36, xq_host) : hk_test_buffer(c, (uint64_t)k * 4, x_host);
+    hk_buffer *yb = hk_test_buffer(c, rows * 4, NULL);
+    float poison[3];
+    hk_poison(poison, rows);
+    hk_buffer_upload(yb, 0, poison, sizeof poison);
+    hk_view wv = {wb, 0}, xv = {xb, 0}, yv = {yb, 0};
+    hk_status st = int8 ? hk_matvec_int8(c, NULL, type, wv, xv, yv, rows, k) : hk_matvec(c, NULL, type, wv, xv, yv, rows, k);
+    char name[160];
+    snprintf(name, sizeof name, "%s %s at k = HK_MATVEC_MAX_K (98304)%s", int8 ? "matvec_int8" : "matvec",
+             hk_type_name(type), label);
+    float got[3];
+    hk_poison(got, rows);
+    if (hk_check_status(name, st, HK_OK, NULL)) {
+        hk_buffer_download(yb, 0, got, sizeof got);
+        hk_check_close(name, got, ref, rows, HK_GATE_F32);
+    }
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(yb);
+    free(w_host);
+    free(x_host);
+    free(xq_host);
+}
+
+static void test_matvec_limits(hk_buffer *aligned)
+{
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    matvec_at_max_k(ctx, "", HK_TYPE_Q8_0, 0);
+    matvec_at_max_k(ctx, "", HK_TYPE_Q6_K, 0);
+    if (caps.subgroup_size_control) {
+        matvec_at_max_k(ctx, "", HK_TYPE_Q6_K, 1);
+        /* the portable kernel, which the same shapes use without subgroup size control */
+        hk_context *portable = hk_test_context_without(HK_FEATURE_SUBGROUP_SIZE_CONTROL);
+        if (portable) {
+            matvec_at_max_k(portable, ", portable kernel", HK_TYPE_Q6_K, 0);
+            hk_check(hk_context_validation_messages(portable) == 0, "portable context: no validation messages", NULL);
+            hk_context_destroy(portable);
+        }
+    }
+    hk_view wv = {w, 0}, xv = {x, 0}, yv = {y, 0};
+    EXPECT("matvec past HK_MATVEC_MAX_K", hk_matvec_q4k(ctx, NULL, wv, xv, yv, 1, HK_MATVEC_MAX_K + 256),
+           HK_ERROR_INVALID_ARGUMENT, "k=98560 exceeds the limit k <= 98304");
+    EXPECT("matvec q8_0 past HK_MATVEC_MAX_K", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, 1, HK_MATVEC_MAX_K + 32),
+           HK_ERROR_INVALID_ARGUMENT, "k=98336 exceeds the limit k <= 98304");
+    EXPECT("matvec_int8 past HK_MATVEC_MAX_K", hk_matvec_int8(ctx, NULL, HK_TYPE_Q6_K, wv, xv, yv, 1, HK_MATVEC_MAX_K + 256),
+           HK_ERROR_INVALID_ARGUMENT, "k=98560 exceeds the limit k <= 98304");
+    EXPECT("matvec past HK_MATVEC_MAX_ROWS", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, HK_MATVEC_MAX_ROWS + 1, 32),
+           HK_ERROR_INVALID_ARGUMENT, "rows=16777217 exceeds the limit rows <= 16777216");
+    EXPECT("matvec at HK_MATVEC_MAX_ROWS passes the limits", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, HK_MATVEC_MAX_ROWS, 32),
+           HK_ERROR_INVALID_ARGUMENT, "w needs 570425344 bytes");
+    EXPECT("matvec past HK_MATVEC_MAX_K_ROW_BLOCKS", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, 131073, 52480),
+           HK_ERROR_INVALID_ARGUMENT, "ceil(rows/32768)*k=262400 exceeds the limit ceil(rows/32768)*k <= 262144");
+    EXPECT("matvec at HK_MATVEC_MAX_K_ROW_BLOCKS passes the limits", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, 131072, 65536),
+           HK_ERROR_INVALID_ARGUMENT, "w needs 9126805504 bytes");
+    hk_view ids = {aligned, 2048}, x16 = {aligned, 1024};
+    EXPECT("moe past HK_MATVEC_MAX_K", hk_moe_matvec(ctx, NULL, HK_TYPE_Q4_K, wv, x16, ids, yv, &(hk_moe_shape){1, 1, HK_MATVEC_MAX_K + 256, 1, 0}),
+           HK_ERROR_INVALID_ARGUMENT, "k=98560 exceeds the limit k <= 98304");
+    EXPECT("moe past HK_MATVEC_MAX_ROWS", hk_moe_matvec_int8(ctx, NULL, HK_TYPE_Q8_0, wv, x16, ids, yv, &(hk_moe_shape){1, 4096, 32, 4097, 0}),
+           HK_ERROR_INVALID_ARGUMENT, "slots*n=16781312 exceeds the limit slots*n <= 16777216");
+    EXPECT("moe past HK_MATVEC_MAX_K_ROW_BLOCKS", hk_moe_matvec(ctx, NULL, HK_TYPE_Q8_0, wv, x16, ids, yv, &(hk_moe_shape){8, 4097, 52480, 32, 0}),
+           HK_ERROR_INVALID_ARGUMENT, "ceil(slots*n/32768)*k=262400 exceeds");
+}
+
+/* ---- buffers past the device's limits ---- */
+static void test_buffer_limits(void)
+{
+    VkPhysicalDevice pd;
+    hk_context_vulkan(ctx, NULL, &pd, NULL, NULL, NULL);
+    VkPhysicalDeviceMemoryProperties mem;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    VkPhysicalDeviceProperties base;
+    vkGetPhysicalDeviceProperties(pd, &base);
+    VkPhysicalDeviceMaintenance4Properties m4 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+                                                 .pNext = base.apiVersion >= VK_API_VERSION_1_3 ? &m4 : NULL};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    /* the largest device-local heap: no storage buffer can be larger */
+    VkDeviceSize heap = 0;
+    for (uint32_t i = 0; i < mem.memoryHeapCount; i++)
+        if ((mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && mem.memoryHeaps[i].size > heap)
+            heap = mem.memoryHeaps[i].size;
+    hk_buffer *b = (hk_buffer *)&b;
+    char name[160];
+    snprintf(name, sizeof name, "buffer of the device-local heap + 1 (%llu bytes)", (unsigned long long)heap + 1);
+    hk_check_status(name, hk_buffer_create(ctx, heap + 1, &b), HK_ERROR_OUT_OF_MEMORY, "is more than");
+    hk_check(b == NULL, "refused buffer leaves NULL", NULL);
+    VkDeviceSize max_alloc = m3.maxMemoryAllocationSize;
+    if (max_alloc && max_alloc < heap) {
+        snprintf(name, sizeof name, "buffer of maxMemoryAllocationSize + 1 (%llu bytes)", (unsigned long long)max_alloc + 1);
+        hk_check_status(name, hk_buffer_create(ctx, max_alloc + 1, &b), HK_ERROR_OUT_OF_MEMORY, "maxMemoryAllocationSize");
+    }
+    if (m4.maxBufferSize && m4.maxBufferSize < UINT64_MAX) {
+        snprintf(name, sizeof name, "buffer of maxBufferSize + 1 (%llu bytes)", (unsigned long long)m4.maxBufferSize + 1);
+        hk_check_status(name, hk_buffer_create(ctx, m4.maxBufferSize + 1, &b), HK_ERROR_OUT_OF_MEMORY, "maxBufferSize");
+    }
+    hk_check_status("buffer of UINT64_MAX bytes", hk_buffer_create(ctx, UINT64_MAX, &b), HK_ERROR_OUT_OF_MEMORY,
+                    "is more than");
+}
+
+/* ---- HK_DEVICE: digits are an index, out of range is not found, anything else a name ---- */
+static void test_hk_device(void)
+{
+    const char *saved = getenv("HK_DEVICE");
+    char *keep = saved ? strdup(saved) : NULL;
+    uint32_t count = 0;
+    hk_enumerate_devices(NULL, NULL, 0, &count);
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.disable_pipeline_cache = 1;
+    static const char *const out_of_range[] = {"4294967296", "2147483648", "4294967295", "12345678901234567890",
+                                               "99999999999999999999999999", "64"};
+    for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
+        setenv("HK_DEVICE", out_of_range[i], 1);
+        hk_context *c = (hk_context *)&c;
+        char name[96], needle[96];
+        snprintf(name, sizeof name, "HK_DEVICE=%s", out_of_range[i]);
+        snprintf(needle, sizeof needle, "HK_DEVICE=%.20s", out_of_range[i]);
+        hk_check_status(name, hk_context_create(&desc, &c), HK_ERROR_NOT_FOUND, needle);
+        hk_check(c == NULL && strstr(hk_last_error(), "no device with that index"), "out-of-range HK_DEVICE says why",
+                 "%s", hk_last_error());
+    }
+    char index[16];
+    snprintf(index, sizeof index, "%u", count);
+    setenv("HK_DEVICE", index, 1);
+    hk_context *c = NULL;
+    hk_check_status("HK_DEVICE = the device count", hk_context_create(&desc, &c), HK_ERROR_NOT_FOUND, "no device with that index");
+    setenv("HK_DEVICE", "-1", 1); /* not digits: a name, which matches nothing */
+    hk_check_status("HK_DEVICE=-1 is a name", hk_context_create(&desc, &c), HK_ERROR_NOT_FOUND, "matches \"-1\"");
+    setenv("HK_DEVICE", "0", 1);
+    hk_check_status("HK_DEVICE=0", hk_context_create(&desc, &c), HK_OK, NULL);
+    hk_context_destroy(c);
+    desc.device_index = (int)count;
+    hk_check_status("device_index = the device count", hk_context_create(&desc, &c), HK_ERROR_NOT_FOUND, "out of range");
+    if (keep)
+        setenv("HK_DEVICE", keep, 1);
+    else
+        unsetenv("HK_DEVICE");
+    free(keep);
+}
+
+/* ---- type traits ---- */
+static void test_type_traits(void)
+{
+    static const hk_type types[] = {HK_TYPE_F32, HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q8_1, HK_TYPE_F16};
+    static const uint32_t ggml[] = {0, 8, 12, 14, 9, 1};
+    static const uint32_t block_values[] = {1, 32, 256, 256, 32, 1}, block_bytes[] = {4, 34, 144, 210, 36, 2},
+                          align[] = {4, 2, 2, 2, 4, 2};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        hk_type t = types[i], back = (hk_type)99;
+        ok &= hk_type_to_ggml(t) == ggml[i] && hk_type_from_ggml(ggml[i], &back) == HK_OK && back == t;
+        ok &= hk_type_block_values(t) == block_values[i] && hk_type_block_bytes(t) == block_bytes[i] &&
+              hk_type_alignment(t) == align[i];
+        ok &= hk_type_bytes(t, block_values[i] * 1000ull) == block_bytes[i] * 1000ull && hk_type_bytes(t, 0) == 0;
+        if (block_values[i] > 1)
+            ok &= hk_type_bytes(t, block_values[i] * 1000ull + 1) == 0; /* off the block */
+        /* the largest count whose bytes fit, and (where the bytes can outgrow a uint64_t) the next */
+        uint64_t fit = block_bytes[i] > block_values[i] ? UINT64_MAX / block_bytes[i] : UINT64_MAX / block_values[i];
+        ok &= hk_type_bytes(t, fit * block_values[i]) == fit * block_bytes[i];
+        if (block_bytes[i] > block_values[i])
+            ok &= hk_type_bytes(t, (fit + 1) * block_values[i]) == 0;
+    }
+    hk_check(ok, "type traits: ggml ids round-trip, block sizes, alignments, byte counts", NULL);
+    hk_check(hk_type_bytes(HK_TYPE_Q6_K, 4096) == 3360 && hk_type_bytes(HK_TYPE_F32, 1ull << 40) == 1ull << 42,
+             "type bytes of real rows", NULL);
+    hk_check(hk_type_to_ggml((hk_type)99) == UINT32_MAX && hk_type_alignment((hk_type)-1) == 0 &&
+                 hk_type_bytes((hk_type)99, 32) == 0 && strcmp(hk_type_name((hk_type)99), "?") == 0,
+             "unknown type: no traits", NULL);
+    static const uint32_t unknown[] = {2, 3, 6, 7, 10, 11, 13, 15, 16, 30, 39, 1000, UINT32_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        hk_type t = (hk_type)77;
+        char name[64];
+        snprintf(name, sizeof name, "ggml type %u refused", unknown[i]);
+        hk_check_status(name, hk_type_from_ggml(unknown[i], &t), HK_ERROR_UNSUPPORTED, "has no libhkernel type");
+        hk_check(t == (hk_type)77, "refused ggml type writes nothing", NULL);
+    }
+    hk_check_status("ggml type null out", hk_type_from_ggml(8, NULL), HK_ERROR_INVALID_ARGUMENT, "out_type is NULL");
+}
+
+/* ---- no Vulkan driver (ctest no_driver: VK_DRIVER_FILES and VK_ICD_FILENAMES name a file that
+ * does not exist, so the loader finds no ICD) ---- */
+static int test_no_driver(void)
+{
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.disable_pipeline_cache = 1;
+    hk_context *c = (hk_context *)&c;
+    hk_check_status("context without a Vulkan driver", hk_context_create(&desc, &c), HK_ERROR_NOT_FOUND,
+                    "no Vulkan driver found");
+    hk_check(c == NULL, "no context", NULL);
+    hk_check(strstr(hk_last_error(), "mesa-vulkan-drivers") != NULL, "the message says what to install", "%s",
+             hk_last_error());
+    uint32_t count = 99;
+    char names[4][256];
+    hk_check_status("enumerate without a Vulkan driver", hk_enumerate_devices(names, NULL, 4, &count),
+                    HK_ERROR_NOT_FOUND, "no Vulkan driver found");
+    hk_check(count == 0, "no devices counted", "%u", count);
+    return hk_test_finish(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
+        return test_no_driver();
     ctx = hk_test_context();
     hk_rng rng = {5};
     uint8_t wdata[4 * 144];
@@ -125,6 +440,14 @@ int main(void)
            "logits needs 1536 bytes");
     EXPECT("int8 matvec q4_k misaligned", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, (hk_view){w, 2}, xv, yv, 1, 256),
            HK_ERROR_INVALID_ARGUMENT, "w.offset=2 is not a multiple of 16");
+    /* views are untyped: a view too small for the tensor is caught, f32 where Q8_1 belongs is not */
+    EXPECT("int8 matvec x view too small for its q8_1 blocks", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){x, 768}, yv, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
+
+    /* shape limits */
+    test_gemv_limit();
+    test_rmsnorm_limit();
+    test_matvec_limits(aligned);
     hk_buffer_destroy(aligned);
 
     /* objects from another context */
@@ -187,6 +510,10 @@ int main(void)
     hk_context_desc_init(&bad);
     bad.device_index = 999;
     hk_check_status("device index out of range", hk_context_create(&bad, &bc), HK_ERROR_NOT_FOUND, "device index 999");
+
+    test_buffer_limits();
+    test_hk_device();
+    test_type_traits();
 
     /* destroy functions accept NULL */
     hk_buffer_destroy(NULL);

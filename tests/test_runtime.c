@@ -3,6 +3,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "hk_test.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +126,244 @@ static void test_pipeline_cache(void)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* ---- the pipeline cache when something is wrong at its path --------------------------------
+ * Each case: a fresh temporary directory, something placed where the cache file or its directory
+ * goes, then a context on it: creation succeeds, a kernel runs right, destroying the context
+ * (which writes the cache) finishes, nothing hangs (alarm), the problem is reported as a warning
+ * on stderr, and the validation layer says nothing. */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "FAIL pipeline cache: hung (no answer within 60 s)\n";
+    if (write(1, msg, sizeof msg - 1) < 0)
+        _exit(2);
+    _exit(1);
+}
+
+/* hkernel-<major>.<minor>.<patch>-<uuid hex>-<driver version>.bin, as hkernel.h documents it */
+static void cache_file_name(char *out, size_t size)
+{
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    char uuid[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(uuid + 2 * i, 3, "%02x", caps.device_uuid[i]);
+    snprintf(out, size, "hkernel-%d.%d.%d-%s-%08x.bin", HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, uuid,
+             caps.driver_version);
+}
+
+static void remove_tree(const char *dir)
+{
+    char *cmd = malloc(strlen(dir) + 32);
+    sprintf(cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    free(cmd);
+}
+
+/* entries of dir whose name ends in suffix */
+static int count_suffix(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t a = strlen(e->d_name), b = strlen(suffix);
+        n += a >= b && strcmp(e->d_name + a - b, suffix) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Creates a context on cache_dir, runs a kernel, destroys it; stderr is captured meanwhile and
+ * must contain `warning` (NULL: any or none). */
+static void cache_case(const char *name, const char *cache_dir, const char *warning)
+{
+    char err_path[] = "/tmp/hk-cache-stderr-XXXXXX";
+    int err_fd = mkstemp(err_path);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(err_fd, 2);
+    alarm(60);
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.enable_validation = 1;
+    desc.pipeline_cache_dir = cache_dir;
+    hk_context *c = NULL;
+    char label[160];
+    snprintf(label, sizeof label, "cache %s: context", name);
+    hk_status st = hk_context_create(&desc, &c);
+    uint32_t messages = 0;
+    if (st == HK_OK) {
+        snprintf(label, sizeof label, "cache %s: kernel", name);
+        run_one_matvec(c, label);
+        messages = hk_context_validation_messages(c);
+        hk_context_destroy(c);
+    }
+    alarm(0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[4096] = "";
+    ssize_t n = pread(err_fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    close(err_fd);
+    unlink(err_path);
+    if (*text)
+        fprintf(stderr, "%s", text);
+    snprintf(label, sizeof label, "cache %s: context created", name);
+    hk_check_status(label, st, HK_OK, NULL);
+    snprintf(label, sizeof label, "cache %s: no validation messages", name);
+    hk_check(messages == 0, label, "%u", messages);
+    if (warning) {
+        snprintf(label, sizeof label, "cache %s: warned", name);
+        hk_check(strstr(text, "hkernel: pipeline cache: ") && strstr(text, warning), label, "want \"%s\"", warning);
+    }
+}
+
+static void test_pipeline_cache_problems(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    char file[128];
+    cache_file_name(file, sizeof file);
+    struct stat st;
+
+    /* a FIFO at the file's path: opening it for reading would wait for a writer forever */
+    char dir[] = "/tmp/hk-cache-XXXXXX";
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    hk_check(mkfifo(path, 0644) == 0, "cache fifo: mkfifo", NULL);
+    cache_case("fifo", dir, "not a regular file");
+    hk_check(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0, "cache fifo: replaced by a cache file", NULL);
+    remove_tree(dir);
+
+    /* a link at the file's path to a FIFO: not followed */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    hk_check(mkfifo(fifo, 0644) == 0 && symlink(fifo, path) == 0, "cache link: setup", NULL);
+    cache_case("link to a fifo", dir, "a symbolic link, not followed");
+    hk_check(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "cache link: its target untouched", NULL);
+    remove_tree(dir);
+
+    /* a directory at the file's path: nothing to read, and the new file cannot replace it */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    hk_check(mkdir(path, 0755) == 0, "cache directory: mkdir", NULL);
+    cache_case("directory", dir, "not a regular file");
+    hk_check(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && count_suffix(dir, ".tmp") == 0,
+             "cache directory: left as it was, no temporary file left behind", NULL);
+    remove_tree(dir);
+
+    /* garbage in the file: not given to the driver, replaced by a real cache */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    hk_rng rng = {21};
+    for (int i = 0; f && i < 1000; i++)
+        fputc((int)(hk_rng_next(&rng) & 0xFF), f);
+    hk_check(f && fclose(f) == 0, "cache garbage: written", NULL);
+    cache_case("garbage", dir, "not a pipeline cache of this device");
+    hk_check(stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size != 1000, "cache garbage: replaced", NULL);
+    cache_case("replaced garbage", dir, NULL); /* the file written over the garbage loads */
+    remove_tree(dir);
+
+    /* a file past HK_PIPELINE_CACHE_MAX_BYTES (sparse): not read */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    hk_check(fd >= 0 && ftruncate(fd, (off_t)HK_PIPELINE_CACHE_MAX_BYTES + 1) == 0, "cache huge: sparse file", NULL);
+    if (fd >= 0)
+        close(fd);
+    cache_case("huge file", dir, "larger than HK_PIPELINE_CACHE_MAX_BYTES");
+    remove_tree(dir);
+
+    /* a cache directory of more than 767 characters (the old fixed buffer): used as given */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    size_t long_len = strlen(dir) + 9 * 101;
+    char *long_dir = malloc(long_len + 1);
+    strcpy(long_dir, dir);
+    for (int i = 0; i < 9; i++) {
+        size_t at = strlen(long_dir);
+        long_dir[at] = '/';
+        memset(long_dir + at + 1, 'a' + i, 100);
+        long_dir[at + 101] = '\0';
+    }
+    cache_case("dir of 929 characters", long_dir, NULL);
+    char *long_file = malloc(long_len + strlen(file) + 2);
+    sprintf(long_file, "%s/%s", long_dir, file);
+    char truncated[768];
+    snprintf(truncated, sizeof truncated, "%s", long_dir);
+    hk_check(strlen(long_dir) > 767 && stat(long_file, &st) == 0 && S_ISREG(st.st_mode) && stat(truncated, &st) != 0,
+             "cache dir of 929 characters: the file is there, no truncated directory", "%zu characters", strlen(long_dir));
+    free(long_file);
+    free(long_dir);
+    remove_tree(dir);
+
+    /* a cache directory longer than the system takes (PATH_MAX): a warning, nothing created */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    size_t huge_len = strlen(dir) + 60 * 101;
+    char *huge_dir = malloc(huge_len + 1);
+    strcpy(huge_dir, dir);
+    for (int i = 0; i < 60; i++) {
+        size_t at = strlen(huge_dir);
+        huge_dir[at] = '/';
+        memset(huge_dir + at + 1, 'a' + i % 26, 100);
+        huge_dir[at + 101] = '\0';
+    }
+    cache_case("dir of 6000+ characters", huge_dir, "longer than the system takes");
+    hk_check(count_suffix(dir, "") == 2, "cache dir past PATH_MAX: nothing created", NULL); /* . and .. */
+    free(huge_dir);
+    remove_tree(dir);
+
+    /* a directory that cannot be created (even by root) */
+    cache_case("uncreatable dir", "/proc/hkernel-cache-test/sub", "cannot create the directory");
+    /* a directory that cannot be written (not for root, who writes anyway) */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    chmod(dir, 0555);
+    cache_case("unwritable dir", dir, geteuid() == 0 ? NULL : "cannot create");
+    chmod(dir, 0755);
+    remove_tree(dir);
+}
+
 /* An engine's device: its own instance, device, queue, buffer, command buffer; hkernel records
  * into the engine's command buffer and the engine submits. */
 static void test_borrowed(void)
@@ -193,7 +435,12 @@ static void test_borrowed(void)
     hk_borrowed_device bd = {.instance = instance, .physical_device = pd, .device = device, .queue = queue,
                              .queue_family_index = 0, .enabled_features = HK_FEATURE_STORAGE_16BIT,
                              .disable_pipeline_cache = 1};
-    hk_context *c = NULL;
+    hk_context *c = (hk_context *)&bd;
+    bd.queue_family_index = 99;
+    hk_check_status("borrowed queue family 99", hk_context_create_borrowed(&bd, &c), HK_ERROR_INVALID_ARGUMENT,
+                    "queue_family_index=99 does not exist");
+    hk_check(c == NULL, "refused borrow leaves NULL", NULL);
+    bd.queue_family_index = 0;
     bd.enabled_features = 0; /* an engine device without 16-bit storage cannot run our kernels */
     hk_check_status("borrowed device without 16-bit storage", hk_context_create_borrowed(&bd, &c),
                     HK_ERROR_UNSUPPORTED, "lacks storageBuffer16BitAccess");
@@ -292,6 +539,7 @@ int main(void)
     test_caps();
     test_buffers();
     test_pipeline_cache();
+    test_pipeline_cache_problems();
     test_borrowed();
     return hk_test_finish(ctx);
 }

@@ -10,12 +10,17 @@ hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view
     static const char *const names[] = {"w", "x", "y"};
     if (rows == 0 || k == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and k=%u must both be positive", rows, k);
+    /* each invocation loops k / GEMV_WG times, then once per subgroup to reduce: with k <= 2^20,
+     * at most 8192 + 33 iterations on subgroups of 4 */
+    hk_status st = hk__check_limit(fn, "k", k, HK_GEMV_MAX_K);
+    if (st != HK_OK)
+        return st;
     hk_binding b[3] = {
         {w, (uint64_t)rows * k * 4, 4, 0, 0},
         {x, (uint64_t)k * 4, 4, 0, 0},
         {y, (uint64_t)rows * 4, 4, 1, 0},
     };
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
     uint32_t wg = GEMV_WG;

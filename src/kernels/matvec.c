@@ -20,6 +20,18 @@
 #define MATVEC_MANY_ROWS 16384u
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 
+/* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
+ * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
+ * loops over O = ceil(rows / (32768 * nrows)) row groups (32768 = MATVEC_MAX_GROUPS *
+ * MATVEC_SUBGROUPS subgroups per dispatch), in each over k / 64 (Q8_0) or k / 256 (K-quants)
+ * items, an item costing up to 31 (Q8_0, nrows 4) or 151 (Q6_K, nrows 4) iterations of its inner
+ * loops. k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep every combination of
+ * type, nrows (the MoE may fall to 1) and rows under 63000 iterations (worst: nrows 1 near 2^24
+ * rows; k = 98304 with nrows 4: 58000). The portable kernel loops far less (k / 4096 units of up
+ * to 34). Whoever changes the geometry or the shaders' loops redoes this count. */
+_Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
+#define MATVEC_ROW_BLOCK 32768u
+
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 
 #ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
@@ -54,6 +66,14 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (k == 0 || k % block)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
                         hk_type_name(wtype));
+    hk_status st = hk__check_limit(fn, "k", k, HK_MATVEC_MAX_K);
+    if (st == HK_OK)
+        st = hk__check_limit(fn, moe ? "slots*n" : "rows", rows, HK_MATVEC_MAX_ROWS);
+    if (st == HK_OK)
+        st = hk__check_limit(fn, moe ? "ceil(slots*n/32768)*k" : "ceil(rows/32768)*k",
+                             (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k, HK_MATVEC_MAX_K_ROW_BLOCKS);
+    if (st != HK_OK)
+        return st;
     /* the int8 Q4_K kernel reads weights 16 bytes at a time, and so do the f32 MoE kernels, which
      * have no portable twin; the dense f32 path falls back instead */
     uint32_t w_align = (int8 || moe) && wtype == HK_TYPE_Q4_K ? 16 : 2;
@@ -67,7 +87,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
     };
     uint32_t count = moe ? 4 : 3;
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, count);
+    st = hk__check_bindings(context, stream, fn, names, b, count);
     if (st != HK_OK)
         return st;
     uint32_t sg = context->caps.subgroup_size, wg;

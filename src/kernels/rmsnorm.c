@@ -17,12 +17,17 @@ hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view 
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and n=%u must both be positive", rows, n);
     if (!(eps > 0.0f) || !isfinite(eps))
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "eps=%g must be positive and finite", (double)eps);
+    /* each invocation loops twice over n / wg values (wg >= 128) and twice over wg / subgroup
+     * partial sums (wg <= 512): with n <= 2^20, at most 2 * 8193 + 2 * 129 iterations */
+    hk_status st = hk__check_limit(fn, "n", n, HK_RMSNORM_MAX_N);
+    if (st != HK_OK)
+        return st;
     hk_binding b[3] = {
         {x, (uint64_t)rows * n * 4, 4, 0, 0},
         {weight, (uint64_t)n * 4, 4, 0, 0},
         {y, (uint64_t)rows * n * 4, 4, 1, 1},
     };
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
     /* a token or a few: one row per workgroup leaves most of the device idle, so a wider

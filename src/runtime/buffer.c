@@ -24,6 +24,11 @@ hk_status hk__alloc_buffer(hk_context *context, const char *fn, uint64_t size, V
                            VkDeviceMemory *out_memory)
 {
     const struct VolkDeviceTable *vk = &context->vk;
+    /* sizes the device can never hold are refused before Vulkan sees them: drivers may accept
+     * them (lavapipe allocates 3 GiB from its 2 GiB heap) or misbehave */
+    if (size > context->max_buffer_size)
+        return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "size %llu is more than the device's maxBufferSize (%llu bytes)",
+                        (unsigned long long)size, (unsigned long long)context->max_buffer_size);
     VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                                .size = size,
                                .usage = usage,
@@ -40,6 +45,15 @@ hk_status hk__alloc_buffer(hk_context *context, const char *fn, uint64_t size, V
     if (type < 0) {
         vk->vkDestroyBuffer(context->device, buffer, NULL);
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "no memory type with properties 0x%x for a buffer", (unsigned)required);
+    }
+    VkDeviceSize heap = context->memory.memoryHeaps[context->memory.memoryTypes[type].heapIndex].size;
+    const char *too_big = req.size > heap ? "the heap of its memory type" :
+                          req.size > context->max_allocation_size ? "maxMemoryAllocationSize" : NULL;
+    if (too_big) {
+        vk->vkDestroyBuffer(context->device, buffer, NULL);
+        return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "size %llu (%llu bytes allocated) is more than %s (%llu bytes)",
+                        (unsigned long long)size, (unsigned long long)req.size, too_big,
+                        (unsigned long long)(req.size > heap ? heap : context->max_allocation_size));
     }
     VkMemoryAllocateInfo alloc = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                   .allocationSize = req.size,

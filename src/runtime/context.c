@@ -89,35 +89,76 @@ static int type_rank(VkPhysicalDeviceType type)
     }
 }
 
-static hk_status pick_device(VkInstance instance, const hk_context_desc *desc, const char *fn, VkPhysicalDevice *out)
+#define NO_DRIVER "no Vulkan driver found (install one, e.g. mesa-vulkan-drivers for lavapipe on the CPU)"
+
+/* vkCreateInstance: the loader says VK_ERROR_INCOMPATIBLE_DRIVER when it finds no driver at all */
+static hk_status instance_fail(VkResult r, const char *fn)
+{
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+        return hk__fail(HK_ERROR_NOT_FOUND, fn, NO_DRIVER ": vkCreateInstance returned %s", hk__vk_result_name(r));
+    return hk__vk_fail(r, fn, "vkCreateInstance");
+}
+
+/* Up to 64 physical devices; no driver or no device is HK_ERROR_NOT_FOUND. */
+static hk_status list_devices(VkInstance instance, const char *fn, VkPhysicalDevice devices[64], uint32_t *out_count)
 {
     uint32_t count = 0;
     VkResult r = vkEnumeratePhysicalDevices(instance, &count, NULL);
+    if (r == VK_ERROR_INITIALIZATION_FAILED || (r == VK_SUCCESS && count == 0))
+        return hk__fail(HK_ERROR_NOT_FOUND, fn, NO_DRIVER ": no Vulkan device (%s)", hk__vk_result_name(r));
     if (r != VK_SUCCESS)
         return hk__vk_fail(r, fn, "vkEnumeratePhysicalDevices");
-    if (count == 0)
-        return hk__fail(HK_ERROR_NOT_FOUND, fn, "no Vulkan device found (install a driver, e.g. mesa-vulkan-drivers for lavapipe)");
-    VkPhysicalDevice devices[64];
     if (count > 64)
         count = 64;
     r = vkEnumeratePhysicalDevices(instance, &count, devices);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE)
         return hk__vk_fail(r, fn, "vkEnumeratePhysicalDevices");
+    if (count == 0)
+        return hk__fail(HK_ERROR_NOT_FOUND, fn, NO_DRIVER ": no Vulkan device");
+    *out_count = count;
+    return HK_OK;
+}
+
+/* 1 if s is a non-empty string of decimal digits */
+static int all_digits(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+static hk_status pick_device(VkInstance instance, const hk_context_desc *desc, const char *fn, VkPhysicalDevice *out)
+{
+    VkPhysicalDevice devices[64];
+    uint32_t count = 0;
+    hk_status st = list_devices(instance, fn, devices, &count);
+    if (st != HK_OK)
+        return st;
 
     int index = desc->device_index;
     const char *name = desc->device_name;
     const char *env = getenv("HK_DEVICE");
     if (index < 0 && !name && env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v >= 0)
-            index = (int)v;
-        else
+        if (!all_digits(env)) {
             name = env;
+        } else {
+            /* any number of digits: an index past the devices, however large, is not found */
+            unsigned long long v = 0;
+            for (const char *p = env; *p && v < 64; p++)
+                v = v * 10 + (unsigned)(*p - '0');
+            if (v >= count)
+                return hk__fail(HK_ERROR_NOT_FOUND, fn, "HK_DEVICE=%.40s%s: no device with that index (%u device%s)",
+                                env, strlen(env) > 40 ? "..." : "", count, count == 1 ? "" : "s");
+            index = (int)v;
+        }
     }
     if (index >= 0) {
         if ((uint32_t)index >= count)
-            return hk__fail(HK_ERROR_NOT_FOUND, fn, "device index %d out of range (%u devices)", index, count);
+            return hk__fail(HK_ERROR_NOT_FOUND, fn, "device index %d out of range (%u device%s)", index, count,
+                            count == 1 ? "" : "s");
         *out = devices[index];
         return HK_OK;
     }
@@ -250,8 +291,10 @@ static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
     memset(caps, 0, sizeof *caps);
 
     VkPhysicalDeviceVulkan11Properties v11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+    VkPhysicalDeviceMaintenance4Properties m4 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES,
+                                                 .pNext = &v11};
     VkPhysicalDeviceSubgroupSizeControlProperties ssc = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, .pNext = &v11};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, .pNext = &m4};
     VkPhysicalDeviceShaderIntegerDotProductProperties dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES, .pNext = &ssc};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &v11};
@@ -269,6 +312,9 @@ static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
     caps->api_version = p->apiVersion;
     caps->driver_version = p->driverVersion;
     memcpy(caps->device_uuid, v11.deviceUUID, 16);
+    memcpy(context->pipeline_cache_uuid, p->pipelineCacheUUID, VK_UUID_SIZE);
+    context->max_allocation_size = v11.maxMemoryAllocationSize ? v11.maxMemoryAllocationSize : UINT64_MAX;
+    context->max_buffer_size = m4.maxBufferSize ? m4.maxBufferSize : UINT64_MAX; /* 0: not queried (Vulkan 1.2) */
     caps->subgroup_size = v11.subgroupSize;
     caps->subgroup_size_min = ssc.minSubgroupSize ? ssc.minSubgroupSize : v11.subgroupSize;
     caps->subgroup_size_max = ssc.maxSubgroupSize ? ssc.maxSubgroupSize : v11.subgroupSize;
@@ -416,7 +462,7 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     VkResult r = vkCreateInstance(&inst_info, NULL, &context->instance);
     if (r != VK_SUCCESS) {
         free(context);
-        return hk__vk_fail(r, fn, "vkCreateInstance");
+        return instance_fail(r, fn);
     }
     volkLoadInstanceOnly(context->instance);
     if (context->validation_active) {
@@ -523,6 +569,20 @@ hk_status hk_context_create_borrowed(const hk_borrowed_device *b, hk_context **o
     if (st != HK_OK)
         return st;
     volkLoadInstanceOnly(b->instance);
+    uint32_t families = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(b->physical_device, &families, NULL);
+    VkQueueFamilyProperties *props = calloc(families ? families : 1, sizeof *props);
+    if (!props)
+        return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+    vkGetPhysicalDeviceQueueFamilyProperties(b->physical_device, &families, props);
+    int compute = b->queue_family_index < families && (props[b->queue_family_index].queueFlags & VK_QUEUE_COMPUTE_BIT);
+    free(props);
+    if (b->queue_family_index >= families)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "queue_family_index=%u does not exist (the device has %u queue famil%s)",
+                        b->queue_family_index, families, families == 1 ? "y" : "ies");
+    if (!compute)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "queue family %u has no compute support (VK_QUEUE_COMPUTE_BIT)",
+                        b->queue_family_index);
     hk_context *context = calloc(1, sizeof *context);
     if (!context)
         return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
@@ -609,14 +669,15 @@ hk_status hk_enumerate_devices(char (*names)[256], VkPhysicalDeviceType *types, 
     VkInstance instance;
     VkResult r = vkCreateInstance(&info, NULL, &instance);
     if (r != VK_SUCCESS)
-        return hk__vk_fail(r, fn, "vkCreateInstance");
+        return instance_fail(r, fn);
     volkLoadInstanceOnly(instance);
     uint32_t count = 0;
-    vkEnumeratePhysicalDevices(instance, &count, NULL);
     VkPhysicalDevice devices[64];
-    if (count > 64)
-        count = 64;
-    vkEnumeratePhysicalDevices(instance, &count, devices);
+    st = list_devices(instance, fn, devices, &count);
+    if (st != HK_OK) {
+        vkDestroyInstance(instance, NULL);
+        return st;
+    }
     for (uint32_t i = 0; i < count && i < max; i++) {
         VkPhysicalDeviceProperties p;
         vkGetPhysicalDeviceProperties(devices[i], &p);

@@ -20,6 +20,15 @@ hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
     return status;
 }
 
+hk_status hk__check_limit(const char *fn, const char *name, uint64_t value, uint64_t limit)
+{
+    if (value <= limit)
+        return HK_OK;
+    return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
+                    "%s=%llu exceeds the limit %s <= %llu (bounds every shader loop on every device; see hkernel.h)",
+                    name, (unsigned long long)value, name, (unsigned long long)limit);
+}
+
 const char *hk__vk_result_name(VkResult result)
 {
     switch (result) {

@@ -62,6 +62,9 @@ struct hk_context {
     uint32_t features; /* HK_FEATURE_* enabled on the device */
     hk_caps caps;
     VkPhysicalDeviceMemoryProperties memory;
+    uint64_t max_allocation_size; /* maxMemoryAllocationSize (Vulkan 1.1) */
+    uint64_t max_buffer_size;     /* maxBufferSize (Vulkan 1.3 / maintenance4); UINT64_MAX when unknown */
+    uint8_t pipeline_cache_uuid[VK_UUID_SIZE];
 
     VkDebugUtilsMessengerEXT messenger;
     PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
@@ -69,7 +72,7 @@ struct hk_context {
     int validation_active;
 
     VkPipelineCache pipeline_cache;
-    char pipeline_cache_file[1024]; /* "" when not persisted */
+    char *pipeline_cache_file; /* malloc'd; NULL when not persisted */
     VkDescriptorSetLayout set_layout[HK_MAX_BINDINGS + 1]; /* by binding count, lazily */
     VkPipelineLayout pipeline_layout[HK_MAX_BINDINGS + 1];
     hk_pipeline_entry *pipelines;
@@ -93,6 +96,10 @@ hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* HK_ERROR_INVALID_ARGUMENT with "fn: name=value exceeds the limit name <= limit (...)" when value > limit.
+ * The shape limits of the public header (HK_*_MAX_*): they keep every shader loop under 65535
+ * iterations per invocation, which lavapipe enforces by cutting loops short. */
+hk_status hk__check_limit(const char *fn, const char *name, uint64_t value, uint64_t limit);
 /* HK_ERROR_VULKAN with "fn: what failed (VK_ERROR_...)" */
 hk_status hk__vk_fail(VkResult result, const char *fn, const char *what);
 const char *hk__vk_result_name(VkResult result);

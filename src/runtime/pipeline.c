@@ -4,6 +4,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,97 +139,270 @@ void hk__pipelines_destroy(hk_context *context)
     }
 }
 
-/* mkdir -p; returns 0 on success */
-static int make_dirs(char *path)
+/* ---- the persisted cache --------------------------------------------------------------------
+ * A convenience only: every problem with it is a warning on stderr and the cache stays in memory.
+ * Paths are built on the heap, never truncated; only regular files are read (opened without
+ * blocking or following a link, so a FIFO or a device at the path cannot hang us), at most
+ * HK_PIPELINE_CACHE_MAX_BYTES of them; writes go to a new file created exclusively, then renamed. */
+
+static char *format(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static char *format(const char *fmt, ...)
 {
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int bad = mkdir(path, 0755) != 0 && errno != EEXIST;
-        *p = '/';
-        if (bad)
-            return -1;
-    }
-    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
 }
 
-static void cache_path(hk_context *context, const char *dir)
+/* "...<last 120 characters>" of a long path, for messages */
+static const char *shown(const char *path, int *cut)
 {
-    char base[768];
+    size_t n = strlen(path);
+    *cut = n > 120;
+    return *cut ? path + n - 120 : path;
+}
+
+static void warn(const char *what, const char *path, int err)
+{
+    int cut;
+    const char *tail = shown(path ? path : "", &cut);
+    fprintf(stderr, "hkernel: pipeline cache: %s%s%s%s%s%s (the cache stays in memory)\n", what, path ? " " : "",
+            cut ? "..." : "", tail, err ? ": " : "", err ? strerror(err) : "");
+}
+
+/* mkdir -p on a private copy of dir; 0 on success, else the errno of the step that failed */
+static int make_dirs(const char *dir)
+{
+    char *path = format("%s", dir);
+    if (!path)
+        return ENOMEM;
+    int err = 0;
+    for (char *p = path + 1; *p && !err; p++) {
+        if (*p != '/' || p[-1] == '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            err = errno;
+        *p = '/';
+    }
+    if (!err && mkdir(path, 0755) != 0 && errno != EEXIST)
+        err = errno;
+    struct stat st;
+    if (!err && stat(path, &st) != 0)
+        err = errno;
+    if (!err && !S_ISDIR(st.st_mode))
+        err = ENOTDIR;
+    free(path);
+    return err;
+}
+
+/* The cache file's path, or NULL (with a warning where something is wrong). */
+static char *cache_path(const hk_context *context, const char *dir)
+{
     const char *env = getenv("HK_PIPELINE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char *base;
     if (dir && *dir)
-        snprintf(base, sizeof base, "%s", dir);
+        base = format("%s", dir);
     else if (env && *env)
-        snprintf(base, sizeof base, "%s", env);
+        base = format("%s", env);
     else if (xdg && *xdg)
-        snprintf(base, sizeof base, "%s/hkernel", xdg);
+        base = format("%s/hkernel", xdg);
     else if (home && *home)
-        snprintf(base, sizeof base, "%s/.cache/hkernel", home);
+        base = format("%s/.cache/hkernel", home);
     else
-        return;
-    if (make_dirs(base) != 0)
-        return; /* an unwritable cache dir is not an error: the cache stays in memory */
+        return NULL;
     char uuid[33];
     for (int i = 0; i < 16; i++)
         snprintf(uuid + 2 * i, 3, "%02x", context->caps.device_uuid[i]);
-    snprintf(context->pipeline_cache_file, sizeof context->pipeline_cache_file, "%s/hkernel-%d.%d.%d-%s-%08x.bin", base,
-             HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, uuid, context->caps.driver_version);
+    char *file = base ? format("%s/hkernel-%d.%d.%d-%s-%08x.bin", base, HK_VERSION_MAJOR, HK_VERSION_MINOR,
+                               HK_VERSION_PATCH, uuid, context->caps.driver_version)
+                      : NULL;
+    if (!file) {
+        warn("out of host memory", NULL, 0);
+        free(base);
+        return NULL;
+    }
+#ifdef PATH_MAX
+    /* the temporary file's name is the longest the cache uses; refuse before creating anything */
+    if (strlen(file) + 32 >= PATH_MAX) {
+        char what[96];
+        snprintf(what, sizeof what, "a path of %zu characters is longer than the system takes (PATH_MAX %d):",
+                 strlen(file), (int)PATH_MAX);
+        warn(what, base, 0);
+        free(base);
+        free(file);
+        return NULL;
+    }
+#endif
+    int err = make_dirs(base);
+    if (err) {
+        warn("cannot create the directory", base, err);
+        free(base);
+        free(file);
+        return NULL;
+    }
+    free(base);
+    return file;
+}
+
+/* The cache file's bytes, or NULL: no file yet (silently), or a warning. */
+static void *read_cache(const char *file, size_t *out_size)
+{
+    *out_size = 0;
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP)
+            warn("a symbolic link, not followed:", file, 0);
+        else if (errno != ENOENT)
+            warn("cannot open", file, errno);
+        return NULL;
+    }
+    struct stat st;
+    void *data = NULL;
+    if (fstat(fd, &st) != 0) {
+        warn("cannot stat", file, errno);
+    } else if (!S_ISREG(st.st_mode)) {
+        warn("not a regular file, ignored:", file, 0);
+    } else if ((uint64_t)st.st_size > HK_PIPELINE_CACHE_MAX_BYTES) {
+        warn("larger than HK_PIPELINE_CACHE_MAX_BYTES (256 MiB), ignored:", file, 0);
+    } else if (st.st_size > 0 && (data = malloc((size_t)st.st_size)) == NULL) {
+        warn("out of host memory reading", file, 0);
+    } else if (data) {
+        size_t size = (size_t)st.st_size, done = 0;
+        while (done < size) {
+            ssize_t n = read(fd, (char *)data + done, size - done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                warn("cannot read", file, n < 0 ? errno : 0);
+                break;
+            }
+            done += (size_t)n;
+        }
+        if (done == size) {
+            *out_size = size;
+        } else {
+            free(data);
+            data = NULL;
+        }
+    }
+    close(fd);
+    return data;
+}
+
+static uint32_t le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* VkPipelineCacheHeaderVersionOne (little-endian whatever the host): only this device's and
+ * driver's data goes to the driver, so a garbage or foreign file never reaches it */
+static int header_matches(const hk_context *context, const uint8_t *data, size_t size)
+{
+    return size >= 16 + VK_UUID_SIZE && le32(data) >= 16 + VK_UUID_SIZE && le32(data) <= size &&
+           le32(data + 4) == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && le32(data + 8) == context->caps.vendor_id &&
+           le32(data + 12) == context->caps.device_id &&
+           memcmp(data + 16, context->pipeline_cache_uuid, VK_UUID_SIZE) == 0;
 }
 
 hk_status hk__pipeline_cache_open(hk_context *context, const char *dir, int disabled)
 {
-    void *data = NULL;
     size_t size = 0;
-    context->pipeline_cache_file[0] = '\0';
-    if (!disabled)
-        cache_path(context, dir);
-    FILE *f = context->pipeline_cache_file[0] ? fopen(context->pipeline_cache_file, "rb") : NULL;
-    if (f) {
-        if (fseek(f, 0, SEEK_END) == 0) {
-            long n = ftell(f);
-            if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL)
-                size = fread(data, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
-        }
-        fclose(f);
+    void *data = NULL;
+    context->pipeline_cache_file = disabled ? NULL : cache_path(context, dir);
+    if (context->pipeline_cache_file)
+        data = read_cache(context->pipeline_cache_file, &size);
+    if (data && !header_matches(context, data, size)) {
+        warn("not a pipeline cache of this device and driver, ignored:", context->pipeline_cache_file, 0);
+        free(data);
+        data = NULL;
+        size = 0;
     }
-    /* a stale or foreign file is rejected by the driver's own header check; retry empty then */
     VkPipelineCacheCreateInfo info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                       .initialDataSize = size,
-                                      .pInitialData = size ? data : NULL};
+                                      .pInitialData = data};
     VkResult r = context->vk.vkCreatePipelineCache(context->device, &info, NULL, &context->pipeline_cache);
     if (r != VK_SUCCESS && size) {
+        warn("the driver refused the data of", context->pipeline_cache_file, 0);
         info.initialDataSize = 0;
         info.pInitialData = NULL;
         r = context->vk.vkCreatePipelineCache(context->device, &info, NULL, &context->pipeline_cache);
     }
     free(data);
-    if (r != VK_SUCCESS)
-        return hk__vk_fail(r, "hk_context_create", "vkCreatePipelineCache");
+    if (r != VK_SUCCESS) {
+        /* pipelines are then created without a cache */
+        fprintf(stderr, "hkernel: pipeline cache: vkCreatePipelineCache failed (%s); pipelines are not cached\n",
+                hk__vk_result_name(r));
+        context->pipeline_cache = VK_NULL_HANDLE;
+    }
     return HK_OK;
+}
+
+static void write_cache(const char *file, const void *data, size_t size)
+{
+    static unsigned serial; /* contexts are destroyed one thread at a time (hkernel.h) */
+    char *tmp = format("%s.%ld-%u.tmp", file, (long)getpid(), serial++);
+    if (!tmp) {
+        warn("out of host memory writing", file, 0);
+        return;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        warn("cannot create", tmp, errno);
+        free(tmp);
+        return;
+    }
+    size_t done = 0;
+    int err = 0;
+    while (done < size && !err) {
+        ssize_t n = write(fd, (const char *)data + done, size - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            err = n < 0 ? errno : EIO;
+        else
+            done += (size_t)n;
+    }
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (err) {
+        warn("cannot write", tmp, err);
+        unlink(tmp);
+    } else if (rename(tmp, file) != 0) {
+        warn("cannot replace", file, errno);
+        unlink(tmp);
+    }
+    free(tmp);
 }
 
 void hk__pipeline_cache_close(hk_context *context)
 {
-    if (!context->pipeline_cache)
-        return;
-    size_t size = 0;
-    void *data = NULL;
-    if (context->pipeline_cache_file[0] && context->pipeline_count &&
-        context->vk.vkGetPipelineCacheData(context->device, context->pipeline_cache, &size, NULL) == VK_SUCCESS &&
-        size && (data = malloc(size)) != NULL &&
-        context->vk.vkGetPipelineCacheData(context->device, context->pipeline_cache, &size, data) == VK_SUCCESS) {
-        char tmp[1100];
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", context->pipeline_cache_file, (long)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (f) {
-            int ok = fwrite(data, 1, size, f) == size;
-            ok &= fclose(f) == 0;
-            if (!ok || rename(tmp, context->pipeline_cache_file) != 0)
-                remove(tmp);
+    char *file = context->pipeline_cache_file;
+    context->pipeline_cache_file = NULL;
+    if (context->pipeline_cache) {
+        size_t size = 0;
+        void *data = NULL;
+        const struct VolkDeviceTable *vk = &context->vk;
+        if (file && context->pipeline_count &&
+            vk->vkGetPipelineCacheData(context->device, context->pipeline_cache, &size, NULL) == VK_SUCCESS && size) {
+            if (size > HK_PIPELINE_CACHE_MAX_BYTES)
+                warn("the cache is larger than HK_PIPELINE_CACHE_MAX_BYTES (256 MiB), not written to", file, 0);
+            else if ((data = malloc(size)) == NULL)
+                warn("out of host memory writing", file, 0);
+            else if (vk->vkGetPipelineCacheData(context->device, context->pipeline_cache, &size, data) == VK_SUCCESS)
+                write_cache(file, data, size);
         }
+        free(data);
+        vk->vkDestroyPipelineCache(context->device, context->pipeline_cache, NULL);
+        context->pipeline_cache = VK_NULL_HANDLE;
     }
-    free(data);
-    context->vk.vkDestroyPipelineCache(context->device, context->pipeline_cache, NULL);
-    context->pipeline_cache = VK_NULL_HANDLE;
+    free(file);
 }
