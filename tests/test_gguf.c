@@ -165,6 +165,33 @@ static void test_reader_robustness(void)
     hk_check(outside == 0 && refused + parsed == 4 * model.data_start, "gguf reader: corrupted headers",
              "%llu corruptions: %u parsed (all inside the file: %s), %u refused with a message",
              (unsigned long long)(4 * model.data_start), parsed, outside ? "no" : "yes", refused);
+
+    /* seeded random damage: 1 to 8 header bytes set to random values, the file cut anywhere */
+    hk_rng rng = {0x6767756675ull};
+    parsed = outside = refused = 0;
+    const uint32_t rounds = 3000;
+    for (uint32_t round = 0; round < rounds; round++) {
+        uint64_t pos[8];
+        int n = 1 + (int)(hk_rng_next(&rng) % 8);
+        for (int i = 0; i < n; i++) {
+            pos[i] = hk_rng_next(&rng) % model.data_start;
+            copy[pos[i]] = (uint8_t)(hk_rng_next(&rng) >> 56);
+        }
+        uint64_t len = round % 2 ? size : hk_rng_next(&rng) % (size + 1);
+        if (gguf_parse(&f, copy, len, err, sizeof err) == 0) {
+            parsed++;
+            for (uint64_t i = 0; i < f.n_tensors; i++)
+                outside += f.data_start + f.tensors[i].offset + f.tensors[i].bytes > len;
+            gguf_free(&f);
+        } else {
+            refused += err[0] != 0;
+        }
+        for (int i = 0; i < n; i++)
+            copy[pos[i]] = model_bytes[pos[i]];
+    }
+    hk_check(outside == 0 && refused + parsed == rounds, "gguf reader: random damage",
+             "%u files: %u parsed (all inside the file: %s), %u refused with a message", rounds, parsed,
+             outside ? "no" : "yes", refused);
     free(copy);
 }
 
@@ -592,80 +619,118 @@ static void test_matvec(const gguf_tensor *w, hk_type type)
 
 /* MoE: the file's expert bank [experts, n, k], the file's routing (ids with a repeat, one past the
  * last expert and 0xFFFFFFFF), the file's x (one for all slots, or one per slot). */
-static void test_moe(const gguf_tensor *w, hk_type type)
+typedef struct moe_case {
+    const gguf_tensor *w, *x, *ids;
+    hk_type type;
+    hk_moe_shape shape;
+    uint64_t outputs;
+    uint32_t *id;    /* the routing, as the kernel reads it */
+    float *ref_f32;  /* numpy's double matvec of each slot's expert */
+    float *deq;      /* numpy's dequantization of the bank */
+    q8_1_x xq;
+    float *ref_int8; /* deq(W[id]) . deq(xq_slot), double; 0 for ids out of range */
+} moe_case;
+
+static int moe_case_make(moe_case *c, const gguf_tensor *w, hk_type type)
 {
-    const gguf_tensor *ids = gguf_find_tensor(&model, "moe.ids"), *x = x_of(w->name);
+    memset(c, 0, sizeof *c);
+    c->w = w;
+    c->type = type;
+    c->ids = gguf_find_tensor(&model, "moe.ids");
+    c->x = x_of(w->name);
     char key[GGUF_MAX_NAME + 32];
     snprintf(key, sizeof key, "hktest.x_per_slot.%s", w->name);
     uint32_t x_per_slot = 0;
-    if (!ids || ids->ggml_type != GGML_TYPE_I32 || !x || gguf_get_u32(&expected, key, &x_per_slot) != 0 ||
+    if (!c->ids || c->ids->ggml_type != GGML_TYPE_I32 || !c->x || gguf_get_u32(&expected, key, &x_per_slot) != 0 ||
         w->n_dims != 3) {
         hk_check(0, w->name, "no routing, x or x_per_slot for this expert bank");
-        return;
+        return 0;
     }
-    hk_moe_shape shape = {(uint32_t)w->ne[2], (uint32_t)w->ne[1], (uint32_t)w->ne[0], (uint32_t)gguf_tensor_values(ids),
-                          (int)x_per_slot};
-    uint64_t outputs = (uint64_t)shape.slots * shape.n;
-    if (gguf_tensor_values(x) != (x_per_slot ? shape.slots : 1) * (uint64_t)shape.k) {
-        hk_check(0, w->name, "x has %llu values", (unsigned long long)gguf_tensor_values(x));
-        return;
+    c->shape = (hk_moe_shape){(uint32_t)w->ne[2], (uint32_t)w->ne[1], (uint32_t)w->ne[0],
+                              (uint32_t)gguf_tensor_values(c->ids), (int)x_per_slot};
+    const hk_moe_shape *sh = &c->shape;
+    c->outputs = (uint64_t)sh->slots * sh->n;
+    if (gguf_tensor_values(c->x) != (x_per_slot ? sh->slots : 1) * (uint64_t)sh->k) {
+        hk_check(0, w->name, "x has %llu values", (unsigned long long)gguf_tensor_values(c->x));
+        return 0;
     }
-    uint32_t *id = malloc(ids->bytes);
-    memcpy(id, gguf_tensor_data(&model, ids), ids->bytes);
-    float *ref = expected_f64_as_f32(w->name, "moe", outputs), *deq = expected_copy(w->name, "deq", 0,
-                                                                                    gguf_tensor_values(w));
-    q8_1_x xq = quantize_x(x);
-    float *ref_int8 = malloc(outputs * sizeof(float));
-    for (uint32_t s = 0; s < shape.slots; s++)
-        for (uint32_t r = 0; r < shape.n; r++)
-            ref_int8[(size_t)s * shape.n + r] =
-                id[s] < shape.n_experts
-                    ? (float)contract_q8_1(deq + ((size_t)id[s] * shape.n + r) * shape.k,
-                                           xq.host + (x_per_slot ? (size_t)s * shape.k / 32 : 0), shape.k)
+    c->id = malloc(c->ids->bytes);
+    memcpy(c->id, gguf_tensor_data(&model, c->ids), c->ids->bytes);
+    c->ref_f32 = expected_f64_as_f32(w->name, "moe", c->outputs);
+    c->deq = expected_copy(w->name, "deq", 0, gguf_tensor_values(w));
+    if (!c->ref_f32 || !c->deq)
+        return 0;
+    c->xq = quantize_x(c->x);
+    c->ref_int8 = malloc(c->outputs * sizeof(float));
+    for (uint32_t s = 0; s < sh->slots; s++)
+        for (uint32_t r = 0; r < sh->n; r++)
+            c->ref_int8[(size_t)s * sh->n + r] =
+                c->id[s] < sh->n_experts
+                    ? (float)contract_q8_1(c->deq + ((size_t)c->id[s] * sh->n + r) * sh->k,
+                                           c->xq.host + (x_per_slot ? (size_t)s * sh->k / 32 : 0), sh->k)
                     : 0.0f;
-    placement places[2] = {in_file(w), {0}};
-    int n_places = 1;
-    if (type != HK_TYPE_Q4_K) /* Q4_K expert banks must be 16-byte aligned */
-        places[n_places++] = flush_copy(w);
-    for (int p = 0; p < n_places && ref && deq; p++) {
-        for (int int8 = 0; int8 < 2; int8++) {
-            char name[200];
-            snprintf(name, sizeof name, "%s %s E%u %ux%u slots=%u%s (%s) %s", int8 ? "hk_moe_matvec_int8" : "hk_moe_matvec",
-                     w->name, shape.n_experts, shape.n, shape.k, shape.slots, x_per_slot ? " x-per-slot" : "",
-                     hk_type_name(type), places[p].label);
-            out_buffer y = out_create(outputs);
-            hk_view iv = {file_buffer, ids->offset};
-            hk_status st = int8 ? hk_moe_matvec_int8(ctx, NULL, type, places[p].view, (hk_view){xq.buffer, 0}, iv,
-                                                     out_view(&y), &shape)
-                                : hk_moe_matvec(ctx, NULL, type, places[p].view, (hk_view){file_buffer, x->offset}, iv,
-                                                out_view(&y), &shape);
-            const float *got = st == HK_OK ? out_read(&y, name) : NULL;
-            if (st != HK_OK)
-                hk_check(0, name, "%s", hk_last_error());
-            if (got) {
-                hk_check_close(name, got, int8 ? ref_int8 : ref, outputs, int8 ? GATE_INT8_EXACT : HK_GATE_F32);
-                uint32_t nonzero = 0, routed_off = 0;
-                for (uint32_t s = 0; s < shape.slots; s++) {
-                    if (id[s] < shape.n_experts)
-                        continue;
-                    routed_off++;
-                    for (uint32_t r = 0; r < shape.n; r++)
-                        nonzero += got[(size_t)s * shape.n + r] != 0.0f;
-                }
-                char label[240];
-                snprintf(label, sizeof label, "%s: out-of-range ids give zeros", name);
-                hk_check(nonzero == 0 && routed_off >= 2, label, "%u slots routed nowhere, %u nonzero outputs",
-                         routed_off, nonzero);
-            }
-            out_destroy(&y);
+    return 1;
+}
+
+static void moe_case_free(moe_case *c)
+{
+    free(c->id);
+    free(c->ref_f32);
+    free(c->deq);
+    free(c->ref_int8);
+    q8_1_x_free(&c->xq);
+}
+
+static hk_status moe_record(const moe_case *c, hk_view w, hk_view y, int int8)
+{
+    hk_view ids = {file_buffer, c->ids->offset};
+    return int8 ? hk_moe_matvec_int8(ctx, NULL, c->type, w, (hk_view){c->xq.buffer, 0}, ids, y, &c->shape)
+                : hk_moe_matvec(ctx, NULL, c->type, w, (hk_view){file_buffer, c->x->offset}, ids, y, &c->shape);
+}
+
+static void moe_run(const moe_case *c, placement p, int int8)
+{
+    const hk_moe_shape *sh = &c->shape;
+    char name[200], label[240];
+    snprintf(name, sizeof name, "%s %s E%u %ux%u slots=%u%s (%s) %s", int8 ? "hk_moe_matvec_int8" : "hk_moe_matvec",
+             c->w->name, sh->n_experts, sh->n, sh->k, sh->slots, sh->x_per_slot ? " x-per-slot" : "",
+             hk_type_name(c->type), p.label);
+    out_buffer y = out_create(c->outputs);
+    hk_status st = moe_record(c, p.view, out_view(&y), int8);
+    const float *got = st == HK_OK ? out_read(&y, name) : NULL;
+    if (st != HK_OK)
+        hk_check(0, name, "%s", hk_last_error());
+    if (got) {
+        hk_check_close(name, got, int8 ? c->ref_int8 : c->ref_f32, c->outputs, int8 ? GATE_INT8_EXACT : HK_GATE_F32);
+        uint32_t nonzero = 0, routed_off = 0;
+        for (uint32_t s = 0; s < sh->slots; s++) {
+            if (c->id[s] < sh->n_experts)
+                continue;
+            routed_off++;
+            for (uint32_t r = 0; r < sh->n; r++)
+                nonzero += got[(size_t)s * sh->n + r] != 0.0f;
+        }
+        snprintf(label, sizeof label, "%s: out-of-range ids give zeros", name);
+        hk_check(nonzero == 0 && routed_off >= 2, label, "%u slots routed nowhere, %u nonzero outputs", routed_off,
+                 nonzero);
+    }
+    out_destroy(&y);
+}
+
+static void test_moe(const gguf_tensor *w, hk_type type)
+{
+    moe_case c;
+    if (moe_case_make(&c, w, type)) {
+        for (int int8 = 0; int8 < 2; int8++)
+            moe_run(&c, in_file(w), int8);
+        if (type != HK_TYPE_Q4_K) { /* Q4_K expert banks must be 16-byte aligned */
+            placement flush = flush_copy(w);
+            for (int int8 = 0; int8 < 2; int8++)
+                moe_run(&c, flush, int8);
+            hk_buffer_destroy(flush.own);
         }
     }
-    hk_buffer_destroy(places[1].own);
-    q8_1_x_free(&xq);
-    free(id);
-    free(ref);
-    free(deq);
-    free(ref_int8);
+    moe_case_free(&c);
 }
 
 static void test_gemv(const gguf_tensor *w)

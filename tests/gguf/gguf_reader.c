@@ -1,7 +1,8 @@
 /* gguf_reader.c — see gguf_reader.h. Every read goes through `take`, which checks the length
  * against the bytes left first; counts are bounded by the bytes left before anything is allocated
- * or looped over, so no input can make the reader read outside the buffer, allocate more than a
- * small multiple of the file's size, or loop longer than the file is long. */
+ * or looped over, so no input can make the reader read outside the buffer or allocate more than a
+ * few times the file's size. (The duplicate-name checks are quadratic in the counts: fine for test
+ * files, not for a loader of untrusted multi-gigabyte files.) */
 #include "gguf_reader.h"
 
 #include "hk_ref.h"
