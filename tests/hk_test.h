@@ -20,7 +20,7 @@ void hk_check(int ok, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Checks that scale_rel(got, ref) < gate. Returns 1 on pass. */
+/* Checks that scale_rel(got, ref) < gate (got NULL fails). Returns 1 on pass. */
 int hk_check_close(const char *name, const float *got, const float *ref, size_t n, double gate);
 /* Checks a status (and, for a failure, that hk_last_error() contains `needle`). */
 int hk_check_status(const char *name, hk_status got, hk_status want, const char *needle);
@@ -49,7 +49,7 @@ hk_test_out hk_test_out_create(hk_context *context, size_t n);
 /* The view of the output itself (past the leading guard). */
 hk_view hk_test_out_view(const hk_test_out *out);
 /* Downloads the output and checks (one hk_check named "<name> guards") that the guards are still
- * poison; returns the n output values. */
+ * poison; returns the n output values (NULL, after a failed check, if the download failed). */
 const float *hk_test_out_read(hk_test_out *out, const char *name);
 void hk_test_out_destroy(hk_test_out *out);
 

@@ -25,7 +25,6 @@
 /* int8 kernels against the exact contraction of the values they are given: only f32 summation
  * order separates them */
 #define GATE_INT8_EXACT 1e-5
-#define GUARD 16        /* poisoned floats before and after each output */
 #define FLUSH_OFFSET 34 /* the copy at a 2-byte offset: 34 % 4 == 2, 34 % 16 == 2 */
 
 static hk_context *ctx;
@@ -420,49 +419,6 @@ static void test_ref_matvec(const gguf_tensor *t, hk_type type, const gguf_tenso
 
 /* ---- GPU ---------------------------------------------------------------------------------------- */
 
-/* An output: GUARD poison words, the output, GUARD poison words. */
-typedef struct out_buffer {
-    hk_buffer *buffer;
-    size_t n;
-    float *host;
-} out_buffer;
-
-static out_buffer out_create(size_t n)
-{
-    out_buffer o = {NULL, n, malloc((n + 2 * GUARD) * sizeof(float))};
-    hk_poison(o.host, n + 2 * GUARD);
-    o.buffer = hk_test_buffer(ctx, (n + 2 * GUARD) * sizeof(float), o.host);
-    return o;
-}
-
-static hk_view out_view(const out_buffer *o) { return (hk_view){o->buffer, GUARD * sizeof(float)}; }
-
-/* Downloads the output and checks the guards; NULL (and a failed check) if the download failed. */
-static const float *out_read(out_buffer *o, const char *name)
-{
-    char label[200];
-    if (hk_buffer_download(o->buffer, 0, o->host, (o->n + 2 * GUARD) * sizeof(float)) != HK_OK) {
-        hk_check(0, name, "download failed: %s", hk_last_error());
-        return NULL;
-    }
-    uint32_t bad = 0;
-    for (size_t i = 0; i < GUARD; i++) {
-        uint32_t a, b;
-        memcpy(&a, &o->host[i], 4);
-        memcpy(&b, &o->host[GUARD + o->n + i], 4);
-        bad += (a != HK_POISON_WORD) + (b != HK_POISON_WORD);
-    }
-    snprintf(label, sizeof label, "%s guards", name);
-    hk_check(bad == 0, label, "%u words written outside the output", bad);
-    return o->host + GUARD;
-}
-
-static void out_destroy(out_buffer *o)
-{
-    hk_buffer_destroy(o->buffer);
-    free(o->host);
-}
-
 /* Where a weight's bytes sit on the device. */
 typedef struct placement {
     const char *label;
@@ -576,12 +532,12 @@ static void matvec_run(const matvec_case *c, placement p, int int8)
     char name[160];
     snprintf(name, sizeof name, "%s %s %ux%u (%s) %s", int8 ? "hk_matvec_int8" : "hk_matvec", c->w->name, c->rows,
              c->k, hk_type_name(c->type), p.label);
-    out_buffer y = out_create(c->rows);
-    hk_status st = matvec_record(c, p.view, out_view(&y), int8);
+    hk_test_out y = hk_test_out_create(ctx, c->rows);
+    hk_status st = matvec_record(c, p.view, hk_test_out_view(&y), int8);
     if (st != HK_OK) {
         hk_check(0, name, "%s", hk_last_error());
     } else {
-        const float *got = out_read(&y, name);
+        const float *got = hk_test_out_read(&y, name);
         if (got && !hk_check_close(name, got, int8 ? c->ref_int8 : c->ref_f32, c->rows,
                                    int8 ? GATE_INT8_EXACT : HK_GATE_F32) && int8) {
             /* say whether the library's own int8 reference, on the same Q8_1 x, agrees with the
@@ -593,7 +549,7 @@ static void matvec_run(const matvec_case *c, placement p, int int8)
             free(lib);
         }
     }
-    out_destroy(&y);
+    hk_test_out_destroy(&y);
 }
 
 static void test_matvec(const gguf_tensor *w, hk_type type)
@@ -607,10 +563,10 @@ static void test_matvec(const gguf_tensor *w, hk_type type)
         if (type != HK_TYPE_Q4_K) {
             matvec_run(&c, flush, 1);
         } else { /* the int8 Q4_K kernel asks 16-byte aligned weights, and says so */
-            out_buffer y = out_create(c.rows);
-            hk_check_status("hk_matvec_int8 q4_k at a 2-byte offset is refused", matvec_record(&c, flush.view, out_view(&y), 1),
+            hk_test_out y = hk_test_out_create(ctx, c.rows);
+            hk_check_status("hk_matvec_int8 q4_k at a 2-byte offset is refused", matvec_record(&c, flush.view, hk_test_out_view(&y), 1),
                             HK_ERROR_INVALID_ARGUMENT, "is not a multiple of 16");
-            out_destroy(&y);
+            hk_test_out_destroy(&y);
         }
         hk_buffer_destroy(flush.own);
     }
@@ -695,9 +651,9 @@ static void moe_run(const moe_case *c, placement p, int int8)
     snprintf(name, sizeof name, "%s %s E%u %ux%u slots=%u%s (%s) %s", int8 ? "hk_moe_matvec_int8" : "hk_moe_matvec",
              c->w->name, sh->n_experts, sh->n, sh->k, sh->slots, sh->x_per_slot ? " x-per-slot" : "",
              hk_type_name(c->type), p.label);
-    out_buffer y = out_create(c->outputs);
-    hk_status st = moe_record(c, p.view, out_view(&y), int8);
-    const float *got = st == HK_OK ? out_read(&y, name) : NULL;
+    hk_test_out y = hk_test_out_create(ctx, c->outputs);
+    hk_status st = moe_record(c, p.view, hk_test_out_view(&y), int8);
+    const float *got = st == HK_OK ? hk_test_out_read(&y, name) : NULL;
     if (st != HK_OK)
         hk_check(0, name, "%s", hk_last_error());
     if (got) {
@@ -714,7 +670,7 @@ static void moe_run(const moe_case *c, placement p, int int8)
         hk_check(nonzero == 0 && routed_off >= 2, label, "%u slots routed nowhere, %u nonzero outputs", routed_off,
                  nonzero);
     }
-    out_destroy(&y);
+    hk_test_out_destroy(&y);
 }
 
 static void test_moe(const gguf_tensor *w, hk_type type)
@@ -741,15 +697,15 @@ static void test_gemv(const gguf_tensor *w)
     if (x && ref && gguf_tensor_values(x) == k) {
         char name[128];
         snprintf(name, sizeof name, "hk_gemv_f32 %s %ux%u file", w->name, rows, k);
-        out_buffer y = out_create(rows);
+        hk_test_out y = hk_test_out_create(ctx, rows);
         hk_status st = hk_gemv_f32(ctx, NULL, (hk_view){file_buffer, w->offset}, (hk_view){file_buffer, x->offset},
-                                   out_view(&y), rows, k);
-        const float *got = st == HK_OK ? out_read(&y, name) : NULL;
+                                   hk_test_out_view(&y), rows, k);
+        const float *got = st == HK_OK ? hk_test_out_read(&y, name) : NULL;
         if (st != HK_OK)
             hk_check(0, name, "%s", hk_last_error());
         if (got)
             hk_check_close(name, got, ref, rows, HK_GATE_F32);
-        out_destroy(&y);
+        hk_test_out_destroy(&y);
     }
     free(ref);
 }
