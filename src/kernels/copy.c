@@ -20,7 +20,9 @@ hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view d
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "size is 0");
     if ((src.offset | dst.offset | size) % 16 || size / 16 > UINT32_MAX)
         return hk__record_transfer_copy(context, stream, fn, b);
-    uint32_t words = (uint32_t)(size / 16), wg = COPY_WG;
+    uint32_t words = (uint32_t)(size / 16);
+    /* Vulkan guarantees only 128 invocations per workgroup */
+    uint32_t wg = COPY_WG < context->caps.max_workgroup_size ? COPY_WG : context->caps.max_workgroup_size;
     uint64_t groups = (words + (uint64_t)wg * COPY_WORDS_PER_INVOCATION - 1) / ((uint64_t)wg * COPY_WORDS_PER_INVOCATION);
     hk_dispatch_desc d = {.shader = HK_SHADER_COPY, .spec = &wg, .spec_count = 1, .bindings = b, .binding_count = 2,
                           .params = &words, .params_bytes = sizeof words, .groups = groups};
