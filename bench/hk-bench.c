@@ -49,27 +49,11 @@ static void bench_row(bench *b, hk_case_run *run, hk_case_bound *bound)
 
 int main(int argc, char **argv)
 {
-    bench_options o = bench_options_default();
+    bench_options o;
     const char *json_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-            json_path = argv[++i];
-            continue;
-        }
-        int taken = bench_option(&o, argc, argv, &i);
-        if (taken == 1)
-            continue;
-        if (taken == 0)
-            fprintf(stderr, "hk-bench: unknown option %s\n", argv[i]);
-        usage(stderr);
-        return 2;
-    }
-    if (!bench_only_valid("hk-bench", o.only))
-        return 2;
+    int rc = bench_parse(&o, argc, argv, "hk-bench", usage, &json_path);
+    if (rc >= 0)
+        return rc;
     bench b = {0};
     bench_open(&b, "hk-bench", &o, "device,kernel,shape,ms,ms_single,gbs,ratio_to_copy,tflops,copy_gbs,llama_vk_ms");
     if (json_path && !(json = fopen(json_path, "w")))

@@ -46,22 +46,10 @@ static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
 
 int main(int argc, char **argv)
 {
-    bench_options o = bench_options_default();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        int taken = bench_option(&o, argc, argv, &i);
-        if (taken == 1)
-            continue;
-        if (taken == 0)
-            fprintf(stderr, "hk-check: unknown option %s\n", argv[i]);
-        usage(stderr);
-        return 2;
-    }
-    if (!bench_only_valid("hk-check", o.only))
-        return 2;
+    bench_options o;
+    int rc = bench_parse(&o, argc, argv, "hk-check", usage, NULL);
+    if (rc >= 0)
+        return rc;
     bench b = {0};
     bench_open(&b, "hk-check", &o,
                "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy,tflops,copy_gbs");

@@ -129,7 +129,7 @@ int wanted(const bench *b, const char *name)
     return 0;
 }
 
-int bench_only_valid(const char *tool, const char *only)
+static int bench_only_valid(const char *tool, const char *only)
 {
     if (!only)
         return 1;
@@ -158,7 +158,7 @@ void bench_options_help(FILE *f)
                "  --quick          small shapes (the default on CPU devices such as lavapipe)\n"
                "  --full           the model shapes (the default on GPUs)\n"
                "  --csv FILE       also write the rows as CSV\n"
-               "  --only NAMES     only these kernels (comma-separated; --only help lists them)\n"
+               "  --only NAMES     only these kernels, comma-separated (a name that is none lists them)\n"
                "  --help           this text\n");
 }
 
@@ -189,6 +189,31 @@ int bench_option(bench_options *o, int argc, char **argv, int *i)
         o->only = value;
     }
     return 1;
+}
+
+
+int bench_parse(bench_options *o, int argc, char **argv, const char *tool, void (*usage)(FILE *f),
+                const char **json_path)
+{
+    *o = bench_options_default();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (json_path && !strcmp(argv[i], "--json") && i + 1 < argc) {
+            *json_path = argv[++i];
+            continue;
+        }
+        int taken = bench_option(o, argc, argv, &i);
+        if (taken == 1)
+            continue;
+        if (taken == 0)
+            fprintf(stderr, "%s: unknown option %s\n", tool, argv[i]);
+        usage(stderr);
+        return 2;
+    }
+    return bench_only_valid(tool, o->only) ? -1 : 2;
 }
 
 /* ---- the case loop ---- */

@@ -50,8 +50,11 @@ bench_options bench_options_default(void);
 int bench_option(bench_options *o, int argc, char **argv, int *i);
 /* The common options' help lines. */
 void bench_options_help(FILE *f);
-/* Checks --only against the table: 0 (after listing the case names) if a name matches no case. */
-int bench_only_valid(const char *tool, const char *only);
+/* Parses a tool's command line: the common options, --help (usage to stdout), and --json FILE
+ * where json_path is not NULL. Returns -1 to go on, or the exit code (0 after --help, 2 after a
+ * usage error or an --only name that matches no case, whose message lists the names). */
+int bench_parse(bench_options *o, int argc, char **argv, const char *tool, void (*usage)(FILE *f),
+                const char **json_path);
 
 /* Opens the device the options name, sizes the cold footprint (small when quick), opens the CSV
  * file with its header line and measures the copy bandwidth. Exits 2 on failure. */
