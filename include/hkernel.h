@@ -12,7 +12,8 @@
  *
  * Weights are GGUF blocks exactly as stored in a .gguf file (no repacking):
  *   Q8_0  34 B / 32 values    Q4_K 144 B / 256 values    Q6_K 210 B / 256 values
- * Activations Q8_1 are 36 B / 32 values (f16 d, f16 s = d*sum(qs), i8 qs[32]).
+ * Activations Q8_1 are 36 B / 32 values (f16 d, f16 s = d*sum(qs), i8 qs[32]); the kernels read d
+ * and qs only (s is carried for other consumers, never trusted).
  */
 #ifndef HKERNEL_H
 #define HKERNEL_H
@@ -334,8 +335,10 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
 
 /* Dense quantized matvec: y[rows] = W[rows, k] . x[k]. W is rows contiguous GGUF rows of k values
  * of weight type wtype (Q8_0, Q4_K or Q6_K); x and y are f32. k must be a positive multiple of the
- * type's block (32 for Q8_0, 256 for Q4_K/Q6_K). Limits (all matvec functions): k <= 98304,
- * rows <= 16777216 and ceil(rows / 32768) * k <= 262144 (e.g. 262144 x 16384 is accepted). */
+ * type's block (32 for Q8_0, 256 for Q4_K/Q6_K). A NaN or inf in x (or in W's scales) reaches y by
+ * IEEE arithmetic: the rows that read it come out NaN or inf. Limits (all matvec functions):
+ * k <= 98304, rows <= 16777216 and ceil(rows / 32768) * k <= 262144 (e.g. 262144 x 16384 is
+ * accepted). */
 HK_API hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
                            hk_view y, uint32_t rows, uint32_t k);
 /* hk_matvec for one weight type. */
@@ -346,13 +349,19 @@ HK_API hk_status hk_matvec_q4k(hk_context *context, hk_stream *stream, hk_view w
 HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                                uint32_t rows, uint32_t k);
 
-/* Int8 matvec: y[rows] = W[rows, k] . x[k] with x given as k/32 Q8_1 blocks (hk_quantize_q8_1).
- * The weight quants are multiplied with the activation quants by packed int8 dot products
- * (hardware-accelerated where caps.integer_dot_accelerated; plain arithmetic where the device has
- * no shaderIntegerDotProduct). Against hk_matvec on the unquantized x it differs by the Q8_1
- * rounding of x, about 1e-2 of the output scale at most. Q4_K weights must be 16-byte aligned
- * (GGUF aligns tensor data to 32); needs caps.subgroup_size_control (every Vulkan 1.3 device).
- * Limits as hk_matvec: k <= 98304, rows <= 16777216, ceil(rows / 32768) * k <= 262144. */
+/* Int8 matvec: y[rows] = deq(W[rows, k]) . deq(xq) with x given as k/32 Q8_1 blocks
+ * (hk_quantize_q8_1), deq(xq) = d*q: exactly the contraction of the dequantized values, in f32
+ * arithmetic (the weight quants meet the activation quants in packed int8 dot products, exact
+ * integers; hardware-accelerated where caps.integer_dot_accelerated, plain arithmetic where the
+ * device has no shaderIntegerDotProduct); within 1e-5 of the output scale of that contraction in
+ * double. Nothing of a Q8_1 block but d and q is read: its s may be anything (Q4_K's min term
+ * uses d*sum(q), summed from the quants). A block of d = NaN (hk_quantize_q8_1's block for a NaN
+ * or inf or too large activation) makes every output that reads it NaN; d = inf gives NaN or inf.
+ * Against hk_matvec on the unquantized x the result differs by the Q8_1 rounding of x: about
+ * 1e-2 of the output scale at most, more where blocks are tiny (see hk_quantize_q8_1). Q4_K
+ * weights must be 16-byte aligned (GGUF aligns tensor data to 32); needs
+ * caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
+ * rows <= 16777216, ceil(rows / 32768) * k <= 262144. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
@@ -373,7 +382,9 @@ typedef struct hk_moe_shape {
  * slots * n <= 16777216, ceil(slots * n / 32768) * k <= 262144. */
 HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
                                hk_view ids, hk_view y, const hk_moe_shape *shape);
-/* hk_moe_matvec with x as Q8_1 blocks ([k/32] or [slots, k/32]; see hk_matvec_int8). */
+/* hk_moe_matvec with x as Q8_1 blocks ([k/32] or [slots, k/32]): each slot's outputs as
+ * hk_matvec_int8 computes them (deq(W) . deq(xq), s never read, NaN blocks give NaN); an id >=
+ * n_experts gives zeros. */
 HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view ids, hk_view y, const hk_moe_shape *shape);
 
@@ -397,9 +408,23 @@ HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, 
 HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
                             uint32_t rows, uint32_t n, float eps);
 
-/* Activation quantizer: x[k] f32 -> k/32 GGUF Q8_1 blocks (d = amax/127, q = round(x/d),
- * s = d*sum(q)), the input of the int8 kernels. k a positive multiple of 32 (no other limit); y's
- * offset a multiple of 4. */
+/* Activation quantizer: x[k] f32 -> k/32 GGUF Q8_1 blocks, the input of the int8 kernels. Per 32
+ * values, as ggml: amax = max|x|, d = amax/127 (stored as f16), q = round(x/d) (half away from
+ * zero), s = f16(d*sum(q)) (carried, never read by the int8 kernels; it overflows to inf for
+ * blocks with amax above about 2047). At the ends of the f16 d's range:
+ *  - amax <= 127 * 2^-25 (~3.785e-6): d rounds to 0; the block is stored as zeros (d = s = 0,
+ *    q = 0), so those activations count as 0;
+ *  - amax below 0x1.fbc08p-8 (~7.748e-3): d is an f16 subnormal (steps of 2^-24), whose
+ *    rounding adds up to 127 * 2^-25 ~ 3.8e-6 to the error of each dequantized value, beside
+ *    the d/2 = amax/254 of q's rounding: at amax 1e-3 that doubles the error, at 1e-4 it is ~4% of
+ *    amax (for normal d the f16 rounding adds up to amax * 2^-11);
+ *  - a NaN or inf in the block, or amax >= 127 * 65520 = 8321040 (d would round to f16 inf): the
+ *    block is d = s = NaN (f16 0x7E00) with every q 0, so every int8 output that reads it is NaN
+ *    (hk_matvec on the same x gives NaN or inf there too): a non-finite activation never turns
+ *    into a finite result.
+ * The GPU's division may round d differently from C's amax/127 by one f32 step (d then differs
+ * by at most one f16 step, and a q by one, from hk_quant_row_q8_1). k a positive multiple of 32
+ * (no other limit); x's and y's offsets multiples of 4. */
 HK_API hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k);
 
 /* ---- attention ---------------------------------------------------------------------------------

@@ -70,18 +70,24 @@ void hk_q4k_chunk(uint b, uint c, out uvec4 q0, out uvec4 q1, out vec2 dm, out v
 }
 
 #ifdef HK_INT8
-// d*sc_j*dx_j*sum(q*xq) - dmin*m_j*s_j per sub-block j: sum(x) over the sub-block is the Q8_1
-// block's s.
+// Per sub-block j: d*sc_j * dx_j*sum(q*xq) - dmin*m_j * dx_j*sum(xq), the contraction of the
+// dequantized values. sum(xq) is summed here from the quants (packed dots with 0x01010101), once
+// per item for all rows: the Q8_1 block's s field is never read (another producer may round it
+// differently, and an f16 s overflows for blocks the f16 d still holds).
 void hk_item(uint it)
 {
     uint sb = it >> 2, c = it & 3u;
     uint b0 = x_base + (sb * 8u + 2u * c) * 9u, b1 = b0 + 9u; // Q8_1 blocks of sub-blocks 2c, 2c+1
-    vec2 x0 = unpackHalf2x16(xq[b0]), x1 = unpackHalf2x16(xq[b1]);
+    float dx0 = unpackHalf2x16(xq[b0]).x, dx1 = unpackHalf2x16(xq[b1]).x;
     uint xa[8], xb[8];
+    int sum0 = 0, sum1 = 0;
     for (uint i = 0; i < 8; i++) {
         xa[i] = xq[b0 + 1u + i];
         xb[i] = xq[b1 + 1u + i];
+        sum0 += hk_dot4(0x01010101u, xa[i]);
+        sum1 += hk_dot4(0x01010101u, xb[i]);
     }
+    vec2 xsum = vec2(dx0 * float(sum0), dx1 * float(sum1)); // dx * sum(xq) of sub-blocks 2c, 2c+1
     for (uint r = 0; r < HK_NROWS; r++) {
         uvec4 q0, q1;
         vec2 dm, sc, m;
@@ -91,7 +97,7 @@ void hk_item(uint it)
             dl += hk_dot4(q0[i] & 0x0F0F0F0Fu, xa[i]) + hk_dot4(q1[i] & 0x0F0F0F0Fu, xa[4u + i]);
             dh += hk_dot4((q0[i] >> 4) & 0x0F0F0F0Fu, xb[i]) + hk_dot4((q1[i] >> 4) & 0x0F0F0F0Fu, xb[4u + i]);
         }
-        acc[r] += dm.x * (sc.x * x0.x * float(dl) + sc.y * x1.x * float(dh)) - dm.y * (m.x * x0.y + m.y * x1.y);
+        acc[r] += dm.x * (sc.x * dx0 * float(dl) + sc.y * dx1 * float(dh)) - dm.y * dot(m, xsum);
     }
 }
 #else

@@ -847,6 +847,190 @@ static void test_matvec(results *res)
     }
 }
 
+/* ---- the int8 matvec reference: deq(W) . deq(xq), s never read ------------------------------------ */
+
+/* Weight value i of a block, from the GGUF formulas written out per value index (as in the hand
+ * tests above), in double. */
+static double hand_value(int type, const void *block, int i)
+{
+    if (type == HK_REF_Q8_0) {
+        const hk_block_q8_0 *b = block;
+        return f16_value(b->d) * b->qs[i];
+    }
+    if (type == HK_REF_Q4_K) {
+        const hk_block_q4_k *b = block;
+        const int c = i / 64, sub = i / 32, l = i % 32;
+        const uint8_t byte = b->qs[32 * c + l];
+        const int nib = (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+        /* scale/min of sub-block `sub`: 6 bits, split as llama.cpp's get_scale_min_k4 */
+        int sc, m;
+        if (sub < 4) {
+            sc = b->scales[sub] & 63;
+            m = b->scales[sub + 4] & 63;
+        } else {
+            sc = (b->scales[sub + 4] & 0xF) | ((b->scales[sub - 4] >> 6) << 4);
+            m = (b->scales[sub + 4] >> 4) | ((b->scales[sub] >> 6) << 4);
+        }
+        return f16_value(b->d) * sc * nib - f16_value(b->dmin) * m;
+    }
+    const hk_block_q6_k *b = block;
+    const int n = i / 128, t = (i % 128) / 32, l = i % 32;
+    const uint8_t lo_byte = b->ql[64 * n + l + 32 * (t & 1)];
+    const int lo = t < 2 ? (lo_byte & 0xF) : (lo_byte >> 4);
+    const int hi = (b->qh[32 * n + l] >> (2 * t)) & 3;
+    return f16_value(b->d) * b->scales[i / 16] * ((lo | (hi << 4)) - 32);
+}
+
+static void test_int8_ref(results *res)
+{
+    static const int types[3] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K};
+    static const char *names[3] = {"Q8_0", "Q4_K", "Q6_K"};
+    enum { K = 256 };
+    rng r = {0x1D8u};
+    hk_block_q8_1 x[K / 32];
+    /* x: d = +-2^-e (exact), quants over the whole int8 range, s garbage (inf, NaN, random) */
+    for (int b = 0; b < K / 32; b++) {
+        x[b].d = (uint16_t)((b & 1 ? 0x8000 : 0) | ((15 - 1 - b % 5) << 10)); /* +-2^-(1 + b%5) */
+        for (int i = 0; i < 32; i++)
+            x[b].qs[i] = (int8_t)(rng_next(&r) >> 56);
+        x[b].qs[3] = -128;
+        x[b].qs[4] = 127;
+        x[b].s = b == 0 ? 0x7C00 : b == 1 ? 0x7E00 : (uint16_t)(rng_next(&r) & 0x7BFF);
+    }
+    for (int t = 0; t < 3; t++) {
+        /* one hand-made weight block per type (the hand blocks above, 2 rows: the second with
+         * every byte flipped), exact binary values so the double sum is exact */
+        unsigned char w[2 * 8 * 34]; /* the largest: 2 rows of 8 Q8_0 blocks */
+        const size_t bsz = t == 0 ? 34 : t == 1 ? 144 : 210, blocks = t == 0 ? K / 32 : 1;
+        for (int row = 0; row < 2; row++)
+            for (size_t b = 0; b < blocks; b++) {
+                unsigned char *wp = w + ((size_t)row * blocks + b) * bsz;
+                for (size_t i = 0; i < bsz; i++)
+                    wp[i] = (unsigned char)(i * 37 + 11 + b * 5 + (size_t)row * 101);
+                if (t == 0) {
+                    put_u16(wp, row ? 0xB400 : 0x3555); /* -0.25, 1365/4096 */
+                } else if (t == 1) {
+                    put_u16(wp, row ? 0x3000 : 0x2E66); /* 0.125, 819/8192 */
+                    put_u16(wp + 2, 0x3400);            /* dmin 0.25 */
+                } else {
+                    put_u16(wp + 208, row ? 0xB000 : 0x3A00); /* -0.125, 0.75 */
+                }
+            }
+        float y[2], y2[2];
+        double want[2];
+        for (int row = 0; row < 2; row++) {
+            want[row] = 0.0;
+            for (int i = 0; i < K; i++) {
+                const size_t b = (size_t)i / (t == 0 ? 32 : 256);
+                const void *blk = w + ((size_t)row * blocks + b) * bsz;
+                want[row] += hand_value(types[t], blk, i % (t == 0 ? 32 : 256)) * f16_value(x[i / 32].d) *
+                             x[i / 32].qs[i % 32];
+            }
+        }
+        hk_ref_matvec_q8_1(types[t], w, x, y, 2, K);
+        /* the same with every s changed: identical bits */
+        hk_block_q8_1 xs[K / 32];
+        memcpy(xs, x, sizeof x);
+        for (int b = 0; b < K / 32; b++)
+            xs[b].s ^= 0x1234;
+        hk_ref_matvec_q8_1(types[t], w, xs, y2, 2, K);
+        check(res, (double)y[0] == (double)(float)want[0] && (double)y[1] == (double)(float)want[1],
+              "int8 ref %s: deq(W).deq(xq) of hand blocks, exact (%.9g %.9g, want %.9g %.9g)", names[t], (double)y[0],
+              (double)y[1], want[0], want[1]);
+        check(res, memcmp(y, y2, sizeof y) == 0, "int8 ref %s: the Q8_1 s field is never read", names[t]);
+    }
+}
+
+/* The Q8_0/Q8_1 quantizer at the ends of the f16 d's range, and IEEE NaN through the int8
+ * reference: 0 * inf is NaN for every weight type alike. */
+static void test_q8_1_limits(results *res)
+{
+    /* amax, want d (f16 bits), want all quants 0 */
+    static const struct {
+        float amax;
+        uint16_t d;
+        int zero_q;
+    } cases[] = {
+        {0.0f, 0x0000, 1},
+        {0x1.fcp-19f, 0x0000, 1},      /* 127 * 2^-25: d = 2^-25, a tie, rounds to 0 */
+        {0x1.fc0002p-19f, 0x0001, 0},  /* the next float: d just above 2^-25 -> 2^-24 */
+        {0x1.fbc08p-8f, 0x0400, 0},    /* the smallest normal d: 2^-14 */
+        {0x1.fbc07ep-8f, 0x03FF, 0},   /* the float before: the largest subnormal */
+        {8321039.5f, 0x7BFF, 0},       /* d = 65519.996...: 65504 */
+        {8321040.0f, 0x7E00, 1},       /* 127 * 65520: d = 65520 rounds to inf: NaN block */
+        {1e7f, 0x7E00, 1},
+        {INFINITY, 0x7E00, 1},
+        {NAN, 0x7E00, 1},
+    };
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float xb[32];
+        for (int j = 0; j < 32; j++)
+            xb[j] = isfinite(cases[c].amax) ? cases[c].amax * (float)(j - 16) / 32.0f : 0.5f;
+        xb[9] = -cases[c].amax;
+        hk_block_q8_1 q1;
+        hk_block_q8_0 q0;
+        hk_quant_row_q8_1(xb, &q1, 32);
+        hk_quant_row_q8_0(xb, &q0, 32);
+        int zero = 1;
+        for (int j = 0; j < 32; j++)
+            zero &= q1.qs[j] == 0;
+        const uint16_t want_s = cases[c].d == 0x7E00 ? 0x7E00 : cases[c].zero_q ? 0x0000 : q1.s;
+        const int ok = q1.d == cases[c].d && zero == cases[c].zero_q && q1.s == want_s && q0.d == q1.d &&
+                       memcmp(q0.qs, q1.qs, 32) == 0 && (cases[c].zero_q || q1.qs[9] == -127);
+        if (!ok) {
+            printf("  amax %a: d=0x%04X (want 0x%04X) s=0x%04X q[9]=%d zero=%d\n", (double)cases[c].amax, q1.d,
+                   cases[c].d, q1.s, q1.qs[9], zero);
+            bad++;
+        }
+    }
+    check(res, bad == 0, "Q8_1/Q8_0 quantizer limits: zero at amax <= 127*2^-25, NaN block from 127*65520 or "
+                         "non-finite, subnormal d below 0x1.fbc08p-8 (%d wrong)", bad);
+    check(res, HK_Q8_1_AMAX_ZERO == 0x1.fcp-19f && HK_Q8_1_AMAX_NORMAL == 0x1.fbc08p-8f &&
+                   HK_Q8_1_AMAX_NAN == 127.0f * 65520.0f,
+          "HK_Q8_1_AMAX_* constants are the limits above");
+
+    /* IEEE: weights of d = 0 (every value 0) against x of d = inf (no quant 0): 0 * inf = NaN for
+     * every weight type; x of d = NaN likewise */
+    static const int types[3] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K};
+    unsigned char w[8 * 34];
+    hk_block_q8_1 x[8];
+    for (int b = 0; b < 8; b++) {
+        x[b].d = 0x7C00;
+        x[b].s = 0x3C00;
+        for (int j = 0; j < 32; j++)
+            x[b].qs[j] = (int8_t)(1 + j);
+    }
+    int nan_inf = 0, nan_nan = 0;
+    for (int t = 0; t < 3; t++) {
+        memset(w, 0x11, sizeof w); /* quants nonzero; every f16 scale 0 below */
+        const size_t bsz = t == 0 ? 34 : t == 1 ? 144 : 210;
+        for (size_t b = 0; b * bsz + bsz <= sizeof w && b < (t == 0 ? 8u : 1u); b++) {
+            if (t == 0)
+                put_u16(w + b * bsz, 0x0000);
+            else if (t == 1) {
+                put_u16(w, 0x0000);
+                put_u16(w + 2, 0x0000);
+            } else {
+                put_u16(w + 208, 0x0000);
+            }
+        }
+        float y;
+        hk_ref_matvec_q8_1(types[t], w, x, &y, 1, 256);
+        nan_inf += isnan(y) != 0;
+        x[5].d = 0x7E00;
+        for (int b = 0; b < 8; b++)
+            if (b != 5)
+                x[b].d = 0x3C00;
+        hk_ref_matvec_q8_1(types[t], w, x, &y, 1, 256);
+        nan_nan += isnan(y) != 0;
+        for (int b = 0; b < 8; b++)
+            x[b].d = 0x7C00;
+    }
+    check(res, nan_inf == 3 && nan_nan == 3, "int8 ref IEEE: 0-valued weights . inf x = NaN for Q8_0, Q4_K, Q6_K "
+                                             "(%d/3), a NaN x block gives NaN (%d/3)", nan_inf, nan_nan);
+}
+
 static void test_gemv(results *res)
 {
     enum { ROWS = 7, K = 1000 };
@@ -968,6 +1152,8 @@ int main(void)
     test_roundtrip(&res);
     test_q8_1(&res);
     test_matvec(&res);
+    test_int8_ref(&res);
+    test_q8_1_limits(&res);
     test_gemv(&res);
     test_rmsnorm(&res);
     test_row_bytes(&res);

@@ -137,7 +137,7 @@ static const hk_case_shape matvec_full[] = {
 
 const hk_case hk_case_matvec = {"matvec", HK_GATE_F32, prepare_matvec, record_matvec, NULL, NULL,
                                 SHAPES(matvec_tests), SHAPES(matvec_quick), SHAPES(matvec_full)};
-const hk_case hk_case_matvec_int8 = {"matvec_int8", HK_GATE_F32, prepare_matvec_int8, record_matvec_int8,
+const hk_case hk_case_matvec_int8 = {"matvec_int8", HK_GATE_EXACT, prepare_matvec_int8, record_matvec_int8,
                                      compare_int8, NULL, SHAPES(matvec_int8_tests), SHAPES(matvec_quick),
                                      SHAPES(matvec_full)};
 
@@ -253,7 +253,7 @@ static const hk_case_shape moe_full[] = {{Q4, {128, 768, 2048, 8}, 0, 0.057}, {Q
 
 const hk_case hk_case_moe_matvec = {"moe_matvec", HK_GATE_F32, prepare_moe, record_moe, NULL, NULL,
                                     SHAPES(moe_tests), SHAPES(moe_quick), SHAPES(moe_full)};
-const hk_case hk_case_moe_matvec_int8 = {"moe_matvec_int8", HK_GATE_F32, prepare_moe_int8, record_moe_int8, NULL,
+const hk_case hk_case_moe_matvec_int8 = {"moe_matvec_int8", HK_GATE_EXACT, prepare_moe_int8, record_moe_int8, NULL,
                                          NULL, SHAPES(moe_tests), SHAPES(moe_quick), SHAPES(moe_full)};
 
 /* ---- router: d = {tokens, n_experts, top_k}, variant 1 = renormalised ---- */

@@ -118,40 +118,53 @@ void hk_dequant_row_q6_k(const hk_block_q6_k *x, float *y, size_t k)
 
 /* ---- quantize -------------------------------------------------------------------------------- */
 
-/* llama.cpp quantize_row_q8_0_ref: d = amax/127, q = roundf(x * (1/d)). */
+/* One 32-value block as llama.cpp's quantize_row_q8_0_ref / q8_1_ref do it (d = amax/127 in f32,
+ * then f16; q = roundf(x * (1/d))), except at the two ends of the f16 d's range, where ggml's result
+ * would be undefined (1/d overflows, a NaN cast to int) or silently finite: amax <=
+ * HK_Q8_1_AMAX_ZERO (d rounds to f16 0) gives d = 0 and every q 0; amax >= HK_Q8_1_AMAX_NAN
+ * (d rounds to f16 inf), or a NaN or inf in the block, gives d = NaN (f16 0x7E00) and every q 0.
+ * Returns the f32 d (NaN for the NaN block) and sum(q). */
+static float q8_block(const float *xb, uint16_t *d16, int8_t qs[32], int *sum)
+{
+    float amax = 0.0f;
+    int finite = 1;
+    for (int j = 0; j < 32; j++) {
+        finite &= isfinite(xb[j]) != 0;
+        amax = fmaxf(amax, fabsf(xb[j])); /* fmaxf drops a NaN: `finite` catches it */
+    }
+    *sum = 0;
+    if (!finite || amax >= HK_Q8_1_AMAX_NAN || amax <= HK_Q8_1_AMAX_ZERO) {
+        const int zero = finite && amax <= HK_Q8_1_AMAX_ZERO;
+        for (int j = 0; j < 32; j++)
+            qs[j] = 0;
+        *d16 = zero ? 0x0000 : 0x7E00;
+        return zero ? 0.0f : NAN;
+    }
+    const float d = amax / 127.0f;
+    const float id = 1.0f / d; /* finite: d > 2^-25 */
+    *d16 = hk_f32_to_f16(d);
+    for (int j = 0; j < 32; j++) {
+        qs[j] = (int8_t)roundf(xb[j] * id); /* |x * id| <= 127 plus rounding */
+        *sum += qs[j];
+    }
+    return d;
+}
+
 void hk_quant_row_q8_0(const float *x, hk_block_q8_0 *y, size_t k)
 {
-    const size_t nb = k / HK_QK8_0;
-    for (size_t i = 0; i < nb; i++) {
-        const float *xb = x + i * HK_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < HK_QK8_0; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = hk_f32_to_f16(d);
-        for (int j = 0; j < HK_QK8_0; j++)
-            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
+    for (size_t i = 0; i < k / HK_QK8_0; i++) {
+        int sum;
+        q8_block(x + i * HK_QK8_0, &y[i].d, y[i].qs, &sum);
     }
 }
 
-/* llama.cpp quantize_row_q8_1_ref: as Q8_0, plus s = f16(sum(q) * d) with the f32 d. */
+/* s = f16(d * sum(q)) with the f32 d, as ggml (it may overflow to inf for blocks with amax above
+ * about 2047; no kernel here reads it); the NaN block has s = NaN, the zero block s = 0. */
 void hk_quant_row_q8_1(const float *x, hk_block_q8_1 *y, size_t k)
 {
-    const size_t nb = k / HK_QK8_0;
-    for (size_t i = 0; i < nb; i++) {
-        const float *xb = x + i * HK_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < HK_QK8_0; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = hk_f32_to_f16(d);
-        int sum = 0;
-        for (int j = 0; j < HK_QK8_0; j++) {
-            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
-            sum += y[i].qs[j];
-        }
+    for (size_t i = 0; i < k / HK_QK8_0; i++) {
+        int sum;
+        const float d = q8_block(x + i * HK_QK8_0, &y[i].d, y[i].qs, &sum);
         y[i].s = hk_f32_to_f16((float)sum * d);
     }
 }

@@ -56,9 +56,24 @@ void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k);
 void hk_dequant_row_q6_k(const hk_block_q6_k *x, float *y, size_t k);
 
 /* ---- quantize: reference quantizers (GGUF-compatible layouts; simple, not llama.cpp's search) */
+/* Q8_0 and Q8_1 per 32 values: amax = max|x|, d = amax/127 in f32, stored as f16, q = roundf(x * (1/d))
+ * against the f32 d (llama.cpp's quantize_row_q8_*_ref), except at the ends of the f16 d's range:
+ *  - amax <= HK_Q8_1_AMAX_ZERO (127 * 2^-25 ~ 3.785e-6): d rounds to f16 0; the block is stored as
+ *    all zeros (d = 0, every q 0; Q8_1 s = 0);
+ *  - a NaN or inf in the block, or amax >= HK_Q8_1_AMAX_NAN (127 * 65520 = 8321040, where d rounds
+ *    to f16 inf): d = NaN (f16 0x7E00), every q 0 (Q8_1 s = NaN), so that every dot product that
+ *    reads the block is NaN rather than a silently finite number.
+ * Between them the f16 d is subnormal for amax < HK_Q8_1_AMAX_NORMAL (~7.748e-3): its absolute
+ * rounding error is then up to 2^-25, which adds up to 127 * 2^-25 ~ 3.8e-6 to the error of each
+ * dequantized value (beside the d/2 ~ amax/254 of the rounding of q); for normal d the f16
+ * rounding adds up to amax * 2^-11. */
+#define HK_Q8_1_AMAX_ZERO 0x1.fcp-19f   /* 127 * 2^-25 */
+#define HK_Q8_1_AMAX_NORMAL 0x1.fbc08p-8f /* the smallest amax whose f16(amax/127) is normal */
+#define HK_Q8_1_AMAX_NAN 8321040.0f      /* 127 * 65520 */
 void hk_quant_row_q8_0(const float *x, hk_block_q8_0 *y, size_t k);
-/* Q8_1 is the activation format the int8 kernels consume: d = amax/127, q = round(x/d),
- * s = d * sum(q). This is the exact definition the GPU quantizer kernel is held to. */
+/* Q8_1 is the activation format the int8 kernels consume: d and q as above, s = f16(d * sum(q))
+ * with the f32 d (ggml's; it overflows to inf for blocks with amax above about 2047; the int8
+ * kernels never read it). This is the exact definition the GPU quantizer kernel is held to. */
 void hk_quant_row_q8_1(const float *x, hk_block_q8_1 *y, size_t k);
 void hk_quant_row_q4_k(const float *x, hk_block_q4_k *y, size_t k);
 void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k);
@@ -84,15 +99,16 @@ size_t hk_ref_row_bytes(int type, size_t k);
 /* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
  * Accumulates in f32 per block, then adds the block sums in order. */
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);
-/* The int8 matvec: x given as k/32 Q8_1 blocks. Per 16 values, scale * dx * sum(q * xq) with the
- * weight's integer quants q (Q6_K: q - 32) and scale (d*sc); Q4_K subtracts dmin*m * s per 32
- * values, using the Q8_1 block's s for sum(x) as llama.cpp's vec_dot_q4_K_q8_1 does. */
+/* The int8 matvec: x given as k/32 Q8_1 blocks. The plain math: y[r] = sum_i deq(W[r])[i] *
+ * deq(xq)[i] with deq(xq) = d * q (hk_dequant_row_q8_1; the s field is never read), each product
+ * and the sum in double, stored as f32. IEEE throughout: a NaN or inf anywhere in the math gives
+ * NaN or inf the same way for every weight type (0 * inf is NaN). */
 void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *y, size_t rows, size_t k);
 /* MoE expert gather: w holds n_experts experts of n GGUF rows; y[s*n + r] = expert ids[s]'s row r
  * . x_s, x_s = x + s*k if x_per_slot else x. An id >= n_experts gives n zeros. */
 void hk_ref_moe_matvec(int type, const void *w, const float *x, int x_per_slot, const uint32_t *ids, float *y,
                        size_t n_experts, size_t n, size_t k, size_t slots);
-/* The same with x as Q8_1 blocks (x_s = x + s*k/32), each slot as hk_ref_matvec_q8_1. */
+/* The same with x as Q8_1 blocks (x_s = x + s*k/32), each slot as hk_ref_matvec_q8_1 (double). */
 void hk_ref_moe_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, int x_per_slot, const uint32_t *ids,
                             float *y, size_t n_experts, size_t n, size_t k, size_t slots);
 /* MoE router: per token, softmax over the n_experts logits; the top_k experts by logit in
@@ -120,8 +136,14 @@ void hk_ref_rope(float *x, const uint32_t *positions, size_t n_tokens, size_t n_
 /* ---- gates: how close each GPU kernel must come to its reference (scale-relative) ----------- */
 /* f32 arithmetic in another summation order: far above rounding, far below any decode bug */
 #define HK_GATE_F32 1e-4
-/* the activation is quantized to int8 (Q8_1): about 1/254 of each block's amax */
+/* the activation is quantized to int8 (Q8_1): about 1/254 of each block's amax; measures only the
+ * Q8_1 rounding of x (an int8 kernel against the f32 matvec on the unquantized x) */
 #define HK_GATE_INT8 1e-2
+/* an int8 kernel against hk_ref_matvec_q8_1 (double) on the same Q8_1 x: the kernel computes the
+ * same contraction in f32 (integer dot products are exact; the f32 rounding of per-block terms and
+ * of the sum stays near 1e-6 of the output scale at the shapes of the tests); anything that is not
+ * that contraction (a trusted s, a wrong scale) lands far above it */
+#define HK_GATE_EXACT 1e-5
 
 /* ---- test data ------------------------------------------------------------------------------ */
 typedef struct hk_rng {

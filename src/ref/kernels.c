@@ -1,6 +1,6 @@
 /* kernels.c — scalar reference kernels (see hk_ref.h). The summation order here is part of
  * the definition: matvec sums each block in f32 in index order, then adds the block sums in
- * block order; gemv and rmsnorm sum in index order in f32. */
+ * block order; gemv and rmsnorm sum in index order in f32; the int8 matvec sums in double. */
 #include "hk_ref.h"
 
 #include <math.h>
@@ -95,60 +95,8 @@ void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, 
     }
 }
 
-/* Integer quants of one weight block and the factors that turn their int dot products with Q8_1
- * quants into values: value i = scale[i/16] * q[i] - min[i/32] (min only for Q4_K). */
-typedef struct int_block {
-    size_t n;
-    int q[HK_QK_K];
-    float scale[HK_QK_K / 16];
-    float min[HK_QK_K / 32];
-} int_block;
-
-static void int_decode(int type, const unsigned char *row, size_t b, int_block *out)
-{
-    memset(out, 0, sizeof *out);
-    if (type == HK_REF_Q8_0) {
-        hk_block_q8_0 blk;
-        memcpy(&blk, row + b * sizeof blk, sizeof blk);
-        out->n = HK_QK8_0;
-        for (int i = 0; i < 32; i++)
-            out->q[i] = blk.qs[i];
-        out->scale[0] = out->scale[1] = hk_f16_to_f32(blk.d);
-    } else if (type == HK_REF_Q4_K) {
-        hk_block_q4_k blk;
-        memcpy(&blk, row + b * sizeof blk, sizeof blk);
-        out->n = HK_QK_K;
-        const float d = hk_f16_to_f32(blk.d), dmin = hk_f16_to_f32(blk.dmin);
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            hk_q4k_scale_min(blk.scales, j, &sc, &m);
-            out->scale[2 * j] = out->scale[2 * j + 1] = d * sc;
-            out->min[j] = dmin * m;
-            for (int i = 0; i < 32; i++) { /* sub-block j: nibbles (j odd: high) of qs[32*(j/2) ..] */
-                uint8_t byte = blk.qs[32 * (j / 2) + i];
-                out->q[32 * j + i] = (j & 1) ? byte >> 4 : byte & 0xF;
-            }
-        }
-    } else if (type == HK_REF_Q6_K) {
-        hk_block_q6_k blk;
-        memcpy(&blk, row + b * sizeof blk, sizeof blk);
-        out->n = HK_QK_K;
-        const float d = hk_f16_to_f32(blk.d);
-        for (int g = 0; g < 16; g++)
-            out->scale[g] = d * blk.scales[g];
-        for (int half = 0; half < 2; half++)
-            for (int l = 0; l < 32; l++) {
-                const uint8_t *ql = blk.ql + 64 * half, *qh = blk.qh + 32 * half;
-                out->q[128 * half + l] = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
-                out->q[128 * half + 32 + l] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                out->q[128 * half + 64 + l] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                out->q[128 * half + 96 + l] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            }
-        /* the scales above are indexed by value/16 in storage order, which is what dequant uses:
-         * value 128*half + 32*g + l has scale scales[8*half + 2*g + l/16] = scale[(value)/16] */
-    }
-}
-
+/* The plain math, in double: nothing of the Q8_1 block but d and q is read (its s is another
+ * producer's rounding of d*sum(q), and may be wrong or overflowed). */
 void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *y, size_t rows, size_t k)
 {
     const size_t row_bytes = hk_ref_row_bytes(type, k);
@@ -157,23 +105,15 @@ void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *
     const size_t qk = type == HK_REF_Q8_0 ? HK_QK8_0 : HK_QK_K;
     for (size_t r = 0; r < rows; r++) {
         const unsigned char *row = (const unsigned char *)w + r * row_bytes;
-        float sum = 0.0f;
+        double sum = 0.0;
         for (size_t b = 0; b < k / qk; b++) {
-            int_block blk;
-            int_decode(type, row, b, &blk);
-            for (size_t j = 0; j < blk.n / 32; j++) { /* one Q8_1 block of x per 32 values */
-                const hk_block_q8_1 *xb = &x[b * qk / 32 + j];
-                const float dx = hk_f16_to_f32(xb->d);
-                for (size_t half = 0; half < 2; half++) {
-                    int dot = 0;
-                    for (size_t i = 16 * half; i < 16 * half + 16; i++)
-                        dot += blk.q[32 * j + i] * xb->qs[i];
-                    sum += blk.scale[2 * j + half] * dx * (float)dot;
-                }
-                sum -= blk.min[j] * hk_f16_to_f32(xb->s);
-            }
+            float wv[HK_QK_K], xv[HK_QK_K];
+            const size_t n = dequant_block(type, row, b, wv);
+            hk_dequant_row_q8_1(x + b * qk / HK_QK8_0, xv, n);
+            for (size_t i = 0; i < n; i++)
+                sum += (double)wv[i] * (double)xv[i];
         }
-        y[r] = sum;
+        y[r] = (float)sum;
     }
 }
 
