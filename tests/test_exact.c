@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GUARD 16 /* poisoned floats before and after each output */
 #define PAD 64   /* bytes after a padded input */
 
 static hk_context *ctx;
@@ -60,75 +59,7 @@ static placed place(const void *data, size_t bytes, uint64_t offset, int flush)
     return p;
 }
 
-/* An output: GUARD poison words, n floats (poisoned), GUARD poison words. */
-typedef struct output {
-    hk_buffer *buffer;
-    size_t n;
-    float *host;
-} output;
-
-static output out_create(size_t n)
-{
-    output o = {NULL, n, malloc((n + 2 * GUARD) * sizeof(float))};
-    hk_poison(o.host, n + 2 * GUARD);
-    o.buffer = hk_test_buffer(ctx, (n + 2 * GUARD) * sizeof(float), o.host);
-    return o;
-}
-
-static hk_view out_view(const output *o) { return (hk_view){o->buffer, GUARD * sizeof(float)}; }
-
-/* Downloads the output and checks the guards; the values follow (NULL if the download failed). */
-static const float *out_read(output *o, const char *name)
-{
-    if (hk_buffer_download(o->buffer, 0, o->host, (o->n + 2 * GUARD) * sizeof(float)) != HK_OK) {
-        hk_check(0, name, "download: %s", hk_last_error());
-        return NULL;
-    }
-    uint32_t bad = 0;
-    for (size_t i = 0; i < GUARD; i++) {
-        uint32_t a, b;
-        memcpy(&a, &o->host[i], 4);
-        memcpy(&b, &o->host[GUARD + o->n + i], 4);
-        bad += (a != HK_POISON_WORD) + (b != HK_POISON_WORD);
-    }
-    if (bad)
-        hk_check(0, name, "%u guard words written", bad);
-    return o->host + GUARD;
-}
-
-static void out_destroy(output *o)
-{
-    hk_buffer_destroy(o->buffer);
-    free(o->host);
-}
-
 /* ---- host data ------------------------------------------------------------------------------- */
-
-/* rows GGUF rows of k values: raw random blocks (every bit pattern) or quantized rows */
-static uint8_t *make_weights(hk_rng *r, hk_type type, size_t rows, uint32_t k, int raw)
-{
-    size_t row_bytes = hk_ref_row_bytes((int)type, k);
-    uint8_t *w = malloc(row_bytes * rows);
-    if (raw) {
-        hk_random_blocks(r, (int)type, w, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
-        return w;
-    }
-    float *row = malloc(k * sizeof(float));
-    for (size_t i = 0; i < rows; i++) {
-        float scale = hk_rng_uniform(r, 0.01f, 0.5f), bias = hk_rng_uniform(r, -0.3f, 0.3f) * scale;
-        for (uint32_t j = 0; j < k; j++)
-            row[j] = hk_rng_uniform(r, -scale, scale) + bias;
-        uint8_t *dst = w + i * row_bytes;
-        if (type == HK_TYPE_Q8_0)
-            hk_quant_row_q8_0(row, (hk_block_q8_0 *)dst, k);
-        else if (type == HK_TYPE_Q4_K)
-            hk_quant_row_q4_k(row, (hk_block_q4_k *)dst, k);
-        else
-            hk_quant_row_q6_k(row, (hk_block_q6_k *)dst, k);
-    }
-    free(row);
-    return w;
-}
 
 /* Q8_1 blocks made by hand, as another producer might: random quants over the whole int8 range
  * (-128 included), random d of either sign, and an s that has nothing to do with them (random
@@ -201,19 +132,19 @@ static float *run_case(const char *name, path p, hk_type type, const uint8_t *w,
     placed pi = {NULL, {NULL, 0}};
     if (shape)
         pi = place(ids, shape->slots * sizeof *ids, 4, flush);
-    output y = out_create(rows);
+    hk_test_out y = hk_test_out_create(ctx, rows);
     float *got = NULL;
-    hk_status st = run_path(p, type, pw.view, px.view, pi.view, out_view(&y), rows, k, shape);
+    hk_status st = run_path(p, type, pw.view, px.view, pi.view, hk_test_out_view(&y), rows, k, shape);
     if (st != HK_OK) {
         hk_check(0, name, "%s", hk_last_error());
     } else {
-        const float *v = out_read(&y, name);
+        const float *v = hk_test_out_read(&y, name);
         if (v) {
             got = malloc(rows * sizeof *got);
             memcpy(got, v, rows * sizeof *got);
         }
     }
-    out_destroy(&y);
+    hk_test_out_destroy(&y);
     hk_buffer_destroy(pw.buffer);
     hk_buffer_destroy(px.buffer);
     hk_buffer_destroy(pi.buffer);
@@ -245,17 +176,17 @@ static uint64_t x_offset_for(path p) { return p == PATH_MOE_F32 ? 16 : 4; }
 static hk_block_q8_1 *gpu_quantize(const float *x, uint32_t k, int flush, const char *name)
 {
     placed px = place(x, k * sizeof(float), 4, flush);
-    output y = out_create(k / 32 * 9);
+    hk_test_out y = hk_test_out_create(ctx, k / 32 * 9);
     hk_block_q8_1 *q = NULL;
-    hk_status st = hk_quantize_q8_1(ctx, NULL, px.view, out_view(&y), k);
-    const float *v = st == HK_OK ? out_read(&y, name) : NULL;
+    hk_status st = hk_quantize_q8_1(ctx, NULL, px.view, hk_test_out_view(&y), k);
+    const float *v = st == HK_OK ? hk_test_out_read(&y, name) : NULL;
     if (v) {
         q = malloc(k / 32 * sizeof *q);
         memcpy(q, v, k / 32 * sizeof *q);
     } else {
         hk_check(0, name, "%s", hk_last_error());
     }
-    out_destroy(&y);
+    hk_test_out_destroy(&y);
     hk_buffer_destroy(px.buffer);
     return q;
 }
@@ -271,7 +202,7 @@ static void test_int8_exact(hk_type type, uint32_t rows, uint32_t k, int raw, in
 {
     hk_rng rng = {seed};
     const uint32_t xb = k / 32;
-    uint8_t *w = make_weights(&rng, type, rows, k, raw);
+    uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, raw);
     size_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
     enum { SLOTS = 3 };
     hk_block_q8_1 *xq = malloc(SLOTS * xb * sizeof *xq);
@@ -488,7 +419,7 @@ static void test_nonfinite_x(hk_type type, float bad, const char *what, uint64_t
 {
     hk_rng rng = {seed};
     const uint32_t rows = 9, k = 512;
-    uint8_t *w = make_weights(&rng, type, rows, k, 0);
+    uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, 0);
     size_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
     float x[512];
     hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
@@ -602,7 +533,7 @@ static void test_magnitudes(uint64_t seed)
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
     for (int t = 0; t < 3; t++) {
         hk_type type = types[t];
-        uint8_t *w = make_weights(&rng, type, rows, k, 0);
+        uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, 0);
         size_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
         for (int c = 0; c < 3; c++) {
             float x[1024], ref[16];
@@ -667,7 +598,7 @@ static void test_placement(uint64_t seed)
         for (size_t s = 0; s < 4; s++) {
             hk_rng rng = {seed++};
             uint32_t rows = shapes[s][0], k = shapes[s][1];
-            uint8_t *w = make_weights(&rng, type, rows, k, 1);
+            uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, 1);
             size_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
             float *x = malloc(rows * k * sizeof(float)), *ref = malloc(rows * sizeof(float));
             hk_rng_fill(&rng, x, (size_t)rows * k, -1.0f, 1.0f);

@@ -264,38 +264,6 @@ double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy
                                : default_compare(run, detail, detail_size);
 }
 
-/* ---- shared helpers for the case files ---- */
-
-uint8_t *hk_case_weights(hk_rng *rng, hk_type type, uint64_t rows, uint32_t k, int raw_blocks)
-{
-    size_t row_bytes = hk_ref_row_bytes((int)type, k);
-    uint8_t *w = hk_case_alloc(row_bytes * rows);
-    if (!w)
-        return NULL;
-    if (raw_blocks) {
-        hk_random_blocks(rng, (int)type, w, row_bytes * rows / hk_type_block_bytes(type), 0.05f);
-        return w;
-    }
-    float *row = hk_case_alloc(k * sizeof(float));
-    if (!row) {
-        free(w);
-        return NULL;
-    }
-    for (uint64_t r = 0; r < rows; r++) {
-        float scale = hk_rng_uniform(rng, 0.01f, 0.5f), bias = hk_rng_uniform(rng, -0.2f, 0.2f) * scale;
-        for (uint32_t i = 0; i < k; i++)
-            row[i] = hk_rng_uniform(rng, -scale, scale) + bias;
-        if (type == HK_TYPE_Q8_0)
-            hk_quant_row_q8_0(row, (hk_block_q8_0 *)(w + r * row_bytes), k);
-        else if (type == HK_TYPE_Q4_K)
-            hk_quant_row_q4_k(row, (hk_block_q4_k *)(w + r * row_bytes), k);
-        else
-            hk_quant_row_q6_k(row, (hk_block_q6_k *)(w + r * row_bytes), k);
-    }
-    free(row);
-    return w;
-}
-
 /* ---- the table ---- */
 
 extern const hk_case hk_case_matvec, hk_case_matvec_int8, hk_case_moe_matvec, hk_case_moe_matvec_int8,

@@ -140,8 +140,5 @@ int hk_case_tensor_add(hk_case_run *run, const char *name, int kind, uint64_t by
 int hk_case_tensor_alias(hk_case_run *run, const char *name, int of);
 /* Allocates n bytes or reports out of host memory (NULL). */
 void *hk_case_alloc(size_t n);
-/* Seeded GGUF weight rows of a type: raw random blocks (every bit pattern, finite f16 fields) or
- * rows quantized from random values of different magnitude and sign balance per row. */
-uint8_t *hk_case_weights(hk_rng *rng, hk_type type, uint64_t rows, uint32_t k, int raw_blocks);
 
 #endif

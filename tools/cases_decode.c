@@ -40,7 +40,7 @@ static hk_status prepare_matvec_any(hk_case_run *run, uint64_t seed, int int8)
     hk_rng rng = {seed};
     uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
     float *x = activations(&rng, k);
-    uint8_t *w = hk_case_weights(&rng, type, rows, k, run->shape.variant);
+    uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, run->shape.variant);
     hk_block_q8_1 *xq = x && int8 ? quantized(x, k) : NULL;
     if (!x || !w || (int8 && !xq)) {
         free(x);
@@ -159,7 +159,7 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8)
     uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n, xs = per_slot ? slots : 1;
     uint32_t routings = run->ref_mode == HK_REF_ALL ? 1 : MOE_ROUTINGS;
     moe_state *state = hk_case_alloc(sizeof *state);
-    uint8_t *w = hk_case_weights(&rng, type, (uint64_t)n_experts * n, k, 1);
+    uint8_t *w = hk_random_weights(&rng, (int)type, (uint64_t)n_experts * n, k, 1);
     float *x = activations(&rng, xs * k);
     hk_block_q8_1 *xq = x ? quantized(x, xs * k) : NULL;
     uint32_t *ids = hk_case_alloc((size_t)routings * slots * sizeof *ids);

@@ -97,7 +97,7 @@ size_t hk_ref_row_bytes(int type, size_t k);
 
 /* ---- reference kernels ---------------------------------------------------------------------- */
 /* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
- * Accumulates in f32 per block, then adds the block sums in order. */
+ * Products and sums in double, rounded to f32 once (gemv and rmsnorm too). */
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);
 /* The int8 matvec: x given as k/32 Q8_1 blocks. The plain math: y[r] = sum_i deq(W[r])[i] *
  * deq(xq)[i] with deq(xq) = d * q (hk_dequant_row_q8_1; the s field is never read), each product
@@ -157,6 +157,11 @@ void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi);
 /* Raw GGUF blocks of a type (HK_REF_*): random bytes, then every f16 field set to a finite random
  * value in [-scale, scale], so every quant bit pattern occurs without inf/nan. */
 void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float scale);
+
+/* rows GGUF rows of k values of a weight type (malloc'ed; NULL if out of memory): raw random
+ * blocks (raw_blocks: every bit pattern, finite f16 fields) or rows quantized from random values
+ * of a different magnitude and sign balance per row, like real weight matrices. */
+uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_blocks);
 
 /* The compare measure of every gate: max|got - ref| / max|ref| (per-element relative error
  * explodes on outputs that cancel to near zero). Infinite if any got is not finite. */

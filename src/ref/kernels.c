@@ -1,6 +1,6 @@
-/* kernels.c — scalar reference kernels (see hk_ref.h). The summation order here is part of
- * the definition: matvec sums each block in f32 in index order, then adds the block sums in
- * block order; gemv and rmsnorm sum in index order in f32; the int8 matvec sums in double. */
+/* kernels.c — scalar reference kernels (see hk_ref.h): the plain math, each value dequantized as
+ * the GGUF dequantizers do (f32), products and sums in double, the result rounded to f32 once.
+ * No summation order of a kernel is shared: the gates measure the kernels' own rounding. */
 #include "hk_ref.h"
 
 #include <math.h>
@@ -54,17 +54,15 @@ void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t row
 
     for (size_t r = 0; r < rows; r++) {
         const unsigned char *row = (const unsigned char *)w + r * row_bytes;
-        float sum = 0.0f;
+        double sum = 0.0;
         for (size_t b = 0; b < nb; b++) {
             float buf[HK_QK_K];
             const size_t n = dequant_block(type, row, b, buf);
             const float *xb = x + b * qk;
-            float bsum = 0.0f;
             for (size_t i = 0; i < n; i++)
-                bsum += buf[i] * xb[i];
-            sum += bsum;
+                sum += (double)buf[i] * (double)xb[i];
         }
-        y[r] = sum;
+        y[r] = (float)sum;
     }
 }
 
@@ -72,10 +70,10 @@ void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size
 {
     for (size_t r = 0; r < rows; r++) {
         const float *wr = w + r * k;
-        float sum = 0.0f;
+        double sum = 0.0;
         for (size_t i = 0; i < k; i++)
-            sum += wr[i] * x[i];
-        y[r] = sum;
+            sum += (double)wr[i] * (double)x[i];
+        y[r] = (float)sum;
     }
 }
 
@@ -86,12 +84,12 @@ void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
-        float sum = 0.0f;
+        double sum = 0.0;
         for (size_t i = 0; i < n; i++)
-            sum += xr[i] * xr[i];
-        const float scale = 1.0f / sqrtf(sum / (float)n + eps);
+            sum += (double)xr[i] * (double)xr[i];
+        const double scale = 1.0 / sqrt(sum / (double)n + (double)eps);
         for (size_t i = 0; i < n; i++)
-            yr[i] = xr[i] * scale * weight[i];
+            yr[i] = (float)((double)xr[i] * scale * (double)weight[i]);
     }
 }
 

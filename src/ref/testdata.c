@@ -2,6 +2,7 @@
 #include "hk_ref.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t hk_rng_next(hk_rng *r)
@@ -49,6 +50,39 @@ void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float 
         default: break;
         }
     }
+}
+
+uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_blocks)
+{
+    size_t row_bytes = hk_ref_row_bytes(type, k);
+    uint8_t *w = malloc(row_bytes * rows + 1);
+    if (!w || !row_bytes)
+        return w;
+    if (raw_blocks) {
+        hk_random_blocks(r, type, w, row_bytes * rows / hk_ref_type(type)->block_bytes, 0.05f);
+        return w;
+    }
+    float *row = malloc(k * sizeof(float));
+    if (!row) {
+        free(w);
+        return NULL;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        float scale = hk_rng_uniform(r, 0.01f, 0.5f), bias = hk_rng_uniform(r, -0.3f, 0.3f) * scale;
+        for (size_t j = 0; j < k; j++)
+            row[j] = hk_rng_uniform(r, -scale, scale) + bias;
+        uint8_t *dst = w + i * row_bytes;
+        if (type == HK_REF_Q8_0)
+            hk_quant_row_q8_0(row, (hk_block_q8_0 *)dst, k);
+        else if (type == HK_REF_Q4_K)
+            hk_quant_row_q4_k(row, (hk_block_q4_k *)dst, k);
+        else if (type == HK_REF_Q6_K)
+            hk_quant_row_q6_k(row, (hk_block_q6_k *)dst, k);
+        else
+            hk_random_blocks(r, type, dst, row_bytes / hk_ref_type(type)->block_bytes, 0.05f);
+    }
+    free(row);
+    return w;
 }
 
 double hk_scale_rel(const float *got, const float *ref, size_t n)
