@@ -561,6 +561,35 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
     mmq_free(&c);
 }
 
+/* The arms of two contexts (on a device with int8 matrices: coopmat and dot) on one case: both at
+ * the gate, and to each other (their int32 block sums are exact and the f32 epilogue is one code,
+ * so they should agree in every bit; the count of values that do not is printed). */
+static void test_arms_agree(hk_context *a, hk_context *b, hk_type type, uint32_t m, uint32_t n, uint32_t k,
+                            uint64_t seed)
+{
+    hk_context *keep = ctx;
+    float *out[2];
+    for (int i = 0; i < 2; i++) {
+        ctx = i ? b : a;
+        out[i] = test_mmq(type, m, n, k, 1, X_RAW_BLOCKS, 0, seed, 1);
+    }
+    ctx = keep;
+    char name[200];
+    snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u: %s arm vs %s arm", hk_type_name(type), m, n, k,
+             hk_mmq_path(a, type), hk_mmq_path(b, type));
+    if (out[0] && out[1]) {
+        size_t differ = 0, count = (size_t)m * n;
+        for (size_t e = 0; e < count; e++)
+            differ += memcmp(&out[0][e], &out[1][e], 4) != 0;
+        printf("%s: %zu of %zu values differ in their bits\n", name, differ, count);
+        hk_check_close(name, out[0], out[1], count, HK_GATE_MMQ);
+    } else {
+        hk_check(0, name, "a run failed");
+    }
+    free(out[0]);
+    free(out[1]);
+}
+
 /* ---- argument checks ---- */
 
 static void test_errors(void)
@@ -706,6 +735,9 @@ int main(void)
         snprintf(label, sizeof label, "without feature 0x%x", twins[i]);
         use_context(c, label);
         run_suite(0);
+        test_arms_agree(full, c, HK_TYPE_Q4_K, 100, 130, 1024, 77);
+        test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
+        test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
         uint32_t messages = hk_context_validation_messages(ctx);
         hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
         hk_context_destroy(ctx);
