@@ -93,8 +93,11 @@ shared uint smask[16 * 8];   // 16 x 32 int8: 1 in the first 16 columns
 #endif
 
 // |v| < 2^22 to f32 with two full-rate operations (2^23 + 2^22 + v has v in its low mantissa
-// bits) instead of an int-to-float conversion. Block sums stay below 2^22: at most
-// 32 x 128 x 128 (Q8_0), 16 x 32 x 128 per Q6_K half, 32 x 15 x 128 (Q4_K).
+// bits; the subtraction is exact) instead of an int-to-float conversion, a sixteenth-rate
+// instruction on recent NVIDIA GPUs. Block sums stay below 2^22: at most 32 x 128 x 128 (Q8_0),
+// 16 x 32 x 128 per Q6_K half, 32 x 15 x 128 (Q4_K). (Folding the subtraction into the scale's
+// fma would save an operation, but is exact only where fma is fused, which Vulkan does not
+// promise: lavapipe splits some.)
 float hk_i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
 
 // sum of the signed bytes of 8 words (a Q8_1 block's quants)
@@ -174,11 +177,22 @@ void main()
     coopMatLoad(mask_lo, smask, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #else
-    const uint PC = L >= 4u ? 4u : L, PR = L / PC;
-    const uint rg = lane / (16u / PC), cg = lane % (16u / PC);
-    [[unroll]] for (uint i = 0; i < L; i++) {
-        erow[i] = rg * PR + i / PC;
-        ecol[i] = cg * PC + i % PC;
+    // fixed here. With 32 lanes, the layout NVIDIA's 16x16 accumulators are likely to have (rows
+    // lane/4 and lane/4 + 8, columns 2(lane%4) + {0, 1, 8, 9}), so that the scattered ownership the
+    // cooperative-matrix arm learns is what the portable arm runs on every device; other widths,
+    // a PR x PC patch per invocation
+    if (L == 8u) {
+        [[unroll]] for (uint i = 0; i < L; i++) {
+            erow[i] = (lane >> 2) + 8u * ((i >> 1) & 1u);
+            ecol[i] = 2u * (lane & 3u) + (i & 1u) + 8u * (i >> 2);
+        }
+    } else {
+        const uint PC = L >= 4u ? 4u : L, PR = L / PC;
+        const uint rg = lane / (16u / PC), cg = lane % (16u / PC);
+        [[unroll]] for (uint i = 0; i < L; i++) {
+            erow[i] = rg * PR + i / PC;
+            ecol[i] = cg * PC + i % PC;
+        }
     }
 #endif
 
@@ -266,9 +280,17 @@ void main()
                     }
 #ifdef HK_COOPMAT
                 MAT_A fa[RM];
-                [[unroll]] for (uint im = 0; im < RM; im++)
+#ifdef HK_Q6_K
+                MAT_A fl[RM]; // two 16-value scales per block: the low half of k here, the high in fa
+#endif
+                [[unroll]] for (uint im = 0; im < RM; im++) {
                     coopMatLoad(fa[im], sa, (wm * RM + im) * 16u * STRIDE + kk * 8u, STRIDE,
                                 gl_CooperativeMatrixLayoutRowMajor);
+#ifdef HK_Q6_K
+                    fl[im] = fa[im] * mask_lo;
+                    fa[im] = fa[im] - fl[im];
+#endif
+                }
 #endif
                 [[unroll]] for (uint jn = 0; jn < RN; jn++) {
                     float wa[L];
@@ -278,9 +300,7 @@ void main()
                     [[unroll]] for (uint i = 0; i < L; i++) {
                         uint col = (wn * RN + jn) * 16u + ecol[i];
                         wa[i] = swa[kk * BN + col];
-#if defined(HK_Q4_K)
-                        wb[i] = -swb[kk * BN + col];
-#elif defined(HK_Q6_K)
+#if defined(HK_Q4_K) || defined(HK_Q6_K)
                         wb[i] = swb[kk * BN + col];
 #endif
                     }
@@ -292,10 +312,8 @@ void main()
                     [[unroll]] for (uint im = 0; im < RM; im++) {
 #ifdef HK_COOPMAT
 #ifdef HK_Q6_K
-                        // two 16-value scales per block: two products, each over half of k
-                        MAT_A lo = fa[im] * mask_lo;
-                        MAT_C c0 = coopMatMulAdd(lo, fb, MAT_C(0));
-                        MAT_C c1 = coopMatMulAdd(fa[im] - lo, fb, MAT_C(0));
+                        MAT_C c0 = coopMatMulAdd(fl[im], fb, MAT_C(0));
+                        MAT_C c1 = coopMatMulAdd(fa[im], fb, MAT_C(0));
 #else
                         MAT_C c0 = coopMatMulAdd(fa[im], fb, MAT_C(0));
 #endif
@@ -318,13 +336,12 @@ void main()
                             q0 += q1;
 #endif
 #endif
-                            // the scale epilogue: explicit fma everywhere, so that no compiler
-                            // contracts differently between the arms
+                            // the scale epilogue, one expression for both arms
                             uint a = (im * RN + jn) * L + i, x = im * L + i;
 #if defined(HK_Q8_0)
                             acc[a] = fma(hk_i2f(q0) * wa[i], xd[x], acc[a]);
 #elif defined(HK_Q4_K)
-                            // d*sc*dot - dmin*m*sum in one rounding where they cancel
+                            // d*sc*dot - dmin*m*sum(xq) (swb holds -dmin*m) rounded once where they cancel
                             acc[a] = fma(fma(hk_i2f(q0), wa[i], wb[i] * xs[x]), xd[x], acc[a]);
 #else
                             acc[a] = fma(fma(hk_i2f(q1), wb[i], hk_i2f(q0) * wa[i]), xd[x], acc[a]);

@@ -2,7 +2,7 @@
 // w16) decoded to eight words of four signed 8-bit quants (sb, as the int8 operand of the GEMM)
 // and the block's f32 scale factors (swa, swb). Value i of the block is
 //   Q8_0: swa * q_i
-//   Q4_K: swa * q_i - swb              (swa = d*sc, swb = dmin*m of the 32-value sub-block)
+//   Q4_K: swa * q_i + swb              (swa = d*sc, swb = -dmin*m of the 32-value sub-block)
 //   Q6_K: swa * q_i for i < 16, swb * q_i for i >= 16  (d times the two 16-value scales)
 // with q_i the quant in sb. Everything is read through 16-bit words: GGUF blocks are 2-byte
 // aligned, and no read reaches past the block. Needs w16[], sb[], swa[], swb[], STRIDE, BN.
@@ -42,7 +42,7 @@ void hk_mmq_stage_w(uint r, uint kk, uint row16, uint kb)
         m = (hk_byte(b, 8u + j) >> 4) | ((hk_byte(b, 4u + j) >> 6) << 4);
     }
     swa[kk * BN + r] = hk_half(uint(w16[b])) * float(sc);
-    swb[kk * BN + r] = hk_half(uint(w16[b + 1u])) * float(m);
+    swb[kk * BN + r] = -hk_half(uint(w16[b + 1u])) * float(m);
 }
 #elif defined(HK_Q6_K)
 #define HK_MMQ_BLOCK_VALUES 256u
