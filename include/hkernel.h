@@ -447,11 +447,17 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * is never read). Against the f32 contraction of the dequantized operands (src/ref/mmq.c) the
  * outputs differ only by f32 rounding.
  * Two arms with one tiling, picked per device: int8 x int8 -> int32 cooperative matrices
- * (VK_KHR_cooperative_matrix, 16x16x32 signed 8-bit with full subgroups: "coopmat"), else packed
- * int8 dot products from shared-memory tiles ("dot"; "scalar" plain arithmetic where the device has
- * no shaderIntegerDotProduct). hk_context_desc.disable_features selects the portable arms.
- * Limits (all calls): k <= 65536; every tensor within one binding of the device
- * (caps.max_storage_buffer_range; the call says which one is too large).
+ * (VK_KHR_cooperative_matrix with 16x16x32 signed 8-bit subgroup matrices listed in
+ * caps.coopmat_khr_props, shaderInt8, full subgroups of caps.subgroup_size: "coopmat"), else packed
+ * int8 dot products from shared-memory tiles ("dot"; "scalar": plain arithmetic where the device
+ * has no shaderIntegerDotProduct). hk_context_desc.disable_features (HK_FEATURE_COOPMAT_KHR,
+ * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
+ * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
+ * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step) replace the
+ * defaults, for tuning (a tile the device cannot hold is refused with HK_ERROR_UNSUPPORTED).
+ * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
+ * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
+ * large).
  */
 
 /* The arm hk_mmq / hk_mmq_id use on this context for a weight type: "coopmat", "dot" or "scalar";
@@ -488,7 +494,8 @@ typedef struct hk_mmq_id_shape {
 
 /* MoE prefill, step 2: for every expert e and every slot s listed for it in slots[offsets[e] ..
  * offsets[e+1]) (hk_moe_expert_rows), out[s, :] = W[e] . X[s / slots_per_x_row] as hk_mmq computes
- * it; each expert's weights are read once per tile of up to 64 of its rows, the activation rows are
+ * it (bit for bit: hk_mmq_id of one expert listing every slot in order reproduces hk_mmq); each
+ * expert's weights are read once per tile of its rows (32 by default), the activation rows are
  * gathered through the list and each result written to its slot's row (nothing permuted is
  * materialised); experts without slots cost nothing. xq: n_slots / slots_per_x_row rows of k/32
  * Q8_1 blocks; offsets u32 [n_experts + 1], slots u32 [n_slots]; out f32 [n_slots, n]. Rows of

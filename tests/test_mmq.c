@@ -585,6 +585,38 @@ static void test_arms_agree(hk_context *a, hk_context *b, hk_type type, uint32_t
     free(out[1]);
 }
 
+/* ---- the references on their own ---- */
+
+/* hk_ref_mmq against the f32 matvec reference on the dequantized x; hk_ref_moe_expert_rows on a
+ * hand-made routing (uneven, expert 3 never chosen, out-of-range ids). */
+static void test_references(void)
+{
+    hk_rng rng = {99};
+    const uint32_t m = 3, n = 5, k = 512;
+    uint8_t *w = make_weights(&rng, HK_TYPE_Q4_K, n, k, 1);
+    hk_block_q8_1 *x = make_x(&rng, m, k, X_RAW_BLOCKS);
+    float out[15], xf[512], y[5];
+    hk_ref_mmq(HK_REF_Q4_K, w, x, out, m, n, k);
+    double worst = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        hk_dequant_row_q8_1(x + i * (k / 32), xf, k);
+        hk_ref_matvec(HK_REF_Q4_K, w, xf, y, n, k);
+        double r = hk_scale_rel(y, out + i * n, n);
+        worst = r > worst ? r : worst;
+    }
+    hk_check(worst < HK_GATE_F32, "hk_ref_mmq agrees with hk_ref_matvec on the dequantized x", "scale_rel=%.3e", worst);
+    free(w);
+    free(x);
+
+    const uint32_t ids[14] = {0, 2, 0, 4, 1, 0, 2, 4, 0, 1, 2, 0, 5, 0xFFFFFFFFu};
+    const uint32_t want_off[6] = {0, 5, 7, 10, 10, 12};
+    const uint32_t want_slots[14] = {0, 2, 5, 8, 11, 4, 9, 1, 6, 10, 3, 7, 0xFFFFFFFFu, 0xFFFFFFFFu};
+    uint32_t off[6], slots[14], dropped = 0;
+    hk_ref_moe_expert_rows(ids, 14, 5, off, slots, &dropped);
+    hk_check(memcmp(off, want_off, sizeof off) == 0 && memcmp(slots, want_slots, sizeof slots) == 0 && dropped == 2,
+             "hk_ref_moe_expert_rows on a hand-made routing", "dropped %u", dropped);
+}
+
 /* ---- argument checks ---- */
 
 static void test_errors(void)
@@ -716,6 +748,7 @@ int main(void)
     if (caps.coopmat_khr && has_s8 && caps.subgroup_size_control && caps.int8)
         hk_check(strcmp(hk_mmq_path(full, HK_TYPE_Q4_K), "coopmat") == 0, "the device's int8 matrices are used",
                  "arm %s", hk_mmq_path(full, HK_TYPE_Q4_K));
+    test_references();
     test_errors();
     run_suite(1);
 
