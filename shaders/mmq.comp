@@ -262,7 +262,7 @@ void main()
             }
             barrier();
 
-            for (uint kk = 0; kk < KS; kk++) {
+            [[unroll]] for (uint kk = 0; kk < KS; kk++) {
                 if (st * KS + kk >= KB)
                     break;
                 // X factors of this invocation's rows, for every subtile row
