@@ -27,9 +27,10 @@
 //                component-wise arithmetic between them is matrix arithmetic). The f32 scale
 //                epilogue therefore runs in registers, with no int32 round trip through memory.
 //   default      the same sums from packed int8 dot products (dot.glsl) of the staged words; the
-//                element ownership is fixed (a PR x PC patch of each subtile per invocation).
-// Everything else — staging, scales, epilogue order, stores — is the same code for both arms, so
-// their results are bit-identical wherever the int32 sums are (always).
+//                element ownership is fixed (below), and the warps need not be subgroups.
+// Everything else — staging, scales, epilogue order, stores — is the same code for both arms: the
+// int32 sums are exact, so the arms agree bit for bit wherever the driver compiles the epilogue's
+// fma the same way in both (Vulkan lets an fma be split into a multiply and an add).
 //   HK_MMQ_ID    expert-indexed (MoE prefill): workgroups = experts x row groups x column tiles;
 //                each takes the row tiles of its expert's slot list (offsets, slots) with a grid
 //                stride, gathers X rows through the list and writes each result row to its slot.
