@@ -508,6 +508,78 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
                          hk_view v, hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
                          hk_view v_cache);
 
+/* ---- prefill ------------------------------------------------------------------------------------
+ * Int8 GEMM for prompt processing (MMQ): the activation quantized once to Q8_1 (hk_quantize_q8_1,
+ * one row of k/32 blocks per token), the weights read as GGUF blocks in place, never expanded in
+ * memory. Within each 32-value block the int8 quants are multiplied and summed exactly in int32;
+ * the blocks' scales are applied in f32 (Q4_K: d*sc*dot(q, xq) - dmin*m*sum(xq) per 32-value
+ * sub-block, with sum(xq) the exact integer sum of the activation quants; a Q8_1 block's s field
+ * is never read). Against the f32 contraction of the dequantized operands (src/ref/mmq.c) the
+ * outputs differ only by f32 rounding.
+ * Two arms with one tiling, picked per device: int8 x int8 -> int32 cooperative matrices
+ * (VK_KHR_cooperative_matrix with 16x16x32 signed 8-bit subgroup matrices listed in
+ * caps.coopmat_khr_props, shaderInt8, full subgroups of caps.subgroup_size: "coopmat"), else packed
+ * int8 dot products from shared-memory tiles ("dot"; "scalar": plain arithmetic where the device
+ * has no shaderIntegerDotProduct). hk_context_desc.disable_features (HK_FEATURE_COOPMAT_KHR,
+ * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
+ * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
+ * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step) replace the
+ * defaults, for tuning (a tile the device cannot hold is refused with HK_ERROR_UNSUPPORTED).
+ * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
+ * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
+ * large).
+ */
+
+/* The arm hk_mmq / hk_mmq_id use on this context for a weight type: "coopmat", "dot" or "scalar";
+ * NULL for a type without MMQ kernels. (Tests and benchmarks print it.) */
+HK_API const char *hk_mmq_path(hk_context *context, hk_type wtype);
+
+/* out[i, j] = sum_t X[i, t] * W[j, t] for i < m, j < n: X given as Q8_1 blocks, m rows of k/32
+ * blocks (xq, offset a multiple of 4); W n contiguous GGUF rows of k values of wtype (Q8_0, Q4_K or
+ * Q6_K; offset a multiple of 2); out f32 [m, n] row-major. m, n >= 1 (any values: tails are
+ * guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q6_K). */
+HK_API hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
+                        uint32_t m, uint32_t n, uint32_t k);
+
+/* MoE prefill, step 1: groups routed slots by expert. ids u32 [n_slots] (tokens x top_k, the
+ * router's output); writes offsets u32 [n_experts + 1] (offsets[e] the first entry of expert e in
+ * slots, offsets[n_experts] the number of slots grouped), slots u32 [n_slots] (the slot indices of
+ * expert 0, then expert 1, ..., ascending within each expert; entries past offsets[n_experts] set
+ * to 0xFFFFFFFF) and dropped u32 [1] (how many ids were >= n_experts: those slots appear nowhere).
+ * Deterministic. 1 <= n_slots <= 262144; 1 <= n_experts <= 1024 (fewer where the device has less
+ * than 20 bytes of shared memory per expert: HK_ERROR_UNSUPPORTED says so). */
+HK_API hk_status hk_moe_expert_rows(hk_context *context, hk_stream *stream, hk_view ids, hk_view offsets,
+                                    hk_view slots, hk_view dropped, uint32_t n_slots, uint32_t n_experts);
+
+/* Shape of an expert-indexed MMQ: W a bank of n_experts experts [n_experts, n, k]. */
+typedef struct hk_mmq_id_shape {
+    uint32_t n_experts;
+    uint32_t n;               /* output columns (rows of one expert's weights) */
+    uint32_t k;               /* a multiple of the weight block */
+    uint32_t n_slots;         /* routed slots (tokens x top_k): rows of out */
+    uint32_t slots_per_x_row; /* consecutive slots sharing one row of xq: top_k when xq holds one row
+                               * per token (gate/up: slot s reads row s / top_k), 1 when it holds
+                               * one row per slot (down); divides n_slots */
+} hk_mmq_id_shape;
+
+/* MoE prefill, step 2: for every expert e and every slot s listed for it in slots[offsets[e] ..
+ * offsets[e+1]) (hk_moe_expert_rows), out[s, :] = W[e] . X[s / slots_per_x_row] as hk_mmq computes
+ * it (bit for bit: hk_mmq_id of one expert listing every slot in order reproduces hk_mmq); each
+ * expert's weights are read once per tile of its rows (32 by default), the activation rows are
+ * gathered through the list and each result written to its slot's row (nothing permuted is
+ * materialised); experts without slots cost nothing. xq: n_slots / slots_per_x_row rows of k/32
+ * Q8_1 blocks; offsets u32 [n_experts + 1], slots u32 [n_slots]; out f32 [n_slots, n]. Rows of
+ * slots listed for no expert (dropped ids) are not written. Whatever offsets and slots hold,
+ * nothing is read or written out of bounds: offsets are clamped into 0..n_slots, slot values
+ * >= n_slots are skipped (a slot listed twice is written twice). n_experts >= 1, n_slots >= 1. */
+HK_API hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                           hk_view offsets, hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
+/* hk_mmq_id for Q4_K experts (gate/up projections) and for Q6_K experts (down projections). */
+HK_API hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets,
+                               hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
+HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets,
+                               hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
+
 #ifdef __cplusplus
 }
 #endif

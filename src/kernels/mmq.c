@@ -1,0 +1,304 @@
+/* Prefill int8 GEMM (shaders/mmq.comp): hk_mmq, the expert-indexed hk_mmq_id, and the MoE slot
+ * grouping hk_moe_expert_rows (shaders/moe_rows.comp). The arm is picked per device:
+ *  - coopmat: int8 x int8 -> int32 cooperative matrices (KHR, 16x16x32 s8 listed by the device),
+ *    one subgroup per warp of the tiling, full subgroups of the device's size;
+ *  - dot / scalar: the same tiling with packed int8 dot products (or their plain-arithmetic twin
+ *    where the device has no shaderIntegerDotProduct), no subgroup requirement.
+ * The tile is a set of specialization constants (mmq_tile); HK_MMQ_TILE / HK_MMQ_ID_TILE
+ * ("wm,wn,rm,rn,ks") override the defaults, for tuning. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { ARM_COOPMAT, ARM_DOT, ARM_SCALAR, ARM_COUNT };
+static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar"};
+
+#define NO_SHADER (-1)
+#ifdef HK_HAVE_SHADER_MMQ_Q8_0_CM
+#define CM(p, t) HK_SHADER_##p##_##t##_CM
+#else
+#define CM(p, t) NO_SHADER
+#endif
+#ifdef HK_HAVE_SHADER_MMQ_Q8_0_DOT
+#define DOT(p, t) HK_SHADER_##p##_##t##_DOT
+#else
+#define DOT(p, t) NO_SHADER
+#endif
+#define ARMS(p, t) {CM(p, t), DOT(p, t), HK_SHADER_##p##_##t##_SCALAR}
+/* [expert-indexed][type: Q8_0, Q4_K, Q6_K][arm] */
+static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), ARMS(MMQ, Q6_K)},
+                                             {ARMS(MMQ_ID, Q8_0), ARMS(MMQ_ID, Q4_K), ARMS(MMQ_ID, Q6_K)}};
+
+/* Invocations per warp of the portable arms (they use no subgroup operation: any device runs them). */
+#define PORTABLE_LANES 32u
+/* Lavapipe stops a shader's loops after 65535 iterations per invocation: k is bounded (a k step
+ * of KS blocks is one iteration of the stage loop plus the staging loops), and the expert-indexed
+ * kernel launches enough row groups per expert that its grid stride stays within MMQ_ITER_BUDGET
+ * stage steps whatever the routing. */
+#define MMQ_MAX_K 65536u
+#define MMQ_ITER_BUDGET 8192u
+/* hk_moe_expert_rows: one workgroup; its shared arrays hold NE_CAP experts. */
+#define ROWS_WG 128u
+#define ROWS_MAX_EXPERTS 1024u
+#define ROWS_MAX_SLOTS 262144u
+
+/* warp grid (wm x wn), subtiles per warp (rm x rn), 32-value blocks per k step (ks) */
+typedef struct mmq_tile {
+    uint32_t wm, wn, rm, rn, ks;
+} mmq_tile;
+
+/* Defaults. coopmat: 64 x 64 tiles of 4 subgroups, 2 x 2 subtiles each; the expert-indexed form
+ * 32-row tiles (an expert of Qwen3-30B-A3B gets 32 rows on average at 512 tokens). Portable: 32 x 32
+ * tiles, one subtile per warp. */
+static const mmq_tile default_tiles[2][2] = {
+    {{2, 2, 2, 2, 2}, {2, 2, 1, 1, 2}}, /* dense: coopmat, portable */
+    {{1, 2, 2, 2, 2}, {1, 2, 2, 1, 2}}, /* expert-indexed */
+};
+
+static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
+
+/* The device offers s8 x s8 -> s32 16x16x32 subgroup matrices (not saturating), with full
+ * subgroups of its size, and the int8 arithmetic the matrix types need. */
+static int coopmat_usable(const hk_context *context)
+{
+    const hk_caps *c = &context->caps;
+    uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_SUBGROUP_SIZE_CONTROL | HK_FEATURE_INT8;
+    if ((context->features & need) != need || c->subgroup_size < 4 || c->subgroup_size > 256 ||
+        (c->subgroup_size & (c->subgroup_size - 1)))
+        return 0;
+    for (uint32_t i = 0; i < c->coopmat_khr_count; i++) {
+        const hk_coopmat_props *p = &c->coopmat_khr_props[i];
+        if (p->m == 16 && p->n == 16 && p->k == 32 && p->a_type == 3 /* SINT8 */ && p->b_type == 3 &&
+            p->c_type == 5 /* SINT32 */ && p->result_type == 5 && !p->saturating && p->scope == 3 /* subgroup */)
+            return 1;
+    }
+    return 0;
+}
+
+static int pick_arm(const hk_context *context, int id, int t)
+{
+    if (shaders[id][t][ARM_COOPMAT] != NO_SHADER && coopmat_usable(context))
+        return ARM_COOPMAT;
+    if (shaders[id][t][ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
+        return ARM_DOT;
+    return ARM_SCALAR;
+}
+
+const char *hk_mmq_path(hk_context *context, hk_type wtype)
+{
+    int t = type_index(wtype);
+    return context && t >= 0 ? arm_names[pick_arm(context, 0, t)] : NULL;
+}
+
+static uint32_t lanes_of(const hk_context *context, int arm)
+{
+    return arm == ARM_COOPMAT ? context->caps.subgroup_size : PORTABLE_LANES;
+}
+
+/* Shared memory the shader declares for a tile (mmq.comp; common.glsl adds a float per invocation). */
+static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t lanes)
+{
+    uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, stride = 8ull * tl->ks + 4;
+    uint64_t words = (bm + bn) * stride + tl->ks * bm * (t == 1 ? 2 : 1) + tl->ks * bn * (t == 0 ? 1 : 2) + bm;
+    if (arm == ARM_COOPMAT)
+        words += 256 + (t == 2 ? 128 : 0);
+    return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
+}
+
+/* The tile for this call: the default, or the override from the environment (checked). */
+static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, mmq_tile *out)
+{
+    *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
+    const char *var = id ? "HK_MMQ_ID_TILE" : "HK_MMQ_TILE", *env = getenv(var);
+    if (env && *env) {
+        unsigned v[5];
+        char tail;
+        if (sscanf(env, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) != 5 || !v[0] || !v[1] ||
+            !v[2] || !v[3] || v[2] > 8 || v[3] > 8 || (v[4] != 1 && v[4] != 2 && v[4] != 4 && v[4] != 8) ||
+            v[0] * v[1] > 64)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
+                            "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 or 8)",
+                            var, env);
+        *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4]};
+    }
+    uint32_t lanes = lanes_of(context, arm), wg = out->wm * out->wn * lanes;
+    uint64_t shared = tile_shared_bytes(out, t, arm, lanes);
+    if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                        "the %s tile %ux%u warps of %ux%u subtiles (k step %u) needs %u invocations and %llu bytes "
+                        "of shared memory; device \"%s\" has %u and %u",
+                        arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks, wg, (unsigned long long)shared,
+                        context->caps.device_name, context->caps.max_workgroup_size, context->caps.shared_memory_bytes);
+    return HK_OK;
+}
+
+static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
+{
+    if (type_index(wtype) < 0)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not an MMQ weight type (q8_0, q4_k, q6_k)",
+                        hk_type_name(wtype), (int)wtype);
+    uint32_t block = hk_type_block_values(wtype);
+    if (k == 0 || k % block)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
+                        hk_type_name(wtype));
+    if (k > MMQ_MAX_K)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is above the limit of %u", k, MMQ_MAX_K);
+    return HK_OK;
+}
+
+typedef struct mmq_params {
+    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
+} mmq_params;
+
+static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
+                        uint32_t count, mmq_params *p, uint64_t m_rows_max)
+{
+    int arm = pick_arm(context, id, t);
+    mmq_tile tl;
+    hk_status st = get_tile(context, fn, id, t, arm, &tl);
+    if (st != HK_OK)
+        return st;
+    uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
+    p->n_tiles = (p->n + bn - 1) / bn;
+    uint64_t groups;
+    if (id) {
+        /* row groups per expert: about twice the average rows of an expert, never more than the
+         * most an expert can get (a throughput choice: the grid stride covers any routing); then
+         * enough that the stride's trip count stays bounded */
+        uint64_t avg = ((uint64_t)p->m + p->n_experts - 1) / p->n_experts;
+        uint64_t yt = (2 * avg + bm - 1) / bm, most = (m_rows_max + bm - 1) / bm;
+        if (yt > most)
+            yt = most;
+        uint64_t stages = (p->k / 32 + tl.ks - 1) / tl.ks + 2, tiles_max = ((uint64_t)p->m + bm - 1) / bm;
+        uint64_t per_group = MMQ_ITER_BUDGET / stages ? MMQ_ITER_BUDGET / stages : 1;
+        if (yt < (tiles_max + per_group - 1) / per_group)
+            yt = (tiles_max + per_group - 1) / per_group;
+        p->m_groups = yt ? (uint32_t)yt : 1;
+        groups = (uint64_t)p->n_experts * p->m_groups * p->n_tiles;
+    } else {
+        p->m_groups = (p->m + bm - 1) / bm;
+        groups = (uint64_t)p->m_groups * p->n_tiles;
+    }
+    uint32_t spec[7] = {tl.wm * tl.wn * lanes, lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks};
+    hk_dispatch_desc d = {.shader = shaders[id][t][arm],
+                          .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
+                          .spec = spec,
+                          .spec_count = 7,
+                          .bindings = b,
+                          .binding_count = count,
+                          .params = p,
+                          .params_bytes = sizeof *p,
+                          .groups = groups};
+    return hk__dispatch(context, stream, fn, &d);
+}
+
+hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
+                 uint32_t m, uint32_t n, uint32_t k)
+{
+    static const char fn[] = "hk_mmq";
+    const char *const names[] = {"w", "xq", "out"};
+    hk_status st = check_type_k(fn, wtype, k);
+    if (st != HK_OK)
+        return st;
+    if (m == 0 || n == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "m=%u and n=%u must both be positive", m, n);
+    hk_binding b[3] = {
+        {w, hk_type_bytes(wtype, (uint64_t)n * k), 2, 0, 0},
+        {xq, (uint64_t)m * (k / 32) * 36, 4, 0, 0},
+        {out, (uint64_t)m * n * 4, 4, 1, 0},
+    };
+    st = hk__check_bindings(context, stream, fn, names, b, 3);
+    if (st != HK_OK)
+        return st;
+    mmq_params p = {m, n, k, 0, 0, 0, 0};
+    return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m);
+}
+
+hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view offsets,
+                    hk_view slots, hk_view out, const hk_mmq_id_shape *shape)
+{
+    static const char fn[] = "hk_mmq_id";
+    const char *const names[] = {"w", "xq", "out", "offsets", "slots"};
+    if (!shape)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "shape is NULL");
+    hk_status st = check_type_k(fn, wtype, shape->k);
+    if (st != HK_OK)
+        return st;
+    const hk_mmq_id_shape *s = shape;
+    if (!s->n_experts || !s->n || !s->n_slots)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u, n=%u and n_slots=%u must all be positive",
+                        s->n_experts, s->n, s->n_slots);
+    if (!s->slots_per_x_row || s->n_slots % s->slots_per_x_row)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "slots_per_x_row=%u does not divide n_slots=%u",
+                        s->slots_per_x_row, s->n_slots);
+    if (s->n_experts == UINT32_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u leaves no room for offsets[n_experts]",
+                        s->n_experts);
+    uint64_t x_rows = s->n_slots / s->slots_per_x_row;
+    hk_binding b[5] = {
+        {w, hk_type_bytes(wtype, (uint64_t)s->n_experts * s->n * s->k), 2, 0, 0},
+        {xq, x_rows * (s->k / 32) * 36, 4, 0, 0},
+        {out, (uint64_t)s->n_slots * s->n * 4, 4, 1, 0},
+        {offsets, ((uint64_t)s->n_experts + 1) * 4, 4, 0, 0},
+        {slots, (uint64_t)s->n_slots * 4, 4, 0, 0},
+    };
+    if (!b[0].bytes)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts x n x k overflows the weight size");
+    st = hk__check_bindings(context, stream, fn, names, b, 5);
+    if (st != HK_OK)
+        return st;
+    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row};
+    /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
+    uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
+    return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most);
+}
+
+hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,
+                        hk_view out, const hk_mmq_id_shape *shape)
+{
+    return hk_mmq_id(context, stream, HK_TYPE_Q4_K, w, xq, offsets, slots, out, shape);
+}
+
+hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,
+                        hk_view out, const hk_mmq_id_shape *shape)
+{
+    return hk_mmq_id(context, stream, HK_TYPE_Q6_K, w, xq, offsets, slots, out, shape);
+}
+
+hk_status hk_moe_expert_rows(hk_context *context, hk_stream *stream, hk_view ids, hk_view offsets, hk_view slots,
+                             hk_view dropped, uint32_t n_slots, uint32_t n_experts)
+{
+    static const char fn[] = "hk_moe_expert_rows";
+    const char *const names[] = {"ids", "offsets", "slots", "dropped"};
+    if (n_slots == 0 || n_slots > ROWS_MAX_SLOTS)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_slots=%u is not in 1..%u", n_slots, ROWS_MAX_SLOTS);
+    if (n_experts == 0 || n_experts > ROWS_MAX_EXPERTS)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u is not in 1..%u", n_experts, ROWS_MAX_EXPERTS);
+    hk_binding b[4] = {
+        {ids, (uint64_t)n_slots * 4, 4, 0, 0},
+        {offsets, ((uint64_t)n_experts + 1) * 4, 4, 1, 0},
+        {slots, (uint64_t)n_slots * 4, 4, 1, 0},
+        {dropped, 4, 4, 1, 0},
+    };
+    hk_status st = hk__check_bindings(context, stream, fn, names, b, 4);
+    if (st != HK_OK)
+        return st;
+    uint32_t cap = (n_experts + 31) / 32 * 32;
+    /* moe_rows.comp: a cursor and WG/32 mask words per expert, WG partial sums, common.glsl's floats */
+    uint64_t shared = 4ull * cap * (1 + ROWS_WG / 32) + 8ull * ROWS_WG + 4;
+    if (ROWS_WG > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "n_experts=%u needs %llu bytes of shared memory; device \"%s\" has %u",
+                        n_experts, (unsigned long long)shared, context->caps.device_name,
+                        context->caps.shared_memory_bytes);
+    uint32_t params[2] = {n_slots, n_experts}, spec[2] = {ROWS_WG, cap};
+    hk_dispatch_desc d = {.shader = HK_SHADER_MOE_ROWS,
+                          .spec = spec,
+                          .spec_count = 2,
+                          .bindings = b,
+                          .binding_count = 4,
+                          .params = params,
+                          .params_bytes = sizeof params,
+                          .groups = 1};
+    return hk__dispatch(context, stream, fn, &d);
+}
