@@ -72,6 +72,11 @@ void hk_case_release(hk_case_run *run)
     memset(run, 0, sizeof *run);
 }
 
+double hk_case_gate(const hk_case_run *run)
+{
+    return run->kcase->gate_of ? run->kcase->gate_of(run) : run->kcase->gate;
+}
+
 int hk_case_available(const hk_case *kcase, hk_context *ctx, char *why, size_t why_size)
 {
     if (why_size)
@@ -266,12 +271,16 @@ double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy
 
 /* ---- the table ---- */
 
+/* decode (cases_decode.c) */
 extern const hk_case hk_case_matvec, hk_case_matvec_int8, hk_case_moe_matvec, hk_case_moe_matvec_int8,
     hk_case_moe_route, hk_case_gemv_f32, hk_case_rmsnorm, hk_case_quantize_q8_1;
+/* prefill (cases_prefill.c) */
+extern const hk_case hk_case_mmq, hk_case_moe_expert_rows, hk_case_mmq_id;
 
 const hk_case *const hk_cases[] = {
     &hk_case_matvec,    &hk_case_matvec_int8, &hk_case_moe_matvec, &hk_case_moe_matvec_int8,
     &hk_case_moe_route, &hk_case_gemv_f32,    &hk_case_rmsnorm,    &hk_case_quantize_q8_1,
+    &hk_case_mmq,       &hk_case_moe_expert_rows, &hk_case_mmq_id,
 };
 const size_t hk_case_count = sizeof hk_cases / sizeof hk_cases[0];
 

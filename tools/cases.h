@@ -73,6 +73,8 @@ typedef struct hk_case {
     double (*compare)(const hk_case_run *run, char *detail, size_t detail_size);
     /* Optional: 0 with a reason if the device cannot run this case at all. */
     int (*available)(hk_context *ctx, char *why, size_t why_size);
+    /* Optional: the gate of the arm the device runs for this shape (NULL: gate). */
+    double (*gate_of)(const struct hk_case_run *run);
     const hk_case_shape *tests;  /* the test suite's shapes (small: lavapipe) */
     uint32_t n_tests;
     const hk_case_shape *quick;  /* hk-check / hk-bench on CPU devices */
@@ -80,6 +82,12 @@ typedef struct hk_case {
     const hk_case_shape *full;   /* hk-check / hk-bench on GPUs: the model shapes */
     uint32_t n_full;
 } hk_case;
+
+/* The three shape lists of a case definition: CASE_SHAPES(tests, quick, full). */
+#define HK_CASE_COUNT(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
+#define CASE_SHAPES(t, q, f)                                                                                      \
+    .tests = (t), .n_tests = HK_CASE_COUNT(t), .quick = (q), .n_quick = HK_CASE_COUNT(q), .full = (f),            \
+    .n_full = HK_CASE_COUNT(f)
 
 /* The table: every case of every family, in report order. */
 extern const hk_case *const hk_cases[];
@@ -127,6 +135,8 @@ hk_status hk_case_record(const hk_case_run *run, const hk_case_bound *bound, hk_
  * anything failed; detail says what). */
 double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy, char *detail, size_t detail_size);
 
+/* The gate a run is held to: the case's gate_of hook, else its gate. */
+double hk_case_gate(const hk_case_run *run);
 /* Whether the case runs on this device (its available hook), with the reason if not. */
 int hk_case_available(const hk_case *kcase, hk_context *ctx, char *why, size_t why_size);
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHAPES(a) (a), (uint32_t)(sizeof(a) / sizeof((a)[0]))
 #define Q8 HK_TYPE_Q8_0
 #define Q4 HK_TYPE_Q4_K
 #define Q6 HK_TYPE_Q6_K
@@ -135,11 +134,21 @@ static const hk_case_shape matvec_full[] = {
     {Q8, {6144, 2048}, 1, 0},       {Q8, {2048, 6144}, 1, 0},      {Q8, {151936, 2048}, 1, 0.798},
 };
 
-const hk_case hk_case_matvec = {"matvec", HK_GATE_F32, prepare_matvec, record_matvec, NULL, NULL,
-                                SHAPES(matvec_tests), SHAPES(matvec_quick), SHAPES(matvec_full)};
-const hk_case hk_case_matvec_int8 = {"matvec_int8", HK_GATE_EXACT, prepare_matvec_int8, record_matvec_int8,
-                                     compare_int8, NULL, SHAPES(matvec_int8_tests), SHAPES(matvec_quick),
-                                     SHAPES(matvec_full)};
+const hk_case hk_case_matvec = {
+    .name = "matvec",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_matvec,
+    .record = record_matvec,
+    CASE_SHAPES(matvec_tests, matvec_quick, matvec_full),
+};
+const hk_case hk_case_matvec_int8 = {
+    .name = "matvec_int8",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_matvec_int8,
+    .record = record_matvec_int8,
+    .compare = compare_int8,
+    CASE_SHAPES(matvec_int8_tests, matvec_quick, matvec_full),
+};
 
 /* ---- MoE expert gather: d = {n_experts, n, k, slots}, variant 1 = one x per slot ---- */
 
@@ -251,10 +260,20 @@ static const hk_case_shape moe_tests[] = {
 static const hk_case_shape moe_quick[] = {{Q4, {16, 768, 2048, 8}, 0, 0}, {Q6, {16, 2048, 768, 8}, 1, 0}};
 static const hk_case_shape moe_full[] = {{Q4, {128, 768, 2048, 8}, 0, 0.057}, {Q6, {128, 2048, 768, 8}, 1, 0.064}};
 
-const hk_case hk_case_moe_matvec = {"moe_matvec", HK_GATE_F32, prepare_moe, record_moe, NULL, NULL,
-                                    SHAPES(moe_tests), SHAPES(moe_quick), SHAPES(moe_full)};
-const hk_case hk_case_moe_matvec_int8 = {"moe_matvec_int8", HK_GATE_EXACT, prepare_moe_int8, record_moe_int8, NULL,
-                                         NULL, SHAPES(moe_tests), SHAPES(moe_quick), SHAPES(moe_full)};
+const hk_case hk_case_moe_matvec = {
+    .name = "moe_matvec",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_moe,
+    .record = record_moe,
+    CASE_SHAPES(moe_tests, moe_quick, moe_full),
+};
+const hk_case hk_case_moe_matvec_int8 = {
+    .name = "moe_matvec_int8",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_moe_int8,
+    .record = record_moe_int8,
+    CASE_SHAPES(moe_tests, moe_quick, moe_full),
+};
 
 /* ---- router: d = {tokens, n_experts, top_k}, variant 1 = renormalised ---- */
 
@@ -347,8 +366,14 @@ static const hk_case_shape route_tests[] = {
 static const hk_case_shape route_quick[] = {{F32, {1, 128, 8}, 1, 0}, {F32, {64, 128, 8}, 1, 0}};
 static const hk_case_shape route_full[] = {{F32, {1, 128, 8}, 1, 0}, {F32, {512, 128, 8}, 1, 0}};
 
-const hk_case hk_case_moe_route = {"moe_route", HK_GATE_F32, prepare_route, record_route, compare_route, NULL,
-                                   SHAPES(route_tests), SHAPES(route_quick), SHAPES(route_full)};
+const hk_case hk_case_moe_route = {
+    .name = "moe_route",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_route,
+    .record = record_route,
+    .compare = compare_route,
+    CASE_SHAPES(route_tests, route_quick, route_full),
+};
 
 /* ---- f32 GEMV: d = {rows, k} ---- */
 
@@ -391,8 +416,13 @@ static const hk_case_shape gemv_tests[] = {
 static const hk_case_shape gemv_quick[] = {{F32, {128, 2048}, 0, 0}, {F32, {1024, 2048}, 0, 0}};
 static const hk_case_shape gemv_full[] = {{F32, {128, 2048}, 0, 0}, {F32, {151936, 2048}, 0, 0}};
 
-const hk_case hk_case_gemv_f32 = {"gemv_f32", HK_GATE_F32, prepare_gemv, record_gemv, NULL, NULL,
-                                  SHAPES(gemv_tests), SHAPES(gemv_quick), SHAPES(gemv_full)};
+const hk_case hk_case_gemv_f32 = {
+    .name = "gemv_f32",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_gemv,
+    .record = record_gemv,
+    CASE_SHAPES(gemv_tests, gemv_quick, gemv_full),
+};
 
 /* ---- RMSNorm: d = {rows, n}, variant 1 = in place (y is x) ---- */
 
@@ -443,8 +473,13 @@ static const hk_case_shape rmsnorm_tests[] = {
 static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}};
 static const hk_case_shape rmsnorm_full[] = {{F32, {1, 2048}, 0, 0}, {F32, {1, 4096}, 0, 0}, {F32, {512, 4096}, 0, 0}};
 
-const hk_case hk_case_rmsnorm = {"rmsnorm", HK_GATE_F32, prepare_rmsnorm, record_rmsnorm, NULL, NULL,
-                                 SHAPES(rmsnorm_tests), SHAPES(rmsnorm_quick), SHAPES(rmsnorm_full)};
+const hk_case hk_case_rmsnorm = {
+    .name = "rmsnorm",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_rmsnorm,
+    .record = record_rmsnorm,
+    CASE_SHAPES(rmsnorm_tests, rmsnorm_quick, rmsnorm_full),
+};
 
 /* ---- Q8_1 quantizer: d = {k} ---- */
 
@@ -531,6 +566,11 @@ static const hk_case_shape quantize_tests[] = {{F32, {32}, 0, 0}, {F32, {96}, 0,
 static const hk_case_shape quantize_quick[] = {{F32, {2048}, 0, 0}, {F32, {16384}, 0, 0}};
 static const hk_case_shape quantize_full[] = {{F32, {2048}, 0, 0}, {F32, {4096}, 0, 0}, {F32, {1u << 20}, 0, 0}};
 
-const hk_case hk_case_quantize_q8_1 = {"quantize_q8_1", HK_GATE_INT8, prepare_quantize, record_quantize,
-                                       compare_quantize, NULL, SHAPES(quantize_tests), SHAPES(quantize_quick),
-                                       SHAPES(quantize_full)};
+const hk_case hk_case_quantize_q8_1 = {
+    .name = "quantize_q8_1",
+    .gate = HK_GATE_INT8,
+    .prepare = prepare_quantize,
+    .record = record_quantize,
+    .compare = compare_quantize,
+    CASE_SHAPES(quantize_tests, quantize_quick, quantize_full),
+};

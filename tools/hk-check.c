@@ -27,7 +27,7 @@ static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
     /* the last copy: the replication is checked too */
     double err = hk_case_check(run, bound, bound->copies - 1, detail, sizeof detail);
     timing t = time_case(b, run, bound);
-    double gate = run->kcase->gate;
+    double gate = hk_case_gate(run);
     int ok = err < gate;
     b->failures += !ok;
     double gbs = run->bytes / (t.stream_ms * 1e-3) / 1e9, copy = copy_gbs(b);

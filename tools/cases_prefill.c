@@ -1,0 +1,324 @@
+/* cases_prefill.c — table rows of the prefill family: the int8 MMQ GEMM, the MoE slot grouping
+ * and the expert-indexed GEMM. */
+#include "cases.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define Q8 HK_TYPE_Q8_0
+#define Q4 HK_TYPE_Q4_K
+#define Q6 HK_TYPE_Q6_K
+#define F32 HK_TYPE_F32
+
+/* Rows of the output the reference covers: all of them, or (big shapes in hk-check) a sample
+ * spread over the rows, which the compare holds to the gate just the same. */
+#define SAMPLE_ROWS 8
+
+typedef struct gemm_state {
+    uint32_t n_ref_rows;
+    uint32_t ref_rows[]; /* output rows run->ref holds, in order */
+} gemm_state;
+
+static gemm_state *sample_rows(const hk_case_run *run, uint32_t rows)
+{
+    uint32_t n = run->ref_mode == HK_REF_SAMPLE && rows > SAMPLE_ROWS ? SAMPLE_ROWS : rows;
+    if (run->ref_mode == HK_REF_NONE)
+        n = 0;
+    gemm_state *st = hk_case_alloc(sizeof *st + (n ? n : 1) * sizeof(uint32_t));
+    if (!st)
+        return NULL;
+    st->n_ref_rows = n;
+    for (uint32_t i = 0; i < n; i++) /* the first and the last row among them */
+        st->ref_rows[i] = n == rows ? i : (uint32_t)((uint64_t)i * (rows - 1) / (n - 1));
+    return st;
+}
+
+/* scale_rel of the reference rows of the output (n values each) */
+static double compare_rows(const hk_case_run *run, const float *got, uint32_t n, char *detail, size_t size)
+{
+    const gemm_state *st = run->state;
+    float *g = hk_case_alloc((size_t)st->n_ref_rows * n * sizeof(float));
+    if (!g) {
+        snprintf(detail, size, "out of host memory");
+        return INFINITY;
+    }
+    for (uint32_t i = 0; i < st->n_ref_rows; i++)
+        memcpy(g + (size_t)i * n, got + (size_t)st->ref_rows[i] * n, n * sizeof(float));
+    double rel = hk_scale_rel(g, run->ref, (size_t)st->n_ref_rows * n);
+    free(g);
+    snprintf(detail, size, "scale_rel=%.3e over %u rows (%s arm)", rel, st->n_ref_rows,
+             hk_mmq_path(run->ctx, run->shape.type));
+    return rel;
+}
+
+/* Q8_1 rows of random activations of a different magnitude per row. */
+static hk_block_q8_1 *activation_rows(hk_rng *rng, uint32_t rows, uint32_t k)
+{
+    float *f = hk_case_alloc((size_t)k * sizeof(float));
+    hk_block_q8_1 *x = hk_case_alloc((size_t)rows * (k / 32) * sizeof *x);
+    if (!f || !x) {
+        free(f);
+        free(x);
+        return NULL;
+    }
+    for (uint32_t r = 0; r < rows; r++) {
+        float scale = hk_rng_uniform(rng, 0.1f, 4.0f);
+        hk_rng_fill(rng, f, k, -scale, scale);
+        hk_quant_row_q8_1(f, x + (size_t)r * (k / 32), k);
+    }
+    free(f);
+    return x;
+}
+
+static double gate_mmq(const hk_case_run *run)
+{
+    const char *arm = hk_mmq_path(run->ctx, run->shape.type);
+    return arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
+}
+
+/* ---- hk_mmq: d = {m, n, k}, variant 1 = raw random weight blocks ---- */
+
+static hk_status prepare_mmq(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t m = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2];
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * n;
+    uint8_t *w = hk_random_weights(&rng, (int)type, n, k, run->shape.variant);
+    hk_block_q8_1 *x = activation_rows(&rng, m, k);
+    gemm_state *st = sample_rows(run, m);
+    if (!w || !x || !st) {
+        free(w);
+        free(x);
+        free(st);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    run->state = st;
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, 2, 1, w);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)m * (k / 32) * 36, 4, 0, x);
+    hk_case_tensor_add(run, "out", HK_CASE_OUT, (uint64_t)m * n * 4, 4, 0, NULL);
+    run->bytes = (double)w_bytes + 36.0 * m * (k / 32) + 4.0 * m * n;
+    run->flops = 2.0 * m * n * k;
+    snprintf(run->label, sizeof run->label, "%s m%u %ux%u%s", hk_type_name(type), m, n, k,
+             run->shape.variant ? " raw" : "");
+    if (st->n_ref_rows) {
+        run->ref_count = (size_t)st->n_ref_rows * n;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
+            return HK_ERROR_OUT_OF_MEMORY;
+        for (uint32_t i = 0; i < st->n_ref_rows; i++)
+            hk_ref_mmq((int)type, w, x + (size_t)st->ref_rows[i] * (k / 32), run->ref + (size_t)i * n, 1, n, k);
+    }
+    return HK_OK;
+}
+
+static hk_status record_mmq(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const hk_case_shape *sh = &run->shape;
+    return hk_mmq(run->ctx, s, sh->type, v[0], v[1], v[2], sh->d[0], sh->d[1], sh->d[2]);
+}
+
+static double compare_mmq(const hk_case_run *run, char *detail, size_t size)
+{
+    return compare_rows(run, run->t[2].got, run->shape.d[1], detail, size);
+}
+
+static const hk_case_shape mmq_tests[] = {
+    /* tails in m and n, k at one and several blocks, raw blocks and real rows */
+    {Q4, {1, 7, 256}, 1, 0},   {Q4, {17, 64, 512}, 0, 0}, {Q4, {100, 130, 1024}, 1, 0},
+    {Q6, {1, 33, 256}, 0, 0},  {Q6, {70, 64, 512}, 1, 0}, {Q8, {33, 200, 320}, 1, 0},
+    {Q8, {64, 1, 32}, 0, 0},   {Q8, {5, 257, 2048}, 0, 0},
+};
+static const hk_case_shape mmq_quick[] = {{Q4, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0},
+                                          {Q6, {64, 512, 2048}, 1, 0}};
+/* issue 8's prefill shapes, 512 tokens, with llama.cpp-vk's times on the H200 */
+static const hk_case_shape mmq_full[] = {
+    {Q4, {512, 4096, 4096}, 1, 0.463}, {Q4, {512, 14336, 4096}, 1, 1.49}, {Q8, {512, 4096, 4096}, 1, 0.499},
+    {Q6, {512, 4096, 4096}, 1, 0},     {Q4, {2048, 4096, 4096}, 1, 0},
+};
+
+const hk_case hk_case_mmq = {
+    .name = "mmq",
+    .gate = HK_GATE_MMQ,
+    .prepare = prepare_mmq,
+    .record = record_mmq,
+    .compare = compare_mmq,
+    .gate_of = gate_mmq,
+    CASE_SHAPES(mmq_tests, mmq_quick, mmq_full),
+};
+
+/* ---- MoE routing shared by the two MoE prefill rows ---- */
+
+/* tokens x top_k slots, each token's experts distinct (a random routing). */
+static uint32_t *routing(hk_rng *rng, uint32_t tokens, uint32_t top_k, uint32_t n_experts)
+{
+    uint32_t n = tokens * top_k, *ids = hk_case_alloc(n * sizeof *ids);
+    if (!ids)
+        return NULL;
+    for (uint32_t t = 0; t < tokens; t++)
+        for (uint32_t j = 0; j < top_k; j++) {
+            uint32_t e, taken, tries = 0;
+            do {
+                e = (uint32_t)(hk_rng_next(rng) % n_experts);
+                taken = 0;
+                for (uint32_t i = 0; i < j; i++)
+                    taken |= ids[t * top_k + i] == e;
+            } while (taken && ++tries < 1000);
+            ids[t * top_k + j] = e;
+        }
+    return ids;
+}
+
+/* ---- hk_moe_expert_rows: d = {tokens, top_k, n_experts} ---- */
+
+static hk_status prepare_rows(hk_case_run *run, uint64_t seed)
+{
+    uint32_t tokens = run->shape.d[0], top_k = run->shape.d[1], n_experts = run->shape.d[2];
+    uint32_t n_slots = tokens * top_k;
+    hk_rng rng = {seed};
+    uint32_t *ids = routing(&rng, tokens, top_k, n_experts);
+    if (!ids)
+        return HK_ERROR_OUT_OF_MEMORY;
+    if (run->ref_mode != HK_REF_NONE) /* malformed ids from the GPU side are dropped and counted */
+        for (uint32_t s = 1; s < n_slots; s += 7)
+            ids[s] = s % 2 ? 0xFFFFFFFFu : n_experts + s;
+    hk_case_tensor_add(run, "ids", HK_CASE_IN, (uint64_t)n_slots * 4, 4, 1, ids);
+    hk_case_tensor_add(run, "offsets", HK_CASE_OUT, (uint64_t)(n_experts + 1) * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, "slots", HK_CASE_OUT, (uint64_t)n_slots * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, "dropped", HK_CASE_OUT, 4, 4, 0, NULL);
+    run->bytes = 8.0 * n_slots + 4.0 * (n_experts + 2);
+    snprintf(run->label, sizeof run->label, "%u tok top%u E%u", tokens, top_k, n_experts);
+    if (run->ref_mode != HK_REF_NONE) {
+        /* the reference grouping, as u32 bit patterns in ref: offsets, slots, dropped */
+        run->ref_count = (size_t)n_experts + 1 + n_slots + 1;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
+            return HK_ERROR_OUT_OF_MEMORY;
+        uint32_t *r = (uint32_t *)run->ref;
+        hk_ref_moe_expert_rows(ids, n_slots, n_experts, r, r + n_experts + 1, r + n_experts + 1 + n_slots);
+    }
+    return HK_OK;
+}
+
+static hk_status record_rows(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const uint32_t *d = run->shape.d;
+    return hk_moe_expert_rows(run->ctx, s, v[0], v[1], v[2], v[3], d[0] * d[1], d[2]);
+}
+
+/* Exact: the counts, every slot in its place (ascending within each expert: stable), the dropped
+ * count. 0 when all agree. */
+static double compare_rows_exact(const hk_case_run *run, char *detail, size_t size)
+{
+    uint32_t n_experts = run->shape.d[2], n_slots = run->shape.d[0] * run->shape.d[1];
+    const uint32_t *r = (const uint32_t *)run->ref;
+    uint32_t bad_off = 0, bad_slots = 0, dropped = *(const uint32_t *)run->t[3].got;
+    for (uint32_t e = 0; e <= n_experts; e++)
+        bad_off += ((const uint32_t *)run->t[1].got)[e] != r[e];
+    for (uint32_t s = 0; s < n_slots; s++)
+        bad_slots += ((const uint32_t *)run->t[2].got)[s] != r[n_experts + 1 + s];
+    uint32_t want = r[n_experts + 1 + n_slots];
+    snprintf(detail, size, "%u offsets and %u slot entries differ; dropped %u (want %u)", bad_off, bad_slots, dropped,
+             want);
+    return bad_off || bad_slots || dropped != want ? INFINITY : 0.0;
+}
+
+static const hk_case_shape rows_tests[] = {{F32, {1, 1, 1}, 0, 0}, {F32, {5, 8, 128}, 0, 0},
+                                           {F32, {64, 8, 128}, 0, 0}, {F32, {300, 2, 7}, 0, 0}};
+static const hk_case_shape rows_quick[] = {{F32, {64, 8, 128}, 0, 0}};
+static const hk_case_shape rows_full[] = {{F32, {512, 8, 128}, 0, 0}, {F32, {4096, 8, 128}, 0, 0}};
+
+const hk_case hk_case_moe_expert_rows = {
+    .name = "moe_expert_rows",
+    .gate = 1.0, /* compare is exact: 0 or infinity */
+    .prepare = prepare_rows,
+    .record = record_rows,
+    .compare = compare_rows_exact,
+    CASE_SHAPES(rows_tests, rows_quick, rows_full),
+};
+
+/* ---- hk_mmq_id: d = {n_experts, n, k, tokens, top_k}, variant 1 = one x row per slot (down) ---- */
+
+static hk_status prepare_mmq_id(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t n_experts = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2];
+    uint32_t tokens = run->shape.d[3], top_k = run->shape.d[4], n_slots = tokens * top_k;
+    uint32_t per_x = run->shape.variant ? 1 : top_k, x_rows = n_slots / per_x;
+    hk_rng rng = {seed};
+    uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n;
+    uint8_t *w = hk_random_weights(&rng, (int)type, (size_t)n_experts * n, k, 1);
+    hk_block_q8_1 *x = activation_rows(&rng, x_rows, k);
+    uint32_t *ids = routing(&rng, tokens, top_k, n_experts);
+    uint32_t *offsets = hk_case_alloc((n_experts + 1) * sizeof *offsets), *slots = hk_case_alloc(n_slots * 4);
+    gemm_state *st = sample_rows(run, n_slots);
+    if (!w || !x || !ids || !offsets || !slots || !st) {
+        free(w), free(x), free(ids), free(offsets), free(slots), free(st);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    uint32_t dropped;
+    hk_ref_moe_expert_rows(ids, n_slots, n_experts, offsets, slots, &dropped);
+    run->state = st;
+    uint32_t used = 0; /* experts the routing reads */
+    for (uint32_t e = 0; e < n_experts; e++)
+        used += offsets[e + 1] > offsets[e];
+    hk_case_tensor_add(run, "w", HK_CASE_IN, expert_bytes * n_experts, 2, 1, w);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)x_rows * (k / 32) * 36, 4, 0, x);
+    hk_case_tensor_add(run, "offsets", HK_CASE_IN, (uint64_t)(n_experts + 1) * 4, 4, 0, offsets);
+    hk_case_tensor_add(run, "slots", HK_CASE_IN, (uint64_t)n_slots * 4, 4, 0, slots);
+    hk_case_tensor_add(run, "out", HK_CASE_OUT, (uint64_t)n_slots * n * 4, 4, 0, NULL);
+    run->bytes = (double)used * expert_bytes + 36.0 * x_rows * (k / 32) + 4.0 * n_slots * (n + 1);
+    run->flops = 2.0 * n_slots * n * k;
+    snprintf(run->label, sizeof run->label, "%s E%u %ux%u %u tok top%u%s", hk_type_name(type), n_experts, n, k, tokens,
+             top_k, run->shape.variant ? " per-slot" : "");
+    hk_status status = HK_OK;
+    if (st->n_ref_rows) {
+        /* each sampled slot's row straight from its routed expert, as hk_ref_mmq computes it */
+        run->ref_count = (size_t)st->n_ref_rows * n;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
+            status = HK_ERROR_OUT_OF_MEMORY;
+        for (uint32_t i = 0; status == HK_OK && i < st->n_ref_rows; i++) {
+            uint32_t s = st->ref_rows[i];
+            hk_ref_mmq((int)type, w + (size_t)ids[s] * expert_bytes, x + (size_t)(s / per_x) * (k / 32),
+                       run->ref + (size_t)i * n, 1, n, k);
+        }
+    }
+    free(ids);
+    return status;
+}
+
+static hk_status record_mmq_id(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const hk_case_shape *sh = &run->shape;
+    uint32_t n_slots = sh->d[3] * sh->d[4];
+    hk_mmq_id_shape shape = {sh->d[0], sh->d[1], sh->d[2], n_slots, sh->variant ? 1 : sh->d[4]};
+    return hk_mmq_id(run->ctx, s, sh->type, v[0], v[1], v[2], v[3], v[4], &shape);
+}
+
+static double compare_mmq_id(const hk_case_run *run, char *detail, size_t size)
+{
+    return compare_rows(run, run->t[4].got, run->shape.d[1], detail, size);
+}
+
+static const hk_case_shape mmq_id_tests[] = {
+    {Q4, {8, 64, 256, 9, 4}, 0, 0},  {Q6, {8, 33, 512, 5, 2}, 1, 0}, {Q8, {4, 100, 64, 40, 2}, 0, 0},
+    {Q4, {128, 96, 512, 17, 8}, 0, 0}, /* more experts than slots: most are empty */
+};
+static const hk_case_shape mmq_id_quick[] = {{Q4, {16, 768, 2048, 64, 8}, 0, 0}, {Q6, {16, 2048, 768, 64, 8}, 1, 0}};
+/* Qwen3-30B-A3B prefill, 512 tokens, top-8: gate/up Q4_K 768x2048 (x per token), down Q6_K
+ * 2048x768 (x per slot); llama.cpp-vk's time for gate/up on the H200 */
+static const hk_case_shape mmq_id_full[] = {{Q4, {128, 768, 2048, 512, 8}, 0, 1.37},
+                                            {Q6, {128, 2048, 768, 512, 8}, 1, 0}};
+
+const hk_case hk_case_mmq_id = {
+    .name = "mmq_id",
+    .gate = HK_GATE_MMQ,
+    .prepare = prepare_mmq_id,
+    .record = record_mmq_id,
+    .compare = compare_mmq_id,
+    .gate_of = gate_mmq,
+    CASE_SHAPES(mmq_id_tests, mmq_id_quick, mmq_id_full),
+};
