@@ -1,0 +1,389 @@
+/* The prefill f16 GEMM (hk_gemm_f16) against its full-precision reference: every weight type, tails
+ * in m and n, k over one dispatch's loop budget (several passes), raw random blocks and quantized
+ * real-looking rows, inputs at aligned, minimal and end-of-buffer offsets, outputs poisoned and
+ * every byte outside them checked (the kernel table's driver, tools/cases.h); on the default
+ * context (the cooperative-matrix arm where the device has it) and with HK_FEATURE_COOPMAT_KHR
+ * disabled (the portable arm); two GEMMs chained in one stream; every argument error.
+ *
+ * The case below (hk_case_gemm_f16: prepare / record / compare, shapes for the tests, hk-check and
+ * hk-bench) is a row of the kernel table, kept here until the table takes it
+ * (tools/cases_gemm.c). */
+#include "cases.h"
+#include "hk_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHAPES(a) (a), (uint32_t)(sizeof(a) / sizeof((a)[0]))
+#define Q8 HK_TYPE_Q8_0
+#define Q4 HK_TYPE_Q4_K
+#define Q6 HK_TYPE_Q6_K
+
+/* ---- the case: d = {m, n, k}, variant 1 = raw random blocks ----------------------------------- */
+
+/* Distance to hk_ref_gemm_f16 (the same f16 operands, summed in double) that a correct kernel stays
+ * under: f32 summation order (~1e-6) and a device that rounds f32 -> f16 toward zero (~1e-3). Far
+ * tighter than the gate to the full-precision product, which the f16 rounding itself takes to
+ * ~1e-3. */
+#define GEMM_F16_OPERANDS_GATE 1e-2
+/* hk-check on big shapes: the reference covers a few rows of x (all n outputs of each). */
+#define GEMM_SAMPLE_ROWS 4u
+
+/* run->state: the x rows the reference covers, then the reference on f16-rounded operands */
+typedef struct gemm_state {
+    uint32_t rows;
+    uint32_t row[GEMM_SAMPLE_ROWS]; /* HK_REF_SAMPLE: their indices; HK_REF_ALL: rows = m, all of them */
+    float ref_f16[];                /* rows x n */
+} gemm_state;
+
+static uint32_t state_row(const gemm_state *s, uint32_t m, uint32_t i) { return s->rows == m ? i : s->row[i]; }
+
+static hk_status prepare_gemm(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t m = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2];
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * n;
+    float *x = hk_case_alloc((size_t)m * k * sizeof(float));
+    uint8_t *w = hk_case_weights(&rng, type, n, k, run->shape.variant);
+    if (!x || !w) {
+        free(x);
+        free(w);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, x, (size_t)m * k, -1.0f, 1.0f);
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, 2, 1, w);
+    hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)m * k * 4, 4, 0, x);
+    hk_case_tensor_add(run, "out", HK_CASE_OUT, (uint64_t)m * n * 4, 4, 0, NULL);
+    run->bytes = (double)w_bytes + 4.0 * m * k + 4.0 * m * n;
+    run->flops = 2.0 * m * n * k;
+    snprintf(run->label, sizeof run->label, "%s m%u n%u k%u%s", hk_type_name(type), m, n, k,
+             run->shape.variant ? " raw" : "");
+    if (run->ref_mode == HK_REF_NONE)
+        return HK_OK;
+    uint32_t rows = run->ref_mode == HK_REF_ALL || m <= GEMM_SAMPLE_ROWS ? m : GEMM_SAMPLE_ROWS;
+    gemm_state *s = hk_case_alloc(sizeof *s + (size_t)rows * n * sizeof(float));
+    float *xs = hk_case_alloc((size_t)rows * k * sizeof(float));
+    run->ref = hk_case_alloc((size_t)rows * n * sizeof(float));
+    run->state = s;
+    if (!s || !xs || !run->ref) {
+        free(xs);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    s->rows = rows;
+    for (uint32_t i = 0; i < GEMM_SAMPLE_ROWS; i++) /* first, last and two between */
+        s->row[i] = (uint32_t)((uint64_t)(m - 1) * i / (GEMM_SAMPLE_ROWS - 1));
+    for (uint32_t i = 0; i < rows; i++)
+        memcpy(xs + (size_t)i * k, x + (size_t)state_row(s, m, i) * k, (size_t)k * sizeof(float));
+    run->ref_count = (size_t)rows * n;
+    int ok = hk_ref_gemm((int)type, w, xs, run->ref, rows, n, k) &&
+             hk_ref_gemm_f16((int)type, w, xs, s->ref_f16, rows, n, k);
+    free(xs);
+    return ok ? HK_OK : HK_ERROR_OUT_OF_MEMORY;
+}
+
+static hk_status record_gemm(const hk_case_run *run, hk_stream *stream, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const uint32_t *d = run->shape.d;
+    return hk_gemm_f16(run->ctx, stream, run->shape.type, v[0], v[1], v[2], d[0], d[1], d[2]);
+}
+
+/* The gate: scale-relative to the full-precision product (HK_GATE_F16); beside it, and held to
+ * GEMM_F16_OPERANDS_GATE, the distance to the product of the f16-rounded operands. */
+static double compare_gemm(const hk_case_run *run, char *detail, size_t size)
+{
+    const gemm_state *s = run->state;
+    uint32_t m = run->shape.d[0], n = run->shape.d[1];
+    const float *got = run->t[2].got;
+    float *sample = s->rows == m ? NULL : hk_case_alloc(run->ref_count * sizeof(float));
+    if (sample) {
+        for (uint32_t i = 0; i < s->rows; i++)
+            memcpy(sample + (size_t)i * n, got + (size_t)s->row[i] * n, (size_t)n * sizeof(float));
+        got = sample;
+    } else if (s->rows != m) {
+        snprintf(detail, size, "out of host memory");
+        return INFINITY;
+    }
+    double rel = hk_scale_rel(got, run->ref, run->ref_count);
+    double rel16 = hk_scale_rel(got, s->ref_f16, run->ref_count);
+    free(sample);
+    snprintf(detail, size, "scale_rel=%.3e, vs f16 operands %.3e (gate %.0e)", rel, rel16, GEMM_F16_OPERANDS_GATE);
+    return rel16 < GEMM_F16_OPERANDS_GATE ? rel : INFINITY;
+}
+
+static const hk_case_shape gemm_tests[] = {
+    /* one output; tails in m and n under one tile and across several; exact portable tiles; the
+     * coopmat tile (128) plus one; k = 256, 512, 2048 */
+    {Q4, {1, 1, 256}, 1, 0},
+    {Q4, {17, 7, 512}, 0, 0},
+    {Q4, {100, 257, 2048}, 1, 0},
+    {Q4, {64, 64, 256}, 0, 0},
+    {Q4, {129, 130, 512}, 0, 0},
+    {Q6, {17, 33, 512}, 1, 0},
+    {Q6, {1, 257, 256}, 0, 0},
+    {Q6, {100, 7, 2048}, 0, 0},
+    /* Q8_0: k of an odd number of 32-blocks (the k step falls back to 32) */
+    {Q8, {100, 7, 96}, 1, 0},
+    {Q8, {3, 130, 2048}, 0, 0},
+    {Q8, {17, 1, 32}, 1, 0},
+    /* k over one dispatch's loop budget on both tilings (9152 portable, 32704 coopmat): passes
+     * that add to out */
+    {Q4, {5, 9, 33024}, 0, 0},
+};
+static const hk_case_shape gemm_quick[] = {
+    {Q4, {64, 512, 2048}, 1, 0}, {Q6, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0}};
+/* ---- bench shapes (issue 8, prefill at 512 tokens): useful ops 2*m*n*k ----
+ * Llama-3-8B q/o (4096x4096), gate/up (14336x4096) and down (4096x14336); Qwen3-1.7B's; the
+ * other weight types at 4096x4096. */
+static const hk_case_shape gemm_full[] = {
+    {Q4, {512, 4096, 4096}, 1, 0},  {Q4, {512, 14336, 4096}, 1, 0}, {Q4, {512, 4096, 14336}, 1, 0},
+    {Q4, {512, 2048, 2048}, 1, 0},  {Q4, {512, 6144, 2048}, 1, 0},  {Q4, {512, 2048, 6144}, 1, 0},
+    {Q6, {512, 4096, 4096}, 1, 0},  {Q8, {512, 4096, 4096}, 1, 0},
+};
+
+const hk_case hk_case_gemm_f16 = {"gemm_f16", HK_GATE_F16, prepare_gemm, record_gemm, compare_gemm, NULL,
+                                  SHAPES(gemm_tests), SHAPES(gemm_quick), SHAPES(gemm_full)};
+
+/* ---- the tests ---------------------------------------------------------------------------------- */
+
+/* every shape of the case in every placement (two for the long-k shapes) */
+static void run_case(hk_context *ctx, const hk_case *kc, const char *arm)
+{
+    for (uint32_t i = 0; i < kc->n_tests; i++) {
+        hk_case_run run;
+        hk_status st = hk_case_prepare(kc, &kc->tests[i], ctx, HK_REF_ALL, 3000 + 31 * i, &run);
+        if (st != HK_OK) {
+            hk_check(0, kc->name, "shape %u: prepare failed (%s)", i, hk_status_name(st));
+            continue;
+        }
+        static const int all[] = {HK_PLACE_ALIGNED, HK_PLACE_MINIMAL, HK_PLACE_END, HK_PLACE_END_MIN};
+        int n_places = run.shape.d[2] > 8192 ? 2 : 4;
+        for (int p = 0; p < n_places; p++) {
+            int place = n_places == 2 ? all[2 * p] : all[p];
+            char name[200], detail[320];
+            snprintf(name, sizeof name, "%s %s %s (%s)", kc->name, run.label, hk_case_place_name(place), arm);
+            hk_case_bound bound;
+            if (hk_case_bind(&run, place, 1, &bound) != HK_OK) {
+                hk_check(0, name, "bind: %s", bound.why);
+                continue;
+            }
+            double err = hk_case_check(&run, &bound, 0, detail, sizeof detail);
+            hk_check(err < kc->gate, name, "%s", detail);
+            hk_case_unbind(&bound);
+        }
+        hk_case_release(&run);
+    }
+}
+
+/* The reference on its own: each output row agrees with the matvec reference (f32 sums per
+ * block, another code path), and rounding the operands to f16 moves it by about f16 precision. */
+static void test_reference(void)
+{
+    static const hk_type types[] = {Q8, Q4, Q6};
+    for (int t = 0; t < 3; t++) {
+        const uint32_t m = 3, n = 5, k = 512;
+        hk_rng rng = {91 + t};
+        float x[3 * 512], ref[3 * 5], ref16[3 * 5], mv[5];
+        hk_rng_fill(&rng, x, m * k, -1.0f, 1.0f);
+        uint8_t *w = hk_case_weights(&rng, types[t], n, k, t == 1);
+        int ok = w && hk_ref_gemm((int)types[t], w, x, ref, m, n, k) &&
+                 hk_ref_gemm_f16((int)types[t], w, x, ref16, m, n, k);
+        double worst = ok ? 0.0 : INFINITY;
+        for (uint32_t i = 0; i < m && ok; i++) {
+            hk_ref_matvec((int)types[t], w, x + i * k, mv, n, k);
+            double e = hk_scale_rel(ref + i * n, mv, n);
+            worst = e > worst ? e : worst;
+        }
+        char name[80];
+        snprintf(name, sizeof name, "hk_ref_gemm %s rows = hk_ref_matvec", hk_type_name(types[t]));
+        hk_check(worst < 1e-5, name, "scale_rel=%.3e", worst);
+        double r16 = ok ? hk_scale_rel(ref16, ref, m * n) : INFINITY;
+        snprintf(name, sizeof name, "hk_ref_gemm_f16 %s: f16 operands", hk_type_name(types[t]));
+        hk_check(r16 > 0 && r16 < 5e-3, name, "scale_rel to full precision %.3e", r16);
+        free(w);
+    }
+}
+
+/* Two GEMMs in one stream, the first's output the second's x: out2 = (x . W1^T) . W2^T against the
+ * references chained on the host; the stream orders the second after the first. */
+static void test_stream_chain(hk_context *ctx)
+{
+    const uint32_t m = 33, k1 = 512, n1 = 256, n2 = 40;
+    hk_rng rng = {4242};
+    float *x = malloc((size_t)m * k1 * 4), *mid = malloc((size_t)m * n1 * 4), *ref = malloc((size_t)m * n2 * 4);
+    uint8_t *w1 = hk_case_weights(&rng, Q4, n1, k1, 0), *w2 = hk_case_weights(&rng, Q6, n2, n1, 0);
+    hk_rng_fill(&rng, x, (size_t)m * k1, -1.0f, 1.0f);
+    hk_ref_gemm(HK_REF_Q4_K, w1, x, mid, m, n1, k1);
+    hk_ref_gemm(HK_REF_Q6_K, w2, mid, ref, m, n2, n1);
+    uint64_t w1_bytes = hk_ref_row_bytes(HK_REF_Q4_K, k1) * n1, w2_bytes = hk_ref_row_bytes(HK_REF_Q6_K, n1) * n2;
+    hk_buffer *xb = hk_test_buffer(ctx, (uint64_t)m * k1 * 4, x), *w1b = hk_test_buffer(ctx, w1_bytes, w1);
+    hk_buffer *w2b = hk_test_buffer(ctx, w2_bytes, w2), *midb = hk_test_buffer(ctx, (uint64_t)m * n1 * 4, NULL);
+    hk_test_out out = hk_test_out_create(ctx, (size_t)m * n2);
+    hk_stream *s = NULL;
+    hk_status st = hk_stream_create(ctx, 0, &s);
+    if (st == HK_OK)
+        st = hk_gemm_f16(ctx, s, Q4, (hk_view){w1b, 0}, (hk_view){xb, 0}, (hk_view){midb, 0}, m, n1, k1);
+    if (st == HK_OK)
+        st = hk_gemm_f16(ctx, s, Q6, (hk_view){w2b, 0}, (hk_view){midb, 0}, hk_test_out_view(&out), m, n2, n1);
+    hk_check(st == HK_OK && hk_stream_kernel_count(s) == 2, "gemm stream records 2 kernels", "%s",
+             st == HK_OK ? "" : hk_last_error());
+    if (st == HK_OK)
+        st = hk_stream_submit(s);
+    if (st == HK_OK)
+        hk_check_close("gemm stream q4_k -> q6_k", hk_test_out_read(&out, "gemm stream"), ref, (size_t)m * n2,
+                       HK_GATE_F16);
+    else
+        hk_check(0, "gemm stream", "%s", hk_last_error());
+    hk_stream_destroy(s);
+    hk_test_out_destroy(&out);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(w1b);
+    hk_buffer_destroy(w2b);
+    hk_buffer_destroy(midb);
+    free(x);
+    free(mid);
+    free(ref);
+    free(w1);
+    free(w2);
+}
+
+/* ---- argument errors: the status, a message naming the problem, nothing recorded or written ---- */
+
+static hk_context *err_ctx;
+static hk_stream *err_stream;
+static hk_test_out err_out;
+
+static void expect(const char *name, hk_status got, hk_status want, const char *needle)
+{
+    hk_check_status(name, got, want, needle);
+    hk_check(hk_stream_kernel_count(err_stream) == 0, name, "nothing recorded");
+    const float *o = hk_test_out_read(&err_out, name);
+    uint32_t bad = 0;
+    for (size_t i = 0; o && i < err_out.n; i++) {
+        uint32_t word;
+        memcpy(&word, &o[i], 4);
+        bad += word != HK_POISON_WORD;
+    }
+    hk_check(o && bad == 0, name, "%u output words written", bad);
+}
+
+static void test_errors(hk_context *ctx, hk_context *other)
+{
+    const uint32_t m = 2, n = 4, k = 256;
+    const uint64_t w_bytes = hk_ref_row_bytes(HK_REF_Q4_K, k) * n, x_bytes = (uint64_t)m * k * 4;
+    err_ctx = ctx;
+    err_out = hk_test_out_create(ctx, (size_t)m * n);
+    if (hk_stream_create(ctx, 0, &err_stream) != HK_OK) {
+        hk_check(0, "gemm errors: stream", "%s", hk_last_error());
+        hk_test_out_destroy(&err_out);
+        return;
+    }
+    hk_buffer *wb = hk_test_buffer(ctx, w_bytes, NULL), *xb = hk_test_buffer(ctx, x_bytes, NULL);
+    hk_view w = {wb, 0}, x = {xb, 0}, o = hk_test_out_view(&err_out);
+    hk_stream *s = err_stream;
+    const hk_status INV = HK_ERROR_INVALID_ARGUMENT;
+
+    expect("gemm null context", hk_gemm_f16(NULL, s, Q4, w, x, o, m, n, k), INV, "context is NULL");
+    static const hk_type bad_types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_1, (hk_type)99};
+    for (int i = 0; i < 4; i++)
+        expect("gemm unsupported wtype", hk_gemm_f16(ctx, s, bad_types[i], w, x, o, m, n, k), HK_ERROR_UNSUPPORTED,
+               "not a GEMM weight type");
+    expect("gemm m = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, 0, n, k), INV, "m=0 and n=4 must both be positive");
+    expect("gemm n = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, m, 0, k), INV, "m=2 and n=0 must both be positive");
+    expect("gemm k = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, 0), INV, "k=0 is not a positive multiple of 256");
+    expect("gemm k off the q4_k block", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, 320), INV,
+           "k=320 is not a positive multiple of 256 (q4_k block)");
+    expect("gemm k off the q6_k block", hk_gemm_f16(ctx, s, Q6, w, x, o, m, n, 128), INV, "multiple of 256 (q6_k");
+    expect("gemm k off the q8_0 block", hk_gemm_f16(ctx, s, Q8, w, x, o, m, n, 48), INV, "multiple of 32 (q8_0");
+    expect("gemm m past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, HK_GEMM_MAX_M + 1, n, k), INV,
+           "m=16777217 exceeds the limit m <= 16777216");
+    expect("gemm n past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, m, HK_GEMM_MAX_N + 1, k), INV,
+           "n=16777217 exceeds the limit n <= 16777216");
+    expect("gemm k past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, HK_GEMM_MAX_K + 256), INV,
+           "k=1048832 exceeds the limit k <= 1048576");
+    /* the limits come before the buffers: the shape one step inside them is refused for its views */
+    expect("gemm k at the limit, views too small", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, HK_GEMM_MAX_K), INV,
+           "past the end");
+    expect("gemm null w buffer", hk_gemm_f16(ctx, s, Q4, (hk_view){NULL, 0}, x, o, m, n, k), INV, "w.buffer is NULL");
+    expect("gemm null x buffer", hk_gemm_f16(ctx, s, Q4, w, (hk_view){NULL, 0}, o, m, n, k), INV, "x.buffer is NULL");
+    expect("gemm null out buffer", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){NULL, 0}, m, n, k), INV,
+           "out.buffer is NULL");
+    expect("gemm w past the end", hk_gemm_f16(ctx, s, Q4, (hk_view){wb, 2}, x, o, m, n, k), INV,
+           "w needs 576 bytes at offset 2, past the end");
+    expect("gemm x past the end", hk_gemm_f16(ctx, s, Q4, w, (hk_view){xb, 4}, o, m, n, k), INV,
+           "x needs 2048 bytes at offset 4, past the end");
+    expect("gemm x rows past the end", hk_gemm_f16(ctx, s, Q4, w, x, o, m + 1, n, k), INV, "x needs 3072 bytes");
+    expect("gemm w rows past the end", hk_gemm_f16(ctx, s, Q4, w, x, o, 1, n + 1, k), INV, "w needs 720 bytes");
+    expect("gemm out past the end",
+           hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){o.buffer, o.offset + (HK_TEST_GUARD + 1) * 4}, m, n, k), INV,
+           "out needs 32 bytes");
+    expect("gemm w misaligned", hk_gemm_f16(ctx, s, Q4, (hk_view){wb, 1}, x, o, 1, 1, k), INV,
+           "w.offset=1 is not a multiple of 2");
+    expect("gemm x misaligned", hk_gemm_f16(ctx, s, Q4, w, (hk_view){xb, 2}, o, 1, n, k), INV,
+           "x.offset=2 is not a multiple of 4");
+    expect("gemm out misaligned", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){o.buffer, o.offset - 2}, m, n, k), INV,
+           "out.offset=62 is not a multiple of 4");
+    expect("gemm out overlaps x", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){xb, 0}, m, n, k), INV,
+           "output out overlaps x");
+    expect("gemm out overlaps w", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){wb, 0}, 1, 1, k), INV,
+           "output out overlaps w");
+    if (other) {
+        hk_stream *foreign = NULL;
+        if (hk_stream_create(other, 0, &foreign) == HK_OK) {
+            expect("gemm stream of another context", hk_gemm_f16(ctx, foreign, Q4, w, x, o, m, n, k), INV,
+                   "stream belongs to another context");
+            hk_stream_destroy(foreign);
+        }
+        expect("gemm buffer of another context", hk_gemm_f16(other, NULL, Q4, w, x, o, m, n, k), INV,
+               "w.buffer belongs to another context");
+    }
+    int uses = -1;
+    hk_check_status("gemm_uses_coopmat null context", hk_gemm_f16_uses_coopmat(NULL, &uses), INV, "context is NULL");
+    hk_check_status("gemm_uses_coopmat null out", hk_gemm_f16_uses_coopmat(ctx, NULL), INV, "out_coopmat is NULL");
+    hk_check(uses == -1, "gemm_uses_coopmat failing call writes nothing", "%d", uses);
+
+    hk_stream_destroy(err_stream);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    hk_test_out_destroy(&err_out);
+}
+
+/* Which arm runs on this context; the case on it. */
+static void run_arm(hk_context *ctx, const char *label, int want_coopmat)
+{
+    int coopmat = -1;
+    hk_status st = hk_gemm_f16_uses_coopmat(ctx, &coopmat);
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    const char *arm = coopmat == 1 ? "coopmat" : "portable";
+    printf("gemm_f16 on %s%s: %s arm (coopmat_khr %d, %u property entries, subgroup %u, shared %u bytes)\n",
+           caps.device_name, label, arm, caps.coopmat_khr, caps.coopmat_khr_count, caps.subgroup_size,
+           caps.shared_memory_bytes);
+    hk_check(st == HK_OK && (want_coopmat < 0 || coopmat == want_coopmat), "gemm_f16 arm", "%s%s", arm, label);
+    run_case(ctx, &hk_case_gemm_f16, arm);
+}
+
+int main(void)
+{
+    hk_context *ctx = hk_test_context();
+    test_reference();
+    run_arm(ctx, "", -1);
+    test_stream_chain(ctx);
+
+    /* the portable arm wherever the coopmat arm ran above */
+    hk_context *portable = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
+    if (portable) {
+        run_arm(portable, " without HK_FEATURE_COOPMAT_KHR", 0);
+        test_stream_chain(portable);
+    }
+    test_errors(ctx, portable);
+    if (portable) {
+        uint32_t messages = hk_context_validation_messages(portable);
+        hk_check(messages == 0, "no validation messages on the portable context", "%u seen", messages);
+        hk_context_destroy(portable);
+    }
+    return hk_test_finish(ctx);
+}
