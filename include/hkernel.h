@@ -493,9 +493,10 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * of the output scale; the tests gate it at 5e-2). x values must lie within the f16 range
  * (|x| < 65504; larger ones become infinities). */
 /* Limits of hk_gemm_f16 (HK_ERROR_INVALID_ARGUMENT past them). The shader's loops do not depend on
- * m and n (one workgroup per output tile); a k longer than one dispatch's loop budget (32704 values
- * on the matrix-unit tiles, 9152 on the portable ones) is split into several dispatches that add to
- * out, so k is limited only to keep their number small. m * n, m * k and the weights are further
+ * m and n (one workgroup per output tile); a k longer than one dispatch's loop budget (32640 values
+ * on the matrix-unit tiles with 32-wide subgroups, 9152 on the portable ones; src/kernels/gemm.c
+ * counts them) is split into several dispatches that add to out, so k is limited only to keep
+ * their number small (at most 115). m * n, m * k and the weights are further
  * bounded by caps.max_storage_buffer_range bytes per view. */
 #define HK_GEMM_MAX_M 16777216u
 #define HK_GEMM_MAX_N 16777216u

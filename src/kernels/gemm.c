@@ -28,7 +28,7 @@ static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
  *   + coopmat: BK/16 * (1 + RN + RM*(1 + RN))      portable: BK/8 * (1 + RN + RM*E*(1 + RN))
  * (E = 256 / lanes per warp), and the accumulator init and epilogue RM*RN*(1 + E) + RM*RN*E once.
  * One dispatch takes at most GEMM_LOOP_BUDGET / step k steps; a longer k runs as several
- * dispatches, each adding its slice to out (coopmat tiles: 32704 k values per dispatch, portable:
+ * dispatches, each adding its slice to out (coopmat tiles: 32640 k values per dispatch, portable:
  * 9152). Whoever changes the shader's loops redoes this count. */
 #define GEMM_LOOP_BUDGET 60000u
 
