@@ -59,30 +59,27 @@ HK_PUSH_END
 
 #include "gemm_dequant.glsl"
 
+// Both arms stage pairs of halves packed in uints: cooperative-matrix loads take any array type,
+// counting element and stride in its units (GL_KHR_cooperative_matrix, issue 3).
+shared uint sa[BM * SS]; // x tile [BM][BK] as f16
+shared uint sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
 #ifdef HK_COOPMAT
-#define HALF2 f16vec2
-#define PACK2(v) f16vec2(v)
-shared float stage[WM * WN * 256u];
-#else
-#define HALF2 uint
-#define PACK2(v) packHalf2x16(v)
+shared float stage[WM * WN * 256u]; // per warp: one 16x16 accumulator on its way out
 #endif
-shared HALF2 sa[BM * SS]; // x tile [BM][BK] as f16
-shared HALF2 sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
 
 // 8 values (two vec4) at pair index s of a shared tile
 void put8(bool is_a, uint s, vec4 lo, vec4 hi)
 {
     if (is_a) {
-        sa[s] = PACK2(lo.xy);
-        sa[s + 1u] = PACK2(lo.zw);
-        sa[s + 2u] = PACK2(hi.xy);
-        sa[s + 3u] = PACK2(hi.zw);
+        sa[s] = packHalf2x16(lo.xy);
+        sa[s + 1u] = packHalf2x16(lo.zw);
+        sa[s + 2u] = packHalf2x16(hi.xy);
+        sa[s + 3u] = packHalf2x16(hi.zw);
     } else {
-        sb[s] = PACK2(lo.xy);
-        sb[s + 1u] = PACK2(lo.zw);
-        sb[s + 2u] = PACK2(hi.xy);
-        sb[s + 3u] = PACK2(hi.zw);
+        sb[s] = packHalf2x16(lo.xy);
+        sb[s + 1u] = packHalf2x16(lo.zw);
+        sb[s + 2u] = packHalf2x16(hi.xy);
+        sb[s + 3u] = packHalf2x16(hi.zw);
     }
 }
 
