@@ -44,8 +44,8 @@ const uint LANES = WG / (WM * WN);  // invocations per warp (coopmat: the subgro
 const uint E = 256u / LANES;        // elements of a 16x16 tile per lane
 const uint BM = WM * RM * 16u;
 const uint BN = WN * RN * 16u;
-const uint SS = BK / 2u + 4u;       // shared row stride in pairs of halves
-const uint KV = BK / 8u;            // 8-value items per staged row
+const uint KV = BK / 8u;            // 8-value items (uvec4 of f16) per staged row
+const uint SS = KV + 1u;            // shared row stride in uvec4: BK + 8 halves
 
 HK_PUSH_BEGIN
     uint m;
@@ -59,28 +59,19 @@ HK_PUSH_END
 
 #include "gemm_dequant.glsl"
 
-// Both arms stage pairs of halves packed in uints: cooperative-matrix loads take any array type,
-// counting element and stride in its units (GL_KHR_cooperative_matrix, issue 3).
-shared uint sa[BM * SS]; // x tile [BM][BK] as f16
-shared uint sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
+// Both arms stage 8 halves packed in a uvec4: cooperative-matrix loads take any array type,
+// counting element and stride in its units (GL_KHR_cooperative_matrix, issue 3), and a uvec4 array
+// keeps every fragment's start and stride 16-byte aligned as Vulkan requires.
+shared uvec4 sa[BM * SS]; // x tile [BM][BK] as f16
+shared uvec4 sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
 #ifdef HK_COOPMAT
 shared float stage[WM * WN * 256u]; // per warp: one 16x16 accumulator on its way out
 #endif
 
-// 8 values (two vec4) at pair index s of a shared tile
-void put8(bool is_a, uint s, vec4 lo, vec4 hi)
+// 8 values as f16, in the order of k
+uvec4 pack8(vec4 lo, vec4 hi)
 {
-    if (is_a) {
-        sa[s] = packHalf2x16(lo.xy);
-        sa[s + 1u] = packHalf2x16(lo.zw);
-        sa[s + 2u] = packHalf2x16(hi.xy);
-        sa[s + 3u] = packHalf2x16(hi.zw);
-    } else {
-        sb[s] = packHalf2x16(lo.xy);
-        sb[s + 1u] = packHalf2x16(lo.zw);
-        sb[s + 2u] = packHalf2x16(hi.xy);
-        sb[s + 3u] = packHalf2x16(hi.zw);
-    }
+    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
 
 // Stages x[row0 .., k0 .. k0+BK) and W[col0 .., k0 ..) as f16; rows past m or n are zeros.
@@ -101,14 +92,14 @@ void stage_tiles(uint row0, uint col0, uint k0)
                 hi = vec4(x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
             }
         }
-        put8(true, r * SS + 4u * c, lo, hi);
+        sa[r * SS + c] = pack8(lo, hi);
     }
     for (uint it = li; it < BN * KV; it += WG) {
         uint r = it / KV, c = it % KV, col = col0 + r;
         vec4 lo = vec4(0.0), hi = vec4(0.0);
         if (col < pc.n)
             hk_deq8(col, k0 + 8u * c, lo, hi);
-        put8(false, r * SS + 4u * c, lo, hi);
+        sb[r * SS + c] = pack8(lo, hi);
     }
 }
 
@@ -156,10 +147,10 @@ void main()
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[RN];
             // B = W^T: column j of B is row j of the W tile, k contiguous
             [[unroll]] for (uint j = 0; j < RN; j++)
-                coopMatLoad(b[j], sb, (wn0 + 16u * j) * SS + 8u * kc, SS, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(b[j], sb, (wn0 + 16u * j) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutColumnMajor);
             [[unroll]] for (uint i = 0; i < RM; i++) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;
-                coopMatLoad(a, sa, (wm0 + 16u * i) * SS + 8u * kc, SS, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(a, sa, (wm0 + 16u * i) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint j = 0; j < RN; j++)
                     acc[i * RN + j] = coopMatMulAdd(a, b[j], acc[i * RN + j]);
             }
@@ -168,14 +159,14 @@ void main()
         [[unroll]] for (uint c = 0; c < KV; c++) {
             vec4 blo[RN], bhi[RN];
             [[unroll]] for (uint j = 0; j < RN; j++) {
-                uint s = (wn0 + 16u * j + lc) * SS + 4u * c;
-                blo[j] = vec4(unpackHalf2x16(sb[s]), unpackHalf2x16(sb[s + 1u]));
-                bhi[j] = vec4(unpackHalf2x16(sb[s + 2u]), unpackHalf2x16(sb[s + 3u]));
+                uvec4 v = sb[(wn0 + 16u * j + lc) * SS + c];
+                blo[j] = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+                bhi[j] = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
             }
             [[unroll]] for (uint ie = 0; ie < RM * E; ie++) {
-                uint s = (wm0 + 16u * (ie / E) + lr + (ie % E) * (LANES / 16u)) * SS + 4u * c;
-                vec4 alo = vec4(unpackHalf2x16(sa[s]), unpackHalf2x16(sa[s + 1u]));
-                vec4 ahi = vec4(unpackHalf2x16(sa[s + 2u]), unpackHalf2x16(sa[s + 3u]));
+                uvec4 v = sa[(wm0 + 16u * (ie / E) + lr + (ie % E) * (LANES / 16u)) * SS + c];
+                vec4 alo = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+                vec4 ahi = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
                 [[unroll]] for (uint j = 0; j < RN; j++)
                     acc[ie * RN + j] += dot(alo, blo[j]) + dot(ahi, bhi[j]);
             }

@@ -45,7 +45,7 @@ static uint32_t plan_wg(const gemm_plan *p) { return p->t.wm * p->t.wn * p->lane
 static uint64_t plan_shared_bytes(const gemm_plan *p)
 {
     uint64_t bm = p->t.wm * p->t.rm * 16, bn = p->t.wn * p->t.rn * 16, ss = p->t.bk / 2 + 4;
-    /* f16 tiles, the coopmat per-warp stage, and common.glsl's hk_partial[WG] */
+    /* f16 tiles (rows of bk + 8 halves), the coopmat per-warp stage, common.glsl's hk_partial[WG] */
     return (bm + bn) * ss * 4 + (p->coopmat ? (uint64_t)p->t.wm * p->t.wn * 1024 : 0) + plan_wg(p) * 4ull;
 }
 
