@@ -65,7 +65,7 @@ HK_PUSH_END
 shared uvec4 sa[BM * SS]; // x tile [BM][BK] as f16
 shared uvec4 sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
 #ifdef HK_COOPMAT
-shared float stage[WM * WN * 256u]; // per warp: one 16x16 accumulator on its way out
+shared vec4 stage[WM * WN * 64u]; // per warp: one 16x16 accumulator on its way out (vec4: 16-byte aligned)
 #endif
 
 // 8 values as f16, in the order of k
@@ -179,14 +179,14 @@ void main()
     [[unroll]] for (uint t = 0; t < RM * RN; t++) {
         uint i = t / RN, j = t % RN;
 #ifdef HK_COOPMAT
-        coopMatStore(acc[t], stage, warp * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatStore(acc[t], stage, warp * 64u, 4u, gl_CooperativeMatrixLayoutRowMajor);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
 #endif
         [[unroll]] for (uint e = 0; e < E; e++) {
             uint p = e * LANES + lane;
 #ifdef HK_COOPMAT
-            float v = stage[warp * 256u + p];
+            float v = stage[warp * 64u + p / 4u][p % 4u];
 #else
             float v = acc[(i * E + e) * RN + j];
 #endif
