@@ -580,6 +580,39 @@ HK_API hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w
 HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets,
                                hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
 
+/* ---- prefill: f16 matrix-core GEMM ------------------------------------------------------------
+ * The prefill projection for devices without int8 matrix units: the weights are dequantized to f16
+ * tiles in shared memory and multiplied with f16-rounded activations, sums in f32. On devices with
+ * VK_KHR_cooperative_matrix (f16 x f16 -> f32 at 16x16x16 in subgroup scope, with shaderFloat16,
+ * full subgroups and the Vulkan memory model) the products run on the matrix units; elsewhere a
+ * portable twin runs the same tiles with f32 FMAs (hk_gemm_f16_path says which). Against
+ * the full-precision product the result differs by the f16 rounding of both operands (about 1e-3
+ * of the output scale; the tests gate it at 5e-2). x values must lie within the f16 range
+ * (|x| < 65504; larger ones become infinities). */
+/* Limits of hk_gemm_f16 (HK_ERROR_INVALID_ARGUMENT past them). The shader's loops do not depend on
+ * m and n (one workgroup per output tile); a k longer than one dispatch's loop budget (32640 values
+ * on the matrix-unit tiles with 32-wide subgroups, 9152 on the portable ones; src/kernels/gemm.c
+ * counts them) is split into several dispatches that add to out, so k is limited only to keep
+ * their number small (at most 115). m * n, m * k and the weights are further
+ * bounded by caps.max_storage_buffer_range bytes per view. */
+#define HK_GEMM_MAX_M 16777216u
+#define HK_GEMM_MAX_N 16777216u
+#define HK_GEMM_MAX_K 1048576u
+
+/* out[m, n] = x[m, k] . deq(W[n, k])^T: W is n contiguous GGUF rows of k values of wtype (Q8_0,
+ * Q4_K or Q6_K) exactly as stored (2-byte aligned), x is f32 row-major [m, k] (4-byte aligned;
+ * 16-byte aligned reads faster), out f32 row-major [m, n]. k is a positive multiple of the type's
+ * block (32 for Q8_0, 256 for Q4_K/Q6_K). Products on f16 operands, accumulation in f32. Any
+ * m and n (tails are guarded); limits above. Where k needs several dispatches (see the limits),
+ * out is read as well as written and a failure after the first of them leaves out partly written. */
+HK_API hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
+                             hk_view out, uint32_t m, uint32_t n, uint32_t k);
+/* The arm hk_gemm_f16 uses on this context for a weight type: "coopmat" (the cooperative-matrix
+ * units), "portable" (no VK_KHR_cooperative_matrix with f16 16x16x16, HK_FEATURE_COOPMAT_KHR
+ * disabled, or a library built without a glslang that has it); NULL for a type without the GEMM.
+ * (Tests and benchmarks print it, as hk_mmq_path.) */
+HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
+
 #ifdef __cplusplus
 }
 #endif

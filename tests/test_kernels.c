@@ -135,23 +135,27 @@ int main(void)
         run_case(hk_cases[c], UINT32_MAX, 1, "");
     test_stream_chain();
 
-    /* the portable twins, on contexts that may not use the accelerated paths */
+    /* the portable twins, on contexts that may not use the accelerated paths: the cases whose arm
+     * the feature picks, on their first shapes */
     hk_context *full = ctx;
     static const struct {
         uint32_t feature;
         const char *label;
-    } twins[] = {{HK_FEATURE_INTEGER_DOT, " (scalar dot)"}, {HK_FEATURE_SUBGROUP_SIZE_CONTROL, " (portable)"}};
-    for (int i = 0; i < 2; i++) {
+        const char *cases[5];
+    } twins[] = {
+        {HK_FEATURE_INTEGER_DOT, " (scalar dot)", {"matvec_int8", "moe_matvec_int8", "mmq", "mmq_id"}},
+        {HK_FEATURE_SUBGROUP_SIZE_CONTROL, " (portable)", {"matvec"}},
+        {HK_FEATURE_COOPMAT_KHR, " (no coopmat)", {"mmq", "mmq_id", "gemm_f16"}},
+    };
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
         ctx = hk_test_context_without(twins[i].feature);
         if (!ctx) {
             ctx = full;
             continue;
         }
         printf("-- without feature 0x%x\n", twins[i].feature);
-        for (size_t c = 0; c < hk_case_count; c++)
-            if (twins[i].feature == HK_FEATURE_INTEGER_DOT ? strstr(hk_cases[c]->name, "int8") != NULL
-                                                           : !strcmp(hk_cases[c]->name, "matvec"))
-                run_case(hk_cases[c], 12, 0, twins[i].label);
+        for (int c = 0; c < 5 && twins[i].cases[c]; c++)
+            run_case(hk_case_find(twins[i].cases[c]), 12, 0, twins[i].label);
         if (twins[i].feature == HK_FEATURE_SUBGROUP_SIZE_CONTROL) {
             static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
             for (int t = 0; t < 3; t++) {

@@ -322,3 +322,135 @@ const hk_case hk_case_mmq_id = {
     .gate_of = gate_mmq,
     CASE_SHAPES(mmq_id_tests, mmq_id_quick, mmq_id_full),
 };
+
+/* ---- hk_gemm_f16 (f32 x, f16 products): d = {m, n, k}, variant 1 = raw random weight blocks ---- */
+
+/* Distance to hk_ref_gemm_f16 (the same f16 operands, summed in double) that a correct kernel stays
+ * under: f32 summation order (~1e-6) and a device that rounds f32 -> f16 toward zero (~1e-3). Far
+ * tighter than the gate to the full-precision product, which the f16 rounding itself takes to
+ * ~1e-3. */
+#define GEMM_F16_OPERANDS_GATE 1e-2
+/* hk-check on big shapes: the reference covers a few rows of x (all n outputs of each). */
+#define GEMM_SAMPLE_ROWS 4u
+
+/* run->state: the x rows the reference covers, then the reference on f16-rounded operands */
+typedef struct f16_state {
+    uint32_t rows;
+    uint32_t row[GEMM_SAMPLE_ROWS]; /* HK_REF_SAMPLE: their indices; HK_REF_ALL: rows = m, all of them */
+    float ref_f16[];                /* rows x n */
+} f16_state;
+
+static uint32_t f16_state_row(const f16_state *s, uint32_t m, uint32_t i) { return s->rows == m ? i : s->row[i]; }
+
+static hk_status prepare_gemm(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t m = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2];
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * n;
+    float *x = hk_case_alloc((size_t)m * k * sizeof(float));
+    uint8_t *w = hk_random_weights(&rng, (int)type, n, k, run->shape.variant);
+    if (!x || !w) {
+        free(x);
+        free(w);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, x, (size_t)m * k, -1.0f, 1.0f);
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, 2, 1, w);
+    hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)m * k * 4, 4, 0, x);
+    hk_case_tensor_add(run, "out", HK_CASE_OUT, (uint64_t)m * n * 4, 4, 0, NULL);
+    run->bytes = (double)w_bytes + 4.0 * m * k + 4.0 * m * n;
+    run->flops = 2.0 * m * n * k;
+    snprintf(run->label, sizeof run->label, "%s m%u n%u k%u%s", hk_type_name(type), m, n, k,
+             run->shape.variant ? " raw" : "");
+    if (run->ref_mode == HK_REF_NONE)
+        return HK_OK;
+    uint32_t rows = run->ref_mode == HK_REF_ALL || m <= GEMM_SAMPLE_ROWS ? m : GEMM_SAMPLE_ROWS;
+    f16_state *s = hk_case_alloc(sizeof *s + (size_t)rows * n * sizeof(float));
+    float *xs = hk_case_alloc((size_t)rows * k * sizeof(float));
+    run->ref = hk_case_alloc((size_t)rows * n * sizeof(float));
+    run->state = s;
+    if (!s || !xs || !run->ref) {
+        free(xs);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    s->rows = rows;
+    for (uint32_t i = 0; i < GEMM_SAMPLE_ROWS; i++) /* first, last and two between */
+        s->row[i] = (uint32_t)((uint64_t)(m - 1) * i / (GEMM_SAMPLE_ROWS - 1));
+    for (uint32_t i = 0; i < rows; i++)
+        memcpy(xs + (size_t)i * k, x + (size_t)f16_state_row(s, m, i) * k, (size_t)k * sizeof(float));
+    run->ref_count = (size_t)rows * n;
+    int ok = hk_ref_gemm((int)type, w, xs, run->ref, rows, n, k) &&
+             hk_ref_gemm_f16((int)type, w, xs, s->ref_f16, rows, n, k);
+    free(xs);
+    return ok ? HK_OK : HK_ERROR_OUT_OF_MEMORY;
+}
+
+static hk_status record_gemm(const hk_case_run *run, hk_stream *stream, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const uint32_t *d = run->shape.d;
+    return hk_gemm_f16(run->ctx, stream, run->shape.type, v[0], v[1], v[2], d[0], d[1], d[2]);
+}
+
+/* The gate: scale-relative to the full-precision product (HK_GATE_F16); beside it, and held to
+ * GEMM_F16_OPERANDS_GATE, the distance to the product of the f16-rounded operands. */
+static double compare_gemm(const hk_case_run *run, char *detail, size_t size)
+{
+    const f16_state *s = run->state;
+    uint32_t m = run->shape.d[0], n = run->shape.d[1];
+    const float *got = run->t[2].got;
+    float *sample = s->rows == m ? NULL : hk_case_alloc(run->ref_count * sizeof(float));
+    if (sample) {
+        for (uint32_t i = 0; i < s->rows; i++)
+            memcpy(sample + (size_t)i * n, got + (size_t)s->row[i] * n, (size_t)n * sizeof(float));
+        got = sample;
+    } else if (s->rows != m) {
+        snprintf(detail, size, "out of host memory");
+        return INFINITY;
+    }
+    double rel = hk_scale_rel(got, run->ref, run->ref_count);
+    double rel16 = hk_scale_rel(got, s->ref_f16, run->ref_count);
+    free(sample);
+    snprintf(detail, size, "scale_rel=%.3e, vs f16 operands %.3e (gate %.0e)", rel, rel16, GEMM_F16_OPERANDS_GATE);
+    return rel16 < GEMM_F16_OPERANDS_GATE ? rel : INFINITY;
+}
+
+static const hk_case_shape gemm_tests[] = {
+    /* one output; tails in m and n under one tile and across several; exact portable tiles; the
+     * coopmat tile (128) plus one; k = 256, 512, 2048 */
+    {Q4, {1, 1, 256}, 1, 0},
+    {Q4, {17, 7, 512}, 0, 0},
+    {Q4, {100, 257, 2048}, 1, 0},
+    {Q4, {64, 64, 256}, 0, 0},
+    {Q4, {129, 130, 512}, 0, 0},
+    {Q6, {17, 33, 512}, 1, 0},
+    {Q6, {1, 257, 256}, 0, 0},
+    {Q6, {100, 7, 2048}, 0, 0},
+    /* Q8_0: k of an odd number of 32-blocks (the k step falls back to 32) */
+    {Q8, {100, 7, 96}, 1, 0},
+    {Q8, {3, 130, 2048}, 0, 0},
+    {Q8, {17, 1, 32}, 1, 0},
+    /* k over one dispatch's loop budget on both tilings (9152 portable, 32640 coopmat): passes
+     * that add to out */
+    {Q4, {5, 9, 33024}, 0, 0},
+};
+static const hk_case_shape gemm_quick[] = {
+    {Q4, {64, 512, 2048}, 1, 0}, {Q6, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0}};
+/* ---- bench shapes (issue 8, prefill at 512 tokens): useful ops 2*m*n*k ----
+ * Llama-3-8B q/o (4096x4096), gate/up (14336x4096) and down (4096x14336); Qwen3-1.7B's; the
+ * other weight types at 4096x4096. */
+static const hk_case_shape gemm_full[] = {
+    {Q4, {512, 4096, 4096}, 1, 0},  {Q4, {512, 14336, 4096}, 1, 0}, {Q4, {512, 4096, 14336}, 1, 0},
+    {Q4, {512, 2048, 2048}, 1, 0},  {Q4, {512, 6144, 2048}, 1, 0},  {Q4, {512, 2048, 6144}, 1, 0},
+    {Q6, {512, 4096, 4096}, 1, 0},  {Q8, {512, 4096, 4096}, 1, 0},
+};
+
+const hk_case hk_case_gemm_f16 = {
+    .name = "gemm_f16",
+    .gate = HK_GATE_F16,
+    .prepare = prepare_gemm,
+    .record = record_gemm,
+    .compare = compare_gemm,
+    CASE_SHAPES(gemm_tests, gemm_quick, gemm_full),
+};

@@ -188,6 +188,19 @@ void hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32
 #define HK_GATE_MMQ 1e-6
 #define HK_GATE_MMQ_COOPMAT 1e-5
 
+/* ---- prefill GEMM ---------------------------------------------------------------------------- */
+/* out[i*n + j] = sum_l x[i*k + l] * dequant(W[j])[l], i < m, j < n: W is n contiguous GGUF rows of k
+ * values (Q8_0, Q4_K or Q6_K; raw bytes, any alignment), x f32 row-major [m, k]. Full precision:
+ * the dequantized weights and x as given, products and sums in double, stored as f32. An unknown
+ * type or k off the block gives zeros. Returns 0 if out of host memory (out then incomplete). */
+int hk_ref_gemm(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k);
+/* The same with x and the dequantized weights first rounded to f16 (round to nearest even): what
+ * hk_gemm_f16's products see, so the GPU differs from it only by its f32 summation order and its
+ * f32 -> f16 rounding (Vulkan allows round-to-zero as well as to nearest even). */
+int hk_ref_gemm_f16(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k);
+/* prefill f16 GEMM against hk_ref_gemm: the f16 rounding of both operands (the bound) */
+#define HK_GATE_F16 5e-2
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,199 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#ifdef HK_COOPMAT
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+// f16 GEMM for prefill: out[m, n] = x[m, k] . deq(W[n, k])^T, W GGUF rows (HK_Q8_0 / HK_Q4_K /
+// HK_Q6_K) as stored, x and out f32 row-major. Products on f16 operands (x and the dequantized
+// weights rounded to f16 in shared memory), sums in f32.
+//
+// A workgroup computes a BM x BN tile of out: WM x WN warps, each RM x RN tiles of 16x16 held
+// in registers across the whole k loop. Each k step of BK values stages x[BM rows, BK] and the
+// dequantized W[BN rows, BK] in shared memory as f16 (row stride BK + 8 halves: 16-byte aligned
+// rows that do not all start on one bank), then every warp multiplies its tiles. The two arms
+// share all of this and differ only in the multiply and where the epilogue reads its values:
+//   HK_COOPMAT  KHR cooperative matrix f16 16x16x16 -> f32; a warp is a hardware subgroup (the
+//               host requires full subgroups of the device's size); accumulators go through a
+//               per-warp 16x16 f32 stage in shared memory for the guarded stores;
+//   default     the same tiles in plain f32 FMAs on the f16-rounded operands (exact products,
+//               f32 sums): a warp is LANES consecutive invocations, no subgroup operations.
+// In the 16x16 tile of out, lane l holds elements p = e*LANES + l (row p/16, column p%16), e <
+// 256/LANES: the portable arm computes them, the coopmat arm reads them back from its stage.
+//
+// One dispatch covers k values k_begin .. k_end (the host splits a long k into passes so that
+// every loop stays bounded, src/kernels/gemm.c); passes after the first add to out.
+#include "common.glsl"
+
+layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(binding = 2) buffer Out { float outv[]; };
+
+// Tiling (specialization constants 1-6; 0 is the workgroup size WG = WM * WN * LANES)
+layout(constant_id = 1) const uint WM = 2;   // warps along m
+layout(constant_id = 2) const uint WN = 2;   // warps along n
+layout(constant_id = 3) const uint RM = 2;   // 16x16 tiles per warp along m
+layout(constant_id = 4) const uint RN = 2;   // 16x16 tiles per warp along n
+layout(constant_id = 5) const uint BK = 32;  // k per step: a multiple of 32 dividing 256
+layout(constant_id = 6) const uint XV4 = 0;  // 1: x is 16-byte aligned, read as vec4
+
+const uint LANES = WG / (WM * WN);  // invocations per warp (coopmat: the subgroup size)
+const uint E = 256u / LANES;        // elements of a 16x16 tile per lane
+const uint BM = WM * RM * 16u;
+const uint BN = WN * RN * 16u;
+const uint KV = BK / 8u;            // 8-value items (uvec4 of f16) per staged row
+const uint SS = KV + 1u;            // shared row stride in uvec4: BK + 8 halves
+
+HK_PUSH_BEGIN
+    uint m;
+    uint n;
+    uint k;
+    uint k_begin;    // this pass's k values, multiples of BK
+    uint k_end;
+    uint accumulate; // 1: add to out (passes after the first)
+    uint tiles_n;    // workgroups along n
+HK_PUSH_END
+
+#include "gemm_dequant.glsl"
+
+// Both arms stage 8 halves packed in a uvec4: cooperative-matrix loads take any array type,
+// counting element and stride in its units (GL_KHR_cooperative_matrix, issue 3), and a uvec4 array
+// keeps every fragment's start and stride 16-byte aligned as Vulkan requires.
+shared uvec4 sa[BM * SS]; // x tile [BM][BK] as f16
+shared uvec4 sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
+#ifdef HK_COOPMAT
+shared vec4 stage[WM * WN * 64u]; // per warp: one 16x16 accumulator on its way out (vec4: 16-byte aligned)
+#endif
+
+// 8 values as f16, in the order of k
+uvec4 pack8(vec4 lo, vec4 hi)
+{
+    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+
+// Stages x[row0 .., k0 .. k0+BK) and W[col0 .., k0 ..) as f16; rows past m or n are zeros.
+void stage_tiles(uint row0, uint col0, uint k0)
+{
+    uint li = gl_LocalInvocationIndex;
+    uint x0 = pc.view_offset[1] / 4u;
+    for (uint it = li; it < BM * KV; it += WG) {
+        uint r = it / KV, c = it % KV, row = row0 + r;
+        vec4 lo = vec4(0.0), hi = vec4(0.0);
+        if (row < pc.m) {
+            uint xi = x0 + row * pc.k + k0 + 8u * c;
+            if (XV4 != 0u) {
+                lo = x4[xi / 4u];
+                hi = x4[xi / 4u + 1u];
+            } else {
+                lo = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
+                hi = vec4(x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
+            }
+        }
+        sa[r * SS + c] = pack8(lo, hi);
+    }
+    for (uint it = li; it < BN * KV; it += WG) {
+        uint r = it / KV, c = it % KV, col = col0 + r;
+        vec4 lo = vec4(0.0), hi = vec4(0.0);
+        if (col < pc.n)
+            hk_deq8(col, k0 + 8u * c, lo, hi);
+        sb[r * SS + c] = pack8(lo, hi);
+    }
+}
+
+// The one guarded store of both arms.
+void put_out(uint row, uint col, float v)
+{
+    if (row < pc.m && col < pc.n) {
+        uint o = pc.view_offset[2] / 4u + row * pc.n + col;
+        outv[o] = pc.accumulate != 0u ? outv[o] + v : v;
+    }
+}
+
+void main()
+{
+    uint group = hk_group_id();
+    uint tile_m = group / pc.tiles_n, tile_n = group % pc.tiles_n;
+    uint row0 = tile_m * BM, col0 = tile_n * BN;
+    if (row0 >= pc.m) // the dispatch's x/y spread may launch a few groups past the last tile
+        return;
+#ifdef HK_COOPMAT
+    uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+#else
+    uint warp = gl_LocalInvocationIndex / LANES, lane = gl_LocalInvocationIndex % LANES;
+#endif
+    uint wm0 = (warp / WN) * RM * 16u, wn0 = (warp % WN) * RN * 16u; // the warp's rows/cols in the tile
+
+#ifdef HK_COOPMAT
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[RM * RN];
+    [[unroll]] for (uint t = 0; t < RM * RN; t++)
+        acc[t] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+#else
+    // acc[(i*E + e)*RN + j]: tile (i, j), element e; LANES is a multiple of 16 here, so a lane
+    // keeps one column (lane % 16) and rows lane/16 + e*LANES/16 of every tile
+    float acc[RM * E * RN];
+    [[unroll]] for (uint t = 0; t < RM * E * RN; t++)
+        acc[t] = 0.0;
+    uint lc = lane % 16u, lr = lane / 16u;
+#endif
+
+    for (uint k0 = pc.k_begin; k0 < pc.k_end; k0 += BK) {
+        stage_tiles(row0, col0, k0);
+        barrier();
+#ifdef HK_COOPMAT
+        [[unroll]] for (uint kc = 0; kc < BK / 16u; kc++) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[RN];
+            // B = W^T: column j of B is row j of the W tile, k contiguous
+            [[unroll]] for (uint j = 0; j < RN; j++)
+                coopMatLoad(b[j], sb, (wn0 + 16u * j) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutColumnMajor);
+            [[unroll]] for (uint i = 0; i < RM; i++) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;
+                coopMatLoad(a, sa, (wm0 + 16u * i) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint j = 0; j < RN; j++)
+                    acc[i * RN + j] = coopMatMulAdd(a, b[j], acc[i * RN + j]);
+            }
+        }
+#else
+        [[unroll]] for (uint c = 0; c < KV; c++) {
+            vec4 blo[RN], bhi[RN];
+            [[unroll]] for (uint j = 0; j < RN; j++) {
+                uvec4 v = sb[(wn0 + 16u * j + lc) * SS + c];
+                blo[j] = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+                bhi[j] = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
+            }
+            [[unroll]] for (uint ie = 0; ie < RM * E; ie++) {
+                uvec4 v = sa[(wm0 + 16u * (ie / E) + lr + (ie % E) * (LANES / 16u)) * SS + c];
+                vec4 alo = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+                vec4 ahi = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
+                [[unroll]] for (uint j = 0; j < RN; j++)
+                    acc[ie * RN + j] += dot(alo, blo[j]) + dot(ahi, bhi[j]);
+            }
+        }
+#endif
+        barrier();
+    }
+
+    // epilogue: lane's element e of tile (i, j) is p = e*LANES + lane
+    [[unroll]] for (uint t = 0; t < RM * RN; t++) {
+        uint i = t / RN, j = t % RN;
+#ifdef HK_COOPMAT
+        coopMatStore(acc[t], stage, warp * 64u, 4u, gl_CooperativeMatrixLayoutRowMajor);
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+#endif
+        [[unroll]] for (uint e = 0; e < E; e++) {
+            uint p = e * LANES + lane;
+#ifdef HK_COOPMAT
+            float v = stage[warp * 64u + p / 4u][p % 4u];
+#else
+            float v = acc[(i * E + e) * RN + j];
+#endif
+            put_out(row0 + wm0 + 16u * i + p / 16u, col0 + wn0 + 16u * j + p % 16u, v);
+        }
+#ifdef HK_COOPMAT
+        subgroupBarrier(); // every lane has read the stage before the next tile overwrites it
+#endif
+    }
+}

@@ -1,0 +1,180 @@
+/* f16 GEMM for prefill (shaders/gemm_f16.comp): out[m, n] = x[m, k] . deq(W[n, k])^T with the
+ * weights dequantized to f16 tiles in shared memory. Two arms with one tiling:
+ *  - cooperative matrix (VK_KHR_cooperative_matrix, f16 16x16x16 -> f32): a warp is a hardware
+ *    subgroup, required full at the device's default size;
+ *  - portable: the same tiles in f32 FMAs on the f16-rounded operands, a warp being 32
+ *    consecutive invocations; no subgroup operations, no shaderFloat16: runs everywhere.
+ * The tile sizes are specialization constants (WM x WN warps of RM x RN 16x16 tiles, k step BK),
+ * so a tuner can pick others per device without touching the shader. */
+#include "internal.h"
+
+typedef struct gemm_tiles {
+    uint32_t wm, wn; /* warp grid */
+    uint32_t rm, rn; /* 16x16 tiles per warp */
+    uint32_t bk;     /* k per step: a multiple of 32 dividing 256 */
+} gemm_tiles;
+
+/* Coopmat: 128x128 per workgroup from 2x2 warps of 64x64; per 16-deep slice a warp loads 4 A and
+ * 4 B fragments for 16 multiply-adds. BK 64 halves the barriers of BK 32 and reads all of a Q4_K
+ * qs chunk per step (both nibbles of 32 bytes); 41.5 KiB of shared memory. */
+static const gemm_tiles coopmat_tiles = {2, 2, 4, 4, 64};
+/* Portable: 64x64 from 2x2 warps of 32x32, 32 outputs per invocation (10.5 KiB). */
+static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
+#define PORTABLE_LANES 32u
+
+/* Loop bounds. lavapipe ends a shader's loops after 65535 iterations in total per invocation.
+ * Counting every loop iteration of gemm_f16.comp as if nothing were unrolled, one k step costs
+ *   1 (the k loop) + ceil(BM*BK/8 / WG) + ceil(BN*BK/8 / WG) (staging x and W, 8 values each)
+ *   + coopmat: BK/16 * (1 + RN + RM*(1 + RN))      portable: BK/8 * (1 + RN + RM*E*(1 + RN))
+ * (E = 256 / lanes per warp), and the accumulator init and epilogue RM*RN*(1 + E) + RM*RN*E once.
+ * One dispatch takes at most GEMM_LOOP_BUDGET / step k steps; a longer k runs as several
+ * dispatches, each adding its slice to out (coopmat tiles: 32640 k values per dispatch, portable:
+ * 9152). Whoever changes the shader's loops redoes this count. */
+#define GEMM_LOOP_BUDGET 60000u
+
+typedef struct gemm_plan {
+    gemm_tiles t;
+    uint32_t lanes; /* invocations per warp */
+    int coopmat;
+} gemm_plan;
+
+static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+static uint32_t plan_wg(const gemm_plan *p) { return p->t.wm * p->t.wn * p->lanes; }
+
+static uint64_t plan_shared_bytes(const gemm_plan *p)
+{
+    uint64_t bm = p->t.wm * p->t.rm * 16, bn = p->t.wn * p->t.rn * 16, ss = p->t.bk / 2 + 4;
+    /* f16 tiles (rows of bk + 8 halves), the coopmat per-warp stage, common.glsl's hk_partial[WG] */
+    return (bm + bn) * ss * 4 + (p->coopmat ? (uint64_t)p->t.wm * p->t.wn * 1024 : 0) + plan_wg(p) * 4ull;
+}
+
+static uint32_t steps_per_dispatch(const gemm_plan *p)
+{
+    const gemm_tiles *t = &p->t;
+    uint64_t wg = plan_wg(p), e = 256 / p->lanes, kv = t->bk / 8;
+    uint64_t bm = t->wm * t->rm * 16, bn = t->wn * t->rn * 16;
+    uint64_t step = 1 + ceil_div(bm * kv, wg) + ceil_div(bn * kv, wg) +
+                    (p->coopmat ? t->bk / 16 * (1 + t->rn + t->rm * (1 + t->rn))
+                                : kv * (1 + t->rn + t->rm * e * (1 + t->rn)));
+    uint64_t once = t->rm * t->rn * (1 + e) + (uint64_t)t->rm * t->rn * e;
+    return (uint32_t)((GEMM_LOOP_BUDGET - once) / step);
+}
+
+#if defined(HK_HAVE_SHADER_GEMM_F16_Q4_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_Q8_0_COOPMAT) &&                  \
+    defined(HK_HAVE_SHADER_GEMM_F16_Q6_K_COOPMAT)
+#define GEMM_COOPMAT_BUILT 1
+static const int coopmat_shaders[3] = {HK_SHADER_GEMM_F16_Q8_0_COOPMAT, HK_SHADER_GEMM_F16_Q4_K_COOPMAT,
+                                       HK_SHADER_GEMM_F16_Q6_K_COOPMAT};
+#else /* glslang without GL_KHR_cooperative_matrix: the portable arm everywhere */
+#define GEMM_COOPMAT_BUILT 0
+#endif
+static const int portable_shaders[3] = {HK_SHADER_GEMM_F16_Q8_0, HK_SHADER_GEMM_F16_Q4_K, HK_SHADER_GEMM_F16_Q6_K};
+
+/* The coopmat arm runs where the library has it and the context may use cooperative matrices,
+ * f16 arithmetic and full subgroups, the device lists f16 x f16 -> f32 at 16x16x16 in subgroup
+ * scope, and the tiles fit its workgroup and shared-memory limits (BK halved if needed). */
+static int plan_coopmat(const hk_context *context, gemm_plan *p)
+{
+    const hk_caps *caps = &context->caps;
+    uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_FLOAT16 | HK_FEATURE_SUBGROUP_SIZE_CONTROL;
+    if (!GEMM_COOPMAT_BUILT || (context->features & need) != need)
+        return 0;
+    int listed = 0;
+    for (uint32_t i = 0; i < caps->coopmat_khr_count && i < HK_MAX_COOPMAT_PROPS; i++) {
+        const hk_coopmat_props *c = &caps->coopmat_khr_props[i];
+        listed |= c->m == 16 && c->n == 16 && c->k == 16 && c->a_type == 0 /* FLOAT16 */ && c->b_type == 0 &&
+                  c->c_type == 1 /* FLOAT32 */ && c->result_type == 1 && c->scope == 3 /* subgroup */;
+    }
+    uint32_t sg = caps->subgroup_size;
+    if (!listed || sg == 0 || sg > 256 || 256 % sg)
+        return 0;
+    *p = (gemm_plan){coopmat_tiles, sg, 1};
+    if (plan_wg(p) > caps->max_workgroup_size)
+        return 0;
+    while (plan_shared_bytes(p) > caps->shared_memory_bytes && p->t.bk > 32)
+        p->t.bk /= 2;
+    return plan_shared_bytes(p) <= caps->shared_memory_bytes;
+}
+
+static gemm_plan plan_for(const hk_context *context)
+{
+    gemm_plan p;
+    if (plan_coopmat(context, &p))
+        return p;
+    /* 10.5 KiB and 128 invocations: within what every Vulkan device offers (16 KiB, 128) */
+    return (gemm_plan){portable_tiles, PORTABLE_LANES, 0};
+}
+
+const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
+{
+    if (!context || (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K))
+        return NULL;
+    return plan_for(context).coopmat ? "coopmat" : "portable";
+}
+
+hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view out,
+                      uint32_t m, uint32_t n, uint32_t k)
+{
+    static const char fn[] = "hk_gemm_f16";
+    static const char *const names[] = {"w", "x", "out"};
+    if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q6_k)",
+                        hk_type_name(wtype), (int)wtype);
+    uint32_t block = hk_type_block_values(wtype);
+    if (m == 0 || n == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "m=%u and n=%u must both be positive", m, n);
+    if (k == 0 || k % block)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
+                        hk_type_name(wtype));
+    hk_status st = hk__check_limit(fn, "m", m, HK_GEMM_MAX_M);
+    if (st == HK_OK)
+        st = hk__check_limit(fn, "n", n, HK_GEMM_MAX_N);
+    if (st == HK_OK)
+        st = hk__check_limit(fn, "k", k, HK_GEMM_MAX_K);
+    if (st != HK_OK)
+        return st;
+    hk_binding b[3] = {
+        {w, (uint64_t)n * (k / block) * hk_type_block_bytes(wtype), 2, 0, 0},
+        {x, (uint64_t)m * k * 4, 4, 0, 0},
+        {out, (uint64_t)m * n * 4, 4, 1, 0},
+    };
+    st = hk__check_bindings(context, stream, fn, names, b, 3);
+    if (st != HK_OK)
+        return st;
+
+    gemm_plan p = plan_for(context);
+    while (k % p.t.bk) /* Q8_0 rows of an odd number of 32-blocks */
+        p.t.bk /= 2;
+    uint32_t bm = p.t.wm * p.t.rm * 16, bn = p.t.wn * p.t.rn * 16;
+    uint32_t tiles_n = ceil_div(n, bn);
+    uint32_t k_per_dispatch = steps_per_dispatch(&p) * p.t.bk;
+    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    /* x is read 32 bytes per invocation; as vec4 when its offset keeps them 16-byte aligned (the
+     * descriptor base is aligned to a power of two, so offset % 16 == 0 suffices) */
+    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, x.offset % 16 == 0};
+    hk_dispatch_desc d = {.shader = portable_shaders[t], .spec = spec, .spec_count = 7, .bindings = b,
+                          .binding_count = 3, .params_bytes = 7 * 4,
+                          .groups = (uint64_t)ceil_div(m, bm) * tiles_n};
+#if GEMM_COOPMAT_BUILT
+    if (p.coopmat) {
+        d.shader = coopmat_shaders[t];
+        d.subgroup_size = p.lanes;
+    }
+#endif
+    /* A k longer than one dispatch's loop budget runs as passes that add to out. Without a
+     * stream they are recorded together and submitted once. */
+    hk_stream *s = stream ? stream : context->immediate;
+    for (uint32_t k0 = 0; k0 < k; k0 += k_per_dispatch) {
+        uint32_t k1 = k - k0 < k_per_dispatch ? k : k0 + k_per_dispatch;
+        uint32_t params[7] = {m, n, k, k0, k1, k0 > 0, tiles_n};
+        d.params = params;
+        st = hk__dispatch(context, s, fn, &d);
+        if (st != HK_OK) {
+            if (!stream)
+                hk_stream_reset(s);
+            return st;
+        }
+    }
+    return stream ? HK_OK : hk_stream_submit(s);
+}

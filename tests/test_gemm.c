@@ -1,0 +1,221 @@
+/* The prefill f16 GEMM (hk_gemm_f16) beyond its kernel-table row (tools/cases_prefill.c, run by
+ * test_kernels on every shape and placement, with and without the cooperative-matrix arm): which
+ * arm runs, the references on their own, two GEMMs chained in one stream on both arms, and every
+ * argument error. */
+#include "hk_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define Q8 HK_TYPE_Q8_0
+#define Q4 HK_TYPE_Q4_K
+#define Q6 HK_TYPE_Q6_K
+
+/* ---- the tests ---------------------------------------------------------------------------------- */
+
+/* The reference on its own: each output row agrees with the matvec reference (f32 sums per
+ * block, another code path), and rounding the operands to f16 moves it by about f16 precision. */
+static void test_reference(void)
+{
+    static const hk_type types[] = {Q8, Q4, Q6};
+    for (int t = 0; t < 3; t++) {
+        const uint32_t m = 3, n = 5, k = 512;
+        hk_rng rng = {91 + t};
+        float x[3 * 512], ref[3 * 5], ref16[3 * 5], mv[5];
+        hk_rng_fill(&rng, x, m * k, -1.0f, 1.0f);
+        uint8_t *w = hk_random_weights(&rng, (int)types[t], n, k, t == 1);
+        int ok = w && hk_ref_gemm((int)types[t], w, x, ref, m, n, k) &&
+                 hk_ref_gemm_f16((int)types[t], w, x, ref16, m, n, k);
+        double worst = ok ? 0.0 : INFINITY;
+        for (uint32_t i = 0; i < m && ok; i++) {
+            hk_ref_matvec((int)types[t], w, x + i * k, mv, n, k);
+            double e = hk_scale_rel(ref + i * n, mv, n);
+            worst = e > worst ? e : worst;
+        }
+        char name[80];
+        snprintf(name, sizeof name, "hk_ref_gemm %s rows = hk_ref_matvec", hk_type_name(types[t]));
+        hk_check(worst < 1e-5, name, "scale_rel=%.3e", worst);
+        double r16 = ok ? hk_scale_rel(ref16, ref, m * n) : INFINITY;
+        snprintf(name, sizeof name, "hk_ref_gemm_f16 %s: f16 operands", hk_type_name(types[t]));
+        hk_check(r16 > 0 && r16 < 5e-3, name, "scale_rel to full precision %.3e", r16);
+        free(w);
+    }
+}
+
+/* Two GEMMs in one stream, the first's output the second's x: out2 = (x . W1^T) . W2^T against the
+ * references chained on the host; the stream orders the second after the first. */
+static void test_stream_chain(hk_context *ctx)
+{
+    const uint32_t m = 33, k1 = 512, n1 = 256, n2 = 40;
+    hk_rng rng = {4242};
+    float *x = malloc((size_t)m * k1 * 4), *mid = malloc((size_t)m * n1 * 4), *ref = malloc((size_t)m * n2 * 4);
+    uint8_t *w1 = hk_random_weights(&rng, HK_REF_Q4_K, n1, k1, 0), *w2 = hk_random_weights(&rng, HK_REF_Q6_K, n2, n1, 0);
+    hk_rng_fill(&rng, x, (size_t)m * k1, -1.0f, 1.0f);
+    hk_ref_gemm(HK_REF_Q4_K, w1, x, mid, m, n1, k1);
+    hk_ref_gemm(HK_REF_Q6_K, w2, mid, ref, m, n2, n1);
+    uint64_t w1_bytes = hk_ref_row_bytes(HK_REF_Q4_K, k1) * n1, w2_bytes = hk_ref_row_bytes(HK_REF_Q6_K, n1) * n2;
+    hk_buffer *xb = hk_test_buffer(ctx, (uint64_t)m * k1 * 4, x), *w1b = hk_test_buffer(ctx, w1_bytes, w1);
+    hk_buffer *w2b = hk_test_buffer(ctx, w2_bytes, w2), *midb = hk_test_buffer(ctx, (uint64_t)m * n1 * 4, NULL);
+    hk_test_out out = hk_test_out_create(ctx, (size_t)m * n2);
+    hk_stream *s = NULL;
+    hk_status st = hk_stream_create(ctx, 0, &s);
+    if (st == HK_OK)
+        st = hk_gemm_f16(ctx, s, Q4, (hk_view){w1b, 0}, (hk_view){xb, 0}, (hk_view){midb, 0}, m, n1, k1);
+    if (st == HK_OK)
+        st = hk_gemm_f16(ctx, s, Q6, (hk_view){w2b, 0}, (hk_view){midb, 0}, hk_test_out_view(&out), m, n2, n1);
+    hk_check(st == HK_OK && hk_stream_kernel_count(s) == 2, "gemm stream records 2 kernels", "%s",
+             st == HK_OK ? "" : hk_last_error());
+    if (st == HK_OK)
+        st = hk_stream_submit(s);
+    if (st == HK_OK)
+        hk_check_close("gemm stream q4_k -> q6_k", hk_test_out_read(&out, "gemm stream"), ref, (size_t)m * n2,
+                       HK_GATE_F16);
+    else
+        hk_check(0, "gemm stream", "%s", hk_last_error());
+    hk_stream_destroy(s);
+    hk_test_out_destroy(&out);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(w1b);
+    hk_buffer_destroy(w2b);
+    hk_buffer_destroy(midb);
+    free(x);
+    free(mid);
+    free(ref);
+    free(w1);
+    free(w2);
+}
+
+/* ---- argument errors: the status, a message naming the problem, nothing recorded or written ---- */
+
+static hk_context *err_ctx;
+static hk_stream *err_stream;
+static hk_test_out err_out;
+
+static void expect(const char *name, hk_status got, hk_status want, const char *needle)
+{
+    hk_check_status(name, got, want, needle);
+    hk_check(hk_stream_kernel_count(err_stream) == 0, name, "nothing recorded");
+    const float *o = hk_test_out_read(&err_out, name);
+    uint32_t bad = 0;
+    for (size_t i = 0; o && i < err_out.n; i++) {
+        uint32_t word;
+        memcpy(&word, &o[i], 4);
+        bad += word != HK_POISON_WORD;
+    }
+    hk_check(o && bad == 0, name, "%u output words written", bad);
+}
+
+static void test_errors(hk_context *ctx, hk_context *other)
+{
+    const uint32_t m = 2, n = 4, k = 256;
+    const uint64_t w_bytes = hk_ref_row_bytes(HK_REF_Q4_K, k) * n, x_bytes = (uint64_t)m * k * 4;
+    err_ctx = ctx;
+    err_out = hk_test_out_create(ctx, (size_t)m * n);
+    if (hk_stream_create(ctx, 0, &err_stream) != HK_OK) {
+        hk_check(0, "gemm errors: stream", "%s", hk_last_error());
+        hk_test_out_destroy(&err_out);
+        return;
+    }
+    hk_buffer *wb = hk_test_buffer(ctx, w_bytes, NULL), *xb = hk_test_buffer(ctx, x_bytes, NULL);
+    hk_view w = {wb, 0}, x = {xb, 0}, o = hk_test_out_view(&err_out);
+    hk_stream *s = err_stream;
+    const hk_status INV = HK_ERROR_INVALID_ARGUMENT;
+
+    expect("gemm null context", hk_gemm_f16(NULL, s, Q4, w, x, o, m, n, k), INV, "context is NULL");
+    static const hk_type bad_types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_1, (hk_type)99};
+    for (int i = 0; i < 4; i++)
+        expect("gemm unsupported wtype", hk_gemm_f16(ctx, s, bad_types[i], w, x, o, m, n, k), HK_ERROR_UNSUPPORTED,
+               "not a GEMM weight type");
+    expect("gemm m = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, 0, n, k), INV, "m=0 and n=4 must both be positive");
+    expect("gemm n = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, m, 0, k), INV, "m=2 and n=0 must both be positive");
+    expect("gemm k = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, 0), INV, "k=0 is not a positive multiple of 256");
+    expect("gemm k off the q4_k block", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, 320), INV,
+           "k=320 is not a positive multiple of 256 (q4_k block)");
+    expect("gemm k off the q6_k block", hk_gemm_f16(ctx, s, Q6, w, x, o, m, n, 128), INV, "multiple of 256 (q6_k");
+    expect("gemm k off the q8_0 block", hk_gemm_f16(ctx, s, Q8, w, x, o, m, n, 48), INV, "multiple of 32 (q8_0");
+    expect("gemm m past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, HK_GEMM_MAX_M + 1, n, k), INV,
+           "m=16777217 exceeds the limit m <= 16777216");
+    expect("gemm n past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, m, HK_GEMM_MAX_N + 1, k), INV,
+           "n=16777217 exceeds the limit n <= 16777216");
+    expect("gemm k past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, HK_GEMM_MAX_K + 256), INV,
+           "k=1048832 exceeds the limit k <= 1048576");
+    /* the limits come before the buffers: the shape one step inside them is refused for its views */
+    expect("gemm k at the limit, views too small", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, HK_GEMM_MAX_K), INV,
+           "past the end");
+    expect("gemm null w buffer", hk_gemm_f16(ctx, s, Q4, (hk_view){NULL, 0}, x, o, m, n, k), INV, "w.buffer is NULL");
+    expect("gemm null x buffer", hk_gemm_f16(ctx, s, Q4, w, (hk_view){NULL, 0}, o, m, n, k), INV, "x.buffer is NULL");
+    expect("gemm null out buffer", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){NULL, 0}, m, n, k), INV,
+           "out.buffer is NULL");
+    expect("gemm w past the end", hk_gemm_f16(ctx, s, Q4, (hk_view){wb, 2}, x, o, m, n, k), INV,
+           "w needs 576 bytes at offset 2, past the end");
+    expect("gemm x past the end", hk_gemm_f16(ctx, s, Q4, w, (hk_view){xb, 4}, o, m, n, k), INV,
+           "x needs 2048 bytes at offset 4, past the end");
+    expect("gemm x rows past the end", hk_gemm_f16(ctx, s, Q4, w, x, o, m + 1, n, k), INV, "x needs 3072 bytes");
+    expect("gemm w rows past the end", hk_gemm_f16(ctx, s, Q4, w, x, o, 1, n + 1, k), INV, "w needs 720 bytes");
+    expect("gemm out past the end",
+           hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){o.buffer, o.offset + (HK_TEST_GUARD + 1) * 4}, m, n, k), INV,
+           "out needs 32 bytes");
+    expect("gemm w misaligned", hk_gemm_f16(ctx, s, Q4, (hk_view){wb, 1}, x, o, 1, 1, k), INV,
+           "w.offset=1 is not a multiple of 2");
+    expect("gemm x misaligned", hk_gemm_f16(ctx, s, Q4, w, (hk_view){xb, 2}, o, 1, n, k), INV,
+           "x.offset=2 is not a multiple of 4");
+    expect("gemm out misaligned", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){o.buffer, o.offset - 2}, m, n, k), INV,
+           "out.offset=62 is not a multiple of 4");
+    expect("gemm out overlaps x", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){xb, 0}, m, n, k), INV,
+           "output out overlaps x");
+    expect("gemm out overlaps w", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){wb, 0}, 1, 1, k), INV,
+           "output out overlaps w");
+    if (other) {
+        hk_stream *foreign = NULL;
+        if (hk_stream_create(other, 0, &foreign) == HK_OK) {
+            expect("gemm stream of another context", hk_gemm_f16(ctx, foreign, Q4, w, x, o, m, n, k), INV,
+                   "stream belongs to another context");
+            hk_stream_destroy(foreign);
+        }
+        expect("gemm buffer of another context", hk_gemm_f16(other, NULL, Q4, w, x, o, m, n, k), INV,
+               "w.buffer belongs to another context");
+    }
+    hk_check(hk_gemm_f16_path(NULL, Q4) == NULL && hk_gemm_f16_path(ctx, HK_TYPE_F32) == NULL, "gemm_f16_path refuses",
+             "a NULL context and a type without the GEMM give NULL");
+    hk_stream_destroy(err_stream);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    hk_test_out_destroy(&err_out);
+}
+
+/* Which arm runs on this context (1 coopmat, 0 portable). */
+static int report_arm(hk_context *ctx, const char *label, int want_coopmat)
+{
+    const char *arm = hk_gemm_f16_path(ctx, Q4);
+    int coopmat = arm && !strcmp(arm, "coopmat");
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    printf("gemm_f16 on %s%s: %s arm (coopmat_khr %d, %u property entries, subgroup %u, shared %u bytes)\n",
+           caps.device_name, label, arm ? arm : "none", caps.coopmat_khr, caps.coopmat_khr_count, caps.subgroup_size,
+           caps.shared_memory_bytes);
+    hk_check(arm && (want_coopmat < 0 || coopmat == want_coopmat), "gemm_f16 arm", "%s%s", arm ? arm : "none", label);
+    return coopmat;
+}
+
+int main(void)
+{
+    hk_context *ctx = hk_test_context();
+    test_reference();
+    int coopmat = report_arm(ctx, "", -1);
+    test_stream_chain(ctx);
+    hk_context *portable = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
+    if (portable) {
+        report_arm(portable, " without HK_FEATURE_COOPMAT_KHR", 0);
+        if (coopmat)
+            test_stream_chain(portable);
+    }
+    test_errors(ctx, portable);
+    if (portable) {
+        uint32_t messages = hk_context_validation_messages(portable);
+        hk_check(messages == 0, "no validation messages on the portable context", "%u seen", messages);
+        hk_context_destroy(portable);
+    }
+    return hk_test_finish(ctx);
+}
