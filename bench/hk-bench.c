@@ -34,7 +34,7 @@ static void bench_row(bench *b, hk_case_run *run, hk_case_bound *bound)
     char tf[16] = "-";
     if (run->flops)
         snprintf(tf, sizeof tf, "%.1f", tflops);
-    printf("%-17s %-30s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f  %s\n", run->kcase->name, run->label, t.stream_ms,
+    printf("%-17s %-36s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f  %s\n", run->kcase->name, run->label, t.stream_ms,
            t.single_ms, gbs, 100.0 * gbs / copy, tf, copy, vs);
     if (b->csv)
         fprintf(b->csv, "%s,%s,%s,%.6f,%.6f,%.2f,%.4f,%.2f,%.1f,%.4f\n", b->caps.device_name, run->kcase->name,
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "hk-bench: cannot write %s\n", json_path);
     if (json)
         fprintf(json, "[");
-    printf("%-17s %-30s %10s %10s %9s %7s %8s %8s  %s\n", "kernel", "shape", "ms/op", "ms single", "GB/s", "of copy",
+    printf("%-17s %-36s %10s %10s %9s %7s %8s %8s  %s\n", "kernel", "shape", "ms/op", "ms single", "GB/s", "of copy",
            "TFLOP/s", "copy", "llama-vk ms, speedup");
     for_each_case(&b, HK_REF_NONE, bench_row);
     if (json) {

@@ -307,7 +307,7 @@ static const hk_case_shape mmq_id_tests[] = {
     {Q4, {8, 64, 256, 9, 4}, 0, 0},  {Q6, {8, 33, 512, 5, 2}, 1, 0}, {Q8, {4, 100, 64, 40, 2}, 0, 0},
     {Q4, {128, 96, 512, 17, 8}, 0, 0}, /* more experts than slots: most are empty */
 };
-static const hk_case_shape mmq_id_quick[] = {{Q4, {16, 768, 2048, 64, 8}, 0, 0}, {Q6, {16, 2048, 768, 64, 8}, 1, 0}};
+static const hk_case_shape mmq_id_quick[] = {{Q4, {16, 256, 512, 32, 4}, 0, 0}, {Q6, {16, 512, 256, 32, 4}, 1, 0}};
 /* Qwen3-30B-A3B prefill, 512 tokens, top-8: gate/up Q4_K 768x2048 (x per token), down Q6_K
  * 2048x768 (x per slot); llama.cpp-vk's time for gate/up on the H200 */
 static const hk_case_shape mmq_id_full[] = {{Q4, {128, 768, 2048, 512, 8}, 0, 1.37},

@@ -35,7 +35,7 @@ static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
     char tf[16] = "-";
     if (run->flops)
         snprintf(tf, sizeof tf, "%.1f", tflops);
-    printf("%-17s %-30s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f\n", run->kcase->name, run->label, err,
+    printf("%-17s %-36s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f\n", run->kcase->name, run->label, err,
            gate, ok ? "ok" : "FAIL", t.stream_ms, t.single_ms, gbs, 100.0 * gbs / copy, tf, copy);
     if (!ok)
         printf("    %s\n", detail);
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     bench b = {0};
     bench_open(&b, "hk-check", &o,
                "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy,tflops,copy_gbs");
-    printf("%-17s %-30s %9s %7s %-4s %10s %10s %9s %7s %8s %8s\n", "kernel", "shape", "error", "gate", "ok", "ms/op",
+    printf("%-17s %-36s %9s %7s %-4s %10s %10s %9s %7s %8s %8s\n", "kernel", "shape", "error", "gate", "ok", "ms/op",
            "ms single", "GB/s", "of copy", "TFLOP/s", "copy");
     for_each_case(&b, b.quick ? HK_REF_ALL : HK_REF_SAMPLE, check_row);
     printf("\n%s: %d row(s) failed their gate\n", b.failures ? "FAIL" : "OK", b.failures);

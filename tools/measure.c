@@ -55,12 +55,16 @@ timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies)
     timing t = {NAN, NAN};
     if (!b->caps.timestamps)
         return t;
-    /* at least a few passes over every weight copy */
-    uint32_t reps = copies * 3 < 32 ? 32 : copies * 3;
     hk_stream *s = NULL;
     if (hk_stream_create(b->ctx, 2, &s) != HK_OK)
         die(b, "stream");
-    double busy = 0, last = 0;
+    /* at least a few passes over every weight copy; an op that alone outlasts a batch (a big
+     * GEMM on a CPU device) runs in batches of one */
+    double probe = timed_batch(b, s, record, user, copies, 1);
+    uint32_t reps = copies * 3 < 32 ? 32 : copies * 3;
+    if (probe * reps > 10 * BATCH_MS)
+        reps = probe > BATCH_MS ? 1 : (uint32_t)ceil(BATCH_MS / probe);
+    double busy = probe, last = 0;
     for (int i = 0; i < 1000 && busy < WARM_MS; i++)
         busy += last = timed_batch(b, s, record, user, copies, reps);
     if (last < BATCH_MS && last > 0) {
@@ -72,9 +76,10 @@ timing time_kernel(bench *b, record_fn record, void *user, uint32_t copies)
         runs[run] = timed_batch(b, s, record, user, copies, reps);
     t.stream_ms = median(runs, 3) / reps;
     /* single-dispatch latency: one dispatch alone in a submit, right after the warm batches */
-    for (int i = 0; i < 7; i++)
+    int singles = probe > BATCH_MS ? 3 : 7;
+    for (int i = 0; i < singles; i++)
         lone[i] = timed_batch(b, s, record, user, copies, 1);
-    t.single_ms = median(lone, 7);
+    t.single_ms = median(lone, singles);
     hk_stream_destroy(s);
     return t;
 }
@@ -262,7 +267,7 @@ void for_each_case(bench *b, int ref_mode, row_fn row)
             hk_case_bound bound;
             st = hk_case_bind(&run, HK_PLACE_ALIGNED, copies_for(b, cold ? cold : 1), &bound);
             if (st != HK_OK) {
-                printf("%-17s %-30s skipped: %s\n", kc->name, run.label, bound.why);
+                printf("%-17s %-36s skipped: %s\n", kc->name, run.label, bound.why);
                 hk_case_release(&run);
                 continue;
             }
