@@ -11,8 +11,10 @@
 //               accumulators); then P.V with invocations across the V row (4 values each) and key
 //               groups over the keys. The split ends with its partial (max, sum, acc[d]) in the
 //               workspace, or, when there is only one split, the normalised output.
-//   HK_REDUCE   pass 2: one workgroup per output row combines the partials of the splits that
-//               held keys.
+//   HK_REDUCE   pass 2: a workgroup per (output row, HK_DB x 4 columns) combines the partials of
+//               the splits that held keys, its invocations spread over the splits.
+// Loads come in batches with no branch between them (indices clamped to a row the tile holds),
+// so a GPU issues a batch before it waits: an in-order core would otherwise wait on each load.
 // Cache types HK_F32, HK_F16 (HK_WIDE: 16-byte loads, for 16-byte aligned views and strides) and
 // HK_Q8_0 (GGUF blocks read as 16-bit words). Any subgroup size; no subgroup-size control.
 // The number of keys comes from the push constants or from a u32 on the device (replay); the
@@ -21,9 +23,6 @@
 #include "common.glsl"
 
 layout(constant_id = 1) const uint HK_D = 128;     // head_dim
-layout(constant_id = 2) const uint HK_R = 4;       // query rows per workgroup: 1, 2, 4 or 8
-layout(constant_id = 3) const uint HK_LPK = 4;     // invocations per key in Q.K: 1, 2 or 4
-layout(constant_id = 4) const uint HK_WORK = 2048; // floats of the work array (host-computed)
 
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer K16 { uint16_t k16[]; };
@@ -80,6 +79,11 @@ uint hk_ws_ml(uint row, uint split)
 
 #ifndef HK_REDUCE
 
+layout(constant_id = 2) const uint HK_R = 4;       // query rows per workgroup: 1, 2, 4 or 8
+layout(constant_id = 3) const uint HK_LPK = 4;     // invocations per key in Q.K: 1, 2 or 4
+layout(constant_id = 4) const uint HK_WORK = 2048; // floats of the work array (host-computed)
+layout(constant_id = 5) const uint HK_KB = 2;      // keys per Q.K load batch (divides HK_LPK)
+
 #if defined(HK_F16)
 const uint CD = 8u;  // values per Q.K chunk: 16 bytes of the row
 #elif defined(HK_F32)
@@ -90,6 +94,8 @@ const uint CD = 16u; // half a block
 #error "define HK_F16, HK_F32 or HK_Q8_0"
 #endif
 const uint NC = HK_D / CD;       // chunks per row
+const uint NCL = (NC + HK_LPK - 1u) / HK_LPK; // chunks per lane and key
+const uint VB = 8u;              // keys per P.V load batch
 const uint TK = WG;              // keys per tile: one per invocation in the softmax step
 const uint NSLOT = WG / HK_LPK;  // keys scored at once in Q.K
 const uint DL = HK_D / 4u;       // invocations across a V row in P.V (4 values each)
@@ -100,32 +106,42 @@ shared float red_sh[HK_R * WG];      // per row, one value per subgroup
 shared float p_sh[TK * HK_R];        // the tile's probabilities [key][row]
 shared float work[HK_WORK];          // Q.K partial dots [lane][row][key], later the P.V reduction
 
-// Chunk c of the K row at byte rb (relative to the binding): CD values as vec4s, times `scale`.
-void load_k(uint rb, uint c, out vec4 kc[CD / 4u], out float scale)
+uint pair16(uint b) { return uint(k16[b]) | (uint(k16[b + 1u]) << 16); }
+
+// The 16 bytes of chunk c of the K row at byte rb (relative to the binding), as loaded; `scale`
+// is the Q8_0 block's d (1 otherwise).
+uvec4 load_k(uint rb, uint c, out float scale)
 {
     scale = 1.0;
 #if defined(HK_F16) && defined(HK_WIDE)
-    uvec4 w = k128[rb / 16u + c];
-    kc[0] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-    kc[1] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+    return k128[rb / 16u + c];
 #elif defined(HK_F16)
     uint b = rb / 2u + c * 8u;
-    for (uint i = 0; i < 2u; i++)
-        kc[i] = vec4(hk_half(uint(k16[b + 4u * i])), hk_half(uint(k16[b + 4u * i + 1u])),
-                     hk_half(uint(k16[b + 4u * i + 2u])), hk_half(uint(k16[b + 4u * i + 3u])));
+    return uvec4(pair16(b), pair16(b + 2u), pair16(b + 4u), pair16(b + 6u));
 #elif defined(HK_F32) && defined(HK_WIDE)
-    kc[0] = kf4[rb / 16u + c];
+    return floatBitsToUint(kf4[rb / 16u + c]);
 #elif defined(HK_F32)
     uint b = rb / 4u + c * 4u;
-    kc[0] = vec4(kf[b], kf[b + 1u], kf[b + 2u], kf[b + 3u]);
+    return floatBitsToUint(vec4(kf[b], kf[b + 1u], kf[b + 2u], kf[b + 3u]));
 #else
     uint b = rb / 2u + (c >> 1) * 17u; // block of 34 bytes: f16 d, 32 signed bytes
     scale = hk_half(uint(k16[b]));
     b += 1u + (c & 1u) * 8u;
-    for (uint i = 0; i < 4u; i++) {
-        uint w0 = uint(k16[b + 2u * i]), w1 = uint(k16[b + 2u * i + 1u]);
-        kc[i] = vec4(hk_lo_i8(w0), hk_hi_i8(w0), hk_lo_i8(w1), hk_hi_i8(w1));
-    }
+    return uvec4(pair16(b), pair16(b + 2u), pair16(b + 4u), pair16(b + 6u));
+#endif
+}
+
+// The CD values of a loaded chunk.
+void unpack_k(uvec4 w, out vec4 kc[CD / 4u])
+{
+#if defined(HK_F16)
+    kc[0] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    kc[1] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+#elif defined(HK_F32)
+    kc[0] = uintBitsToFloat(w);
+#else
+    for (uint i = 0; i < 4u; i++)
+        kc[i] = hk_i8x4(w[i]);
 #endif
 }
 
@@ -215,29 +231,36 @@ void main()
         // Q.K: slot scores keys slot, slot + NSLOT, ...; its HK_LPK lanes take every
         // HK_LPK-th chunk of the row. A lane writes its partial dots to its own plane of
         // `work`, at a column swizzled by the lane so the lanes of one slot hit different banks.
-        for (uint k = 0; k < HK_LPK; k++) {
-            uint j = slot + k * NSLOT;
-            float s[HK_R];
-            for (uint r = 0; r < HK_R; r++)
-                s[r] = 0.0;
-            if (j < n) {
-                uint rb = k_base + (base + j) * pc.k_row;
-                for (uint c = lane; c < NC; c += HK_LPK) {
-                    vec4 kc[CD / 4u];
-                    float scale;
-                    load_k(rb, c, kc, scale);
-                    for (uint r = 0; r < HK_R; r++) {
-                        uint qi = (r * HK_D + c * CD) / 4u;
-                        float d = 0.0;
-                        for (uint u = 0; u < CD / 4u; u++)
-                            d += dot(q_sh[qi + u], kc[u]);
-                        s[r] += scale * d;
+        for (uint k0 = 0; k0 < HK_LPK; k0 += HK_KB) {
+            uvec4 raw[HK_KB * NCL];
+            float scl[HK_KB * NCL];
+            for (uint kb = 0; kb < HK_KB; kb++) { // keys past the tile re-read its last row
+                uint rb = k_base + (base + min(slot + (k0 + kb) * NSLOT, n - 1u)) * pc.k_row;
+                for (uint i = 0; i < NCL; i++)
+                    raw[kb * NCL + i] = load_k(rb, min(lane + i * HK_LPK, NC - 1u), scl[kb * NCL + i]);
+            }
+            for (uint kb = 0; kb < HK_KB; kb++) {
+                float s[HK_R];
+                for (uint r = 0; r < HK_R; r++)
+                    s[r] = 0.0;
+                for (uint i = 0; i < NCL; i++) {
+                    uint c = lane + i * HK_LPK;
+                    if (c < NC) {
+                        vec4 kc[CD / 4u];
+                        unpack_k(raw[kb * NCL + i], kc);
+                        for (uint r = 0; r < HK_R; r++) {
+                            uint qi = (r * HK_D + c * CD) / 4u;
+                            float d = 0.0;
+                            for (uint u = 0; u < CD / 4u; u++)
+                                d += dot(q_sh[qi + u], kc[u]);
+                            s[r] += scl[kb * NCL + i] * d;
+                        }
                     }
                 }
+                uint col = (slot + (k0 + kb) * NSLOT) ^ (lane << 3);
+                for (uint r = 0; r < HK_R; r++)
+                    work[(lane * HK_R + r) * TK + col] = s[r];
             }
-            uint col = j ^ (lane << 3);
-            for (uint r = 0; r < HK_R; r++)
-                work[(lane * HK_R + r) * TK + col] = s[r];
         }
         barrier();
         // softmax: invocation t owns key base + t
@@ -268,10 +291,15 @@ void main()
         // P.V: key group kg takes keys kg, kg + KG, ...; its DL invocations span the V row. The
         // next tile writes p_sh only after a barrier every invocation reaches after this loop.
         if (kg < KG) {
-            for (uint j = kg; j < n; j += KG) {
-                vec4 v = load_v(v_base + (base + j) * pc.v_row, dl);
-                for (uint r = 0; r < HK_R; r++)
-                    acc[r] += p_sh[j * HK_R + r] * v;
+            for (uint j0 = kg; j0 < n; j0 += KG * VB) {
+                vec4 vv[VB];
+                for (uint b = 0; b < VB; b++) // keys past the tile re-read its last row, weighted 0
+                    vv[b] = load_v(v_base + (base + min(j0 + b * KG, n - 1u)) * pc.v_row, dl);
+                for (uint b = 0; b < VB; b++) {
+                    uint j = j0 + b * KG;
+                    for (uint r = 0; r < HK_R; r++)
+                        acc[r] += (j < n ? p_sh[min(j, n - 1u) * HK_R + r] : 0.0) * vv[b];
+                }
             }
         }
     }
@@ -324,16 +352,24 @@ void main()
 
 #else // HK_REDUCE
 
+layout(constant_id = 2) const uint HK_DB = 8; // output columns per workgroup, in vec4s
+const uint SG = WG / HK_DB;                   // split groups
+const uint SB = 8u;                           // splits per load batch
+
 // Splits are at most 1024 (the host's SDPA_MAX_SPLITS).
 shared float w_sh[1024];
+shared vec4 part_sh[WG];
 
 void main()
 {
-    uint row = hk_group_id(), t = gl_LocalInvocationID.x;
+    uint blocks = (HK_D / 4u + HK_DB - 1u) / HK_DB;
+    uint g = hk_group_id(), t = gl_LocalInvocationID.x;
+    uint row = g / blocks, blk = g % blocks;
     if (row >= pc.n_q * pc.n_heads)
         return;
     uint seq_k = hk_seq_k(), chunk = hk_chunk(seq_k);
     uint n_active = min((seq_k + chunk - 1u) / chunk, min(pc.n_splits, 1024u));
+    // each split's weight exp2(m_s - max); the total sum
     float mx = NEG;
     for (uint s = t; s < n_active; s += WG)
         mx = max(mx, ws[hk_ws_ml(row, s)]);
@@ -346,12 +382,33 @@ void main()
         l += w * ws[m + 1u];
     }
     l = hk_workgroup_sum(l); // its barriers also publish w_sh
-    float inv = l > 0.0 ? 1.0 / l : 0.0;
-    for (uint d = t; d < HK_D; d += WG) {
-        float a = 0.0;
-        for (uint s = 0; s < n_active; s++)
-            a += ws[hk_ws_acc(row, s) + d] * w_sh[s];
-        o[pc.view_offset[3] / 4u + row * HK_D + d] = a * inv;
+    // invocation (sg, db) sums splits sg, sg + SG, ... of column dv
+    uint sg = t / HK_DB, db = t % HK_DB, dv = blk * HK_DB + db;
+    vec4 a = vec4(0.0);
+    if (sg < SG && dv < HK_D / 4u) {
+        for (uint s0 = sg; s0 < n_active; s0 += SG * SB) {
+            vec4 x[SB];
+            for (uint b = 0; b < SB; b++) {
+                uint i = hk_ws_acc(row, min(s0 + b * SG, n_active - 1u)) + dv * 4u;
+                x[b] = vec4(ws[i], ws[i + 1u], ws[i + 2u], ws[i + 3u]);
+            }
+            for (uint b = 0; b < SB; b++) {
+                uint s = s0 + b * SG;
+                a += (s < n_active ? w_sh[min(s, n_active - 1u)] : 0.0) * x[b];
+            }
+        }
+    }
+    part_sh[t] = a;
+    barrier();
+    if (sg == 0u && dv < HK_D / 4u) {
+        for (uint g2 = 1; g2 < SG; g2++)
+            a += part_sh[g2 * HK_DB + db];
+        a = l > 0.0 ? a / l : vec4(0.0);
+        uint o0 = pc.view_offset[3] / 4u + row * HK_D + dv * 4u;
+        o[o0] = a.x;
+        o[o0 + 1u] = a.y;
+        o[o0 + 2u] = a.z;
+        o[o0 + 3u] = a.w;
     }
 }
 #endif

@@ -351,6 +351,7 @@ static const sdpa_case sdpa_cases[] = {
     /* enough keys for several splits of several tiles; a capacity past one split's 2048 */
     {1, 8, 2, 64, 3000, 4096, 0, F16, 0, 0, 0, 0, 0, 0},
     {1, 2, 1, 64, 2100, 5000, 0, F32, 1, 0, 4, 4, 0, 0},
+    {1, 2, 1, 16, 5000, 300000, 0, F16, 0, 0, 0, 0, 0, 0}, /* > 128 splits: the combine loops */
     /* small batches, causal or not (the queries are the last n_q positions) */
     {2, 8, 2, 128, 40, 64, 1, F16, 0, 0, 0, 0, 0, 0},
     {5, 8, 2, 128, 40, 64, 1, F16, 1, 16, 0, 0, 0, 0},

@@ -145,10 +145,11 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
 
 /* ---- flash-decoding ---- */
 
-/* Pass 1 workgroups: 128 invocations (every Vulkan device takes them), one key per invocation in
- * the softmax step, so a tile is 128 keys. Pass 2: 64 invocations per output row. */
+/* Workgroups of 128 invocations (every Vulkan device takes them). Pass 1: one key per invocation
+ * in the softmax step, so a tile is 128 keys. Pass 2: a workgroup per output row and 8 x 4
+ * columns, its invocations over the splits (decode H=32, d=128: 128 workgroups). */
 #define SDPA_WG 128u
-#define SDPA_REDUCE_WG 64u
+#define SDPA_REDUCE_COLUMNS 8u
 /* Query rows (query heads of one kv head, times queries) per workgroup: K/V rows are read once
  * per this many rows (GQA 8 reads them once). */
 #define SDPA_MAX_ROWS 8u
@@ -170,6 +171,7 @@ typedef struct sdpa_plan {
     uint32_t rows;   /* HK_R */
     uint32_t lpk;    /* HK_LPK */
     uint32_t work;   /* HK_WORK floats */
+    uint32_t kb;     /* HK_KB keys per Q.K load batch */
     uint32_t chunks; /* row chunks per kv head */
     uint32_t splits;
 } sdpa_plan;
@@ -221,8 +223,13 @@ static void make_plan(const hk_context *context, const hk_sdpa_desc *desc, sdpa_
         want = most;
     if (want < least)
         want = least;
+    /* Q.K loads of a batch stay in registers until used: about 8 x 16 bytes per invocation */
+    uint32_t per_key = (d / chunk_values(desc->kv.type) + lpk - 1) / lpk, kb = lpk;
+    while (kb > 1 && kb * per_key > 8)
+        kb /= 2;
     p->rows = rows;
     p->lpk = lpk;
+    p->kb = kb;
     p->work = work_floats(rows, lpk, d);
     p->chunks = chunks > UINT32_MAX ? UINT32_MAX : (uint32_t)chunks;
     p->splits = (uint32_t)want;
@@ -302,13 +309,16 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         b2[SDPA_WORKSPACE].writes = 0;
         b2[SDPA_COUNTER] = call->b[SDPA_COUNTER];
     }
-    uint32_t spec1[5] = {SDPA_WG, desc->head_dim, p.rows, p.lpk, p.work}, spec2[2] = {SDPA_REDUCE_WG, desc->head_dim};
-    hk_dispatch_desc d1 = {.shader = shader, .spec = spec1, .spec_count = 5, .bindings = b1,
+    uint32_t columns = desc->head_dim / 4 < SDPA_REDUCE_COLUMNS ? desc->head_dim / 4 : SDPA_REDUCE_COLUMNS;
+    uint32_t spec1[6] = {SDPA_WG, desc->head_dim, p.rows, p.lpk, p.work, p.kb};
+    uint32_t spec2[3] = {SDPA_WG, desc->head_dim, columns};
+    hk_dispatch_desc d1 = {.shader = shader, .spec = spec1, .spec_count = 6, .bindings = b1,
                            .binding_count = SDPA_BINDINGS, .params = &params, .params_bytes = sizeof params,
                            .groups = groups};
-    hk_dispatch_desc d2 = {.shader = HK_SHADER_SDPA_REDUCE, .spec = spec2, .spec_count = 2, .bindings = b2,
+    hk_dispatch_desc d2 = {.shader = HK_SHADER_SDPA_REDUCE, .spec = spec2, .spec_count = 3, .bindings = b2,
                            .binding_count = SDPA_BINDINGS, .params = &params, .params_bytes = sizeof params,
-                           .groups = (uint64_t)desc->n_q * desc->n_heads};
+                           .groups = (uint64_t)desc->n_q * desc->n_heads *
+                                     ((desc->head_dim / 4 + columns - 1) / columns)};
     /* both pipelines first, so that a failure records nothing */
     VkPipeline pipeline;
     VkPipelineLayout layout;
