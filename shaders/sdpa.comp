@@ -232,6 +232,8 @@ void main()
         // HK_LPK-th chunk of the row. A lane writes its partial dots to its own plane of
         // `work`, at a column swizzled by the lane so the lanes of one slot hit different banks.
         for (uint k0 = 0; k0 < HK_LPK; k0 += HK_KB) {
+            if (k0 * NSLOT >= n) // the same for the whole workgroup; `work` past n is never read
+                break;
             uvec4 raw[HK_KB * NCL];
             float scl[HK_KB * NCL];
             for (uint kb = 0; kb < HK_KB; kb++) { // keys past the tile re-read its last row
