@@ -385,7 +385,8 @@ typedef struct hk_kv_layout {
 typedef struct hk_sdpa_desc {
     uint32_t n_q;        /* query tokens: 1 for decode, the prompt chunk for prefill (flash-decoding
                           * reads K/V once per 8 query rows, n_q x n_heads/n_kv_heads: fine for
-                          * decode and small batches, slow for long prompts) */
+                          * decode and small batches, slow for long prompts; n_q x n_heads x
+                          * head_dim below 2^32, the workspace within one binding) */
     uint32_t n_heads;    /* query heads, a positive multiple of n_kv_heads */
     uint32_t n_kv_heads;
     uint32_t head_dim;   /* a multiple of 16 up to 256 (64, 128, 256 on every path) */
@@ -451,7 +452,8 @@ typedef struct hk_rope_desc {
  * position x frequency is reduced modulo a turn in integers, so the angle error is about
  * 1e-13 x position x frequency: ~1e-7 rad at position 2^20 and ~2e-6 at 2^24 for frequencies
  * up to 1 rad per position, whatever the device's sin/cos precision. theta_base and
- * freq_scale positive; n_heads and n_kv_heads at most 65535. */
+ * freq_scale positive; n_heads and n_kv_heads at most 65535; n_tokens x n_heads x head_dim below
+ * 2^32. */
 HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k,
                          hk_view v, hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
                          hk_view v_cache);
