@@ -444,7 +444,7 @@ HK_API hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_vie
  * one row. */
 typedef struct hk_kv_layout {
     hk_type type;           /* HK_TYPE_F32, HK_TYPE_F16 or HK_TYPE_Q8_0 (head_dim a multiple of 32) */
-    uint32_t capacity;      /* rows per kv head (max_seq) */
+    uint32_t capacity;      /* rows per kv head (max_seq), at most 2097152 for hk_sdpa_blk */
     uint64_t k_row_stride;  /* bytes from key row r to r + 1 of one kv head */
     uint64_t k_head_stride; /* bytes from kv head h to h + 1 */
     uint64_t v_row_stride;
@@ -453,7 +453,10 @@ typedef struct hk_kv_layout {
 
 /* Shape of one scaled dot-product attention call. */
 typedef struct hk_sdpa_desc {
-    uint32_t n_q;        /* query tokens: 1 for decode, the prompt chunk for prefill */
+    uint32_t n_q;        /* query tokens: 1 for decode, the prompt chunk for prefill (flash-decoding
+                          * reads K/V once per 8 query rows, n_q x n_heads/n_kv_heads: fine for
+                          * decode and small batches, slow for long prompts; n_q x n_heads x
+                          * head_dim below 2^32, the workspace within one binding) */
     uint32_t n_heads;    /* query heads, a positive multiple of n_kv_heads */
     uint32_t n_kv_heads;
     uint32_t head_dim;   /* a multiple of 16 up to 256 (64, 128, 256 on every path) */
@@ -467,7 +470,10 @@ typedef struct hk_sdpa_desc {
 
 /* Bytes of workspace hk_sdpa_blk needs for this shape on this device (0: none; the workspace
  * view may then be {NULL, 0}). Depends on the shape and kv.capacity, never on seq_k, so one
- * workspace serves a replayed stream whatever the number of keys. */
+ * workspace serves a replayed stream whatever the number of keys. Flash-decoding needs
+ * n_q x n_heads x splits x (head_dim + 2) x 4 bytes, the splits fixed by kv.capacity and the
+ * device (at least capacity/2048; none when one split serves, e.g. a short cache of a small
+ * batch); decode with H=32, d=128 on a large GPU: 2.1 MB. */
 HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc *desc, uint64_t *out_bytes);
 
 /* Scaled dot-product attention: out[i, h, :] = softmax_j(scale * q[i, h, :] . K[h', j, :]) V[h', j, :]
@@ -478,7 +484,13 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * seq_k_counter: {NULL, 0} to use desc->seq_k; else a u32 on the device (4-byte aligned offset)
  * read when the kernel runs, so a recorded stream can be replayed for the next token after
  * writing the new count. A counter value of 0 or above kv.capacity (or below n_q when causal) is
- * clamped into range; rows of the cache past the count are never read. */
+ * clamped into range; rows of the cache past the count are never read. The number of splits is
+ * fixed when the call is recorded; each split takes its share of whatever count it reads.
+ * Views: q and out 4-byte aligned, the caches at their type's alignment; f16 and f32 caches whose
+ * views and strides are multiples of 16 bytes are read 16 bytes at a time (faster). Arithmetic
+ * is f32 (softmax in base 2); against a double reference on the dequantized cache the output is
+ * within about 1e-6 of its scale. The workspace is scratch for the call: two calls that may run
+ * at once (two streams) need two workspaces. Any subgroup size; no optional device feature. */
 HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q,
                              hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
                              hk_view seq_k_counter);
@@ -503,7 +515,15 @@ typedef struct hk_rope_desc {
  * (f32 [n_tokens, n_kv_heads, head_dim]) are written into k_cache and v_cache at row
  * positions[t], converted to kv.type. freq_factors: {NULL, 0}, or f32 [rot_dim/2] dividing each
  * pair's frequency (llama.cpp's rope_freqs). A position >= kv.capacity writes no cache row (its
- * q is still rotated). */
+ * q is still rotated); two tokens at one position leave one of them in the row.
+ * Conversion: f16 rounds to nearest even (as hk_f32_to_f16); Q8_0 per 32 values d = amax/127,
+ * q = round(x/d), as hk_quant_row_q8_0 up to the device's division (a q may differ by one, d by
+ * one f16 step, rarely). Angles: the frequencies are formed in double-float precision and
+ * position x frequency is reduced modulo a turn in integers, so the angle error is about
+ * 1e-13 x position x frequency: ~1e-7 rad at position 2^20 and ~2e-6 at 2^24 for frequencies
+ * up to 1 rad per position, whatever the device's sin/cos precision. theta_base and
+ * freq_scale positive; n_heads and n_kv_heads at most 65535; n_tokens x n_heads x head_dim below
+ * 2^32. */
 HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k,
                          hk_view v, hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
                          hk_view v_cache);

@@ -1,20 +1,106 @@
 /* Rotary position embedding fused with the KV-cache append (shaders/rope.comp). */
 #include "attention.h"
 
+#include <math.h>
+
+/* One workgroup per (token, row); head_dim <= 256 values, rot_dim/2 <= 128 pairs. */
+#define ROPE_WG 128u
+/* n_heads and n_kv_heads share one push-constant word */
+#define ROPE_MAX_HEADS 65535u
+
+enum { ROPE_Q, ROPE_K, ROPE_V, ROPE_POSITIONS, ROPE_FACTORS, ROPE_Q_OUT, ROPE_K_CACHE, ROPE_V_CACHE, ROPE_BINDINGS };
+
+typedef struct rope_params {
+    uint32_t n_tokens, heads, rot, capacity;
+    uint32_t k_row, k_head, v_row, v_head;
+    float turns[2];   /* freq_scale / (2 pi) as a double-float */
+    float pow2[7][2]; /* theta^(-2 * 2^b / rot_dim) as double-floats */
+} rope_params;
+
+static void split_double(double x, float out[2])
+{
+    out[0] = (float)x;
+    out[1] = (float)(x - (double)out[0]);
+}
+
 hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k, hk_view v,
                   hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache, hk_view v_cache)
 {
     static const char fn[] = "hk_rope";
-    (void)context;
-    (void)stream;
-    (void)desc;
-    (void)q;
-    (void)k;
-    (void)v;
-    (void)positions;
-    (void)freq_factors;
-    (void)q_out;
-    (void)k_cache;
-    (void)v_cache;
-    return hk__fail(HK_ERROR_UNSUPPORTED, fn, "not built yet");
+    static const char *const names[ROPE_BINDINGS] = {"q",     "k",     "v",       "positions",
+                                                     "freq_factors", "q_out", "k_cache", "v_cache"};
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (!desc)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc is NULL");
+    const hk_rope_desc *d = desc;
+    if (d->n_tokens == 0 || d->n_heads == 0 || d->n_kv_heads == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens=%u, n_heads=%u and n_kv_heads=%u must all be positive",
+                        d->n_tokens, d->n_heads, d->n_kv_heads);
+    if (d->n_heads > ROPE_MAX_HEADS || d->n_kv_heads > ROPE_MAX_HEADS)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_heads=%u or n_kv_heads=%u is more than %u", d->n_heads,
+                        d->n_kv_heads, ROPE_MAX_HEADS);
+    uint64_t k_bytes, v_bytes;
+    hk_status st = hk__kv_layout_check(fn, &d->kv, d->n_kv_heads, d->head_dim, &k_bytes, &v_bytes);
+    if (st != HK_OK)
+        return st;
+    uint32_t rot = d->rot_dim ? d->rot_dim : d->head_dim;
+    if (rot % 2 || rot > d->head_dim)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rot_dim=%u is not even and at most head_dim=%u", d->rot_dim,
+                        d->head_dim);
+    if (!isfinite(d->theta_base) || d->theta_base <= 0.0f)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "theta_base=%g is not a positive number", (double)d->theta_base);
+    if (!isfinite(d->freq_scale) || d->freq_scale <= 0.0f)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "freq_scale=%g is not a positive number", (double)d->freq_scale);
+    uint64_t q_values = (uint64_t)d->n_tokens * d->n_heads * d->head_dim;
+    uint64_t kv_values = (uint64_t)d->n_tokens * d->n_kv_heads * d->head_dim;
+    if (q_values > UINT32_MAX || kv_values > UINT32_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens x heads x head_dim exceeds 2^32 values");
+    uint32_t align = hk_type_alignment(d->kv.type);
+    int factors = freq_factors.buffer != NULL;
+    hk_view none = {q.buffer, q.offset};
+    hk_binding b[ROPE_BINDINGS] = {
+        [ROPE_Q] = {q, q_values * 4, 4, 0, 0},
+        [ROPE_K] = {k, kv_values * 4, 4, 0, 0},
+        [ROPE_V] = {v, kv_values * 4, 4, 0, 0},
+        [ROPE_POSITIONS] = {positions, (uint64_t)d->n_tokens * 4, 4, 0, 0},
+        [ROPE_FACTORS] = factors ? (hk_binding){freq_factors, (uint64_t)rot / 2 * 4, 4, 0, 0}
+                                 : (hk_binding){none, 0, 1, 0, 0},
+        [ROPE_Q_OUT] = {q_out, q_values * 4, 4, 1, 1},
+        [ROPE_K_CACHE] = {k_cache, k_bytes, align, 1, 0},
+        [ROPE_V_CACHE] = {v_cache, v_bytes, align, 1, 0},
+    };
+    st = hk__check_bindings(context, stream, fn, names, b, ROPE_BINDINGS);
+    if (st != HK_OK)
+        return st;
+    /* in place means q itself: q_out exactly on another input would be read after it is written */
+    for (int i = ROPE_K; i <= ROPE_FACTORS; i++) {
+        const hk_binding *o = &b[ROPE_Q_OUT], *in = &b[i];
+        if (in->view.buffer->buffer == o->view.buffer->buffer && in->view.offset < o->view.offset + o->bytes &&
+            o->view.offset < in->view.offset + in->bytes)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "output q_out overlaps %s", names[i]);
+    }
+    const hk_kv_layout *kv = &d->kv;
+    rope_params params = {
+        .n_tokens = d->n_tokens,
+        .heads = d->n_heads | d->n_kv_heads << 16,
+        .rot = rot / 2 | (d->neox ? 1u : 0u) << 16 | (factors ? 2u : 0u) << 16,
+        .capacity = kv->capacity,
+        /* strides in use stay below the cache spans, which the device can bind */
+        .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
+        .k_head = d->n_kv_heads > 1 ? (uint32_t)kv->k_head_stride : 0,
+        .v_row = kv->capacity > 1 ? (uint32_t)kv->v_row_stride : 0,
+        .v_head = d->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
+    };
+    /* the frequencies in double (as the reference), handed over as float pairs */
+    split_double((double)d->freq_scale / (2.0 * 3.14159265358979323846), params.turns);
+    for (int i = 0; i < 7; i++)
+        split_double(pow((double)d->theta_base, -2.0 * (double)(1u << i) / (double)rot), params.pow2[i]);
+    int shader = kv->type == HK_TYPE_F32 ? HK_SHADER_ROPE_F32 : kv->type == HK_TYPE_F16 ? HK_SHADER_ROPE_F16
+                                                                                      : HK_SHADER_ROPE_Q8_0;
+    uint32_t spec[2] = {ROPE_WG, d->head_dim};
+    hk_dispatch_desc dd = {.shader = shader, .spec = spec, .spec_count = 2, .bindings = b,
+                           .binding_count = ROPE_BINDINGS, .params = &params, .params_bytes = sizeof params,
+                           .groups = (uint64_t)d->n_tokens * (d->n_heads + 2ull * d->n_kv_heads)};
+    return hk__dispatch(context, stream, fn, &dd);
 }
