@@ -468,6 +468,11 @@ typedef struct hk_sdpa_desc {
     hk_kv_layout kv;
 } hk_sdpa_desc;
 
+/* The kernel hk_sdpa_blk runs for this shape on this context: "decode" (flash-decoding),
+ * "flash-coopmat" (flash attention on the matrix cores) or "flash" (its portable twin); NULL for a
+ * shape hk_sdpa_blk refuses. (Tests and benchmarks print it, as hk_mmq_path.) */
+HK_API const char *hk_sdpa_path(hk_context *context, const hk_sdpa_desc *desc);
+
 /* Bytes of workspace hk_sdpa_blk needs for this shape on this device (0: none; the workspace
  * view may then be {NULL, 0}). Depends on the shape and kv.capacity, never on seq_k, so one
  * workspace serves a replayed stream whatever the number of keys. Flash-decoding needs

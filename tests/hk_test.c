@@ -135,6 +135,13 @@ const float *hk_test_out_read(hk_test_out *o, const char *name)
     return o->host + HK_TEST_GUARD;
 }
 
+void hk_test_out_poison(hk_test_out *o)
+{
+    hk_poison(o->host, o->n + 2 * HK_TEST_GUARD);
+    if (hk_buffer_upload(o->buffer, 0, o->host, (o->n + 2 * HK_TEST_GUARD) * sizeof(float)) != HK_OK)
+        hk_check(0, "poison upload", "%s", hk_last_error());
+}
+
 void hk_test_out_destroy(hk_test_out *o)
 {
     hk_buffer_destroy(o->buffer);

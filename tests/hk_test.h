@@ -51,6 +51,8 @@ hk_view hk_test_out_view(const hk_test_out *out);
 /* Downloads the output and checks (one hk_check named "<name> guards") that the guards are still
  * poison; returns the n output values (NULL, after a failed check, if the download failed). */
 const float *hk_test_out_read(hk_test_out *out, const char *name);
+/* Poisons the output and its guards again (host copy and device). */
+void hk_test_out_poison(hk_test_out *out);
 void hk_test_out_destroy(hk_test_out *out);
 
 #endif

@@ -151,4 +151,36 @@ int hk_case_tensor_alias(hk_case_run *run, const char *name, int of);
 /* Allocates n bytes or reports out of host memory (NULL). */
 void *hk_case_alloc(size_t n);
 
+/* ---- KV caches as an engine lays them out (cases_attention.c; the attention tests use them) ---- */
+typedef struct hk_case_kv {
+    hk_kv_layout kv;
+    uint32_t n_kv_heads, head_dim;
+    uint64_t bytes; /* what a K (and a V) view covers */
+    uint8_t *k, *v; /* host images */
+} hk_case_kv;
+/* Head-major ([head][row][d]) or token-major ([row][head][d]) rows of head_dim values plus pad
+ * bytes; every byte NaN (f32 words, f16 halves; a Q8_0 block's d) until rows are written. 0 if out
+ * of host memory. */
+int hk_case_kv_create(hk_case_kv *c, hk_type type, uint32_t capacity, uint32_t n_kv_heads, uint32_t head_dim,
+                      int token_major, uint32_t pad);
+void hk_case_kv_destroy(hk_case_kv *c);
+/* Byte offset of a row in the K (is_v 0) or V image. */
+uint64_t hk_case_kv_row(const hk_case_kv *c, int is_v, uint32_t head, uint32_t row);
+/* Writes head_dim values converted to the cache type (f16: round to nearest even; Q8_0: the
+ * reference quantizer). */
+void hk_case_kv_put(hk_case_kv *c, int is_v, uint32_t head, uint32_t row, const float *x);
+/* A row of an image as f32 (dequantized): what a kernel must compute with. */
+void hk_case_kv_get(const hk_case_kv *c, const uint8_t *image, int is_v, uint32_t head, uint32_t row, float *x);
+/* Packed [head][row][d] f32 copies of rows 0..rows-1 of K and V (the references' input). */
+int hk_case_kv_pack(const hk_case_kv *c, const uint8_t *k_image, const uint8_t *v_image, uint32_t rows, float **k,
+                    float **v);
+/* rope's angles are good to ~1e-6 rad up to position 2^24 (include/hkernel.h) */
+#define HK_CASE_GATE_ROPE 1e-5
+/* A written cache row of an image against the values it should hold: f32 within the rope gate
+ * (v exact); f16 within one unit in the last place of the reference's rounding (v exact); Q8_0 d
+ * within one f16 step and each quant within one of the reference quantizer's. Returns the bad
+ * values; *worst gets the largest f32 error. */
+uint32_t hk_case_kv_row_mismatches(const hk_case_kv *c, const uint8_t *image, int is_v, uint32_t head, uint32_t row,
+                                   const float *want, double *worst);
+
 #endif

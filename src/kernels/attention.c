@@ -97,6 +97,14 @@ static int use_flash(const hk_context *context, const hk_sdpa_desc *desc)
     return desc->n_q > 1 && hk__sdpa_flash_supported(context, desc);
 }
 
+const char *hk_sdpa_path(hk_context *context, const hk_sdpa_desc *desc)
+{
+    uint64_t k_bytes, v_bytes;
+    if (check_desc("hk_sdpa_path", context, desc, 1, &k_bytes, &v_bytes) != HK_OK)
+        return NULL;
+    return use_flash(context, desc) ? hk__sdpa_flash_arm(context, desc) : "decode";
+}
+
 hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc *desc, uint64_t *out_bytes)
 {
     static const char fn[] = "hk_sdpa_workspace_bytes";

@@ -29,6 +29,8 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
 /* Flash attention for prefill (flash.c): whether it serves this shape on this device, the
  * workspace it needs, and the call. */
 int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc);
+/* "flash-coopmat" (the matrix cores) or "flash" (the portable twin) */
+const char *hk__sdpa_flash_arm(const hk_context *context, const hk_sdpa_desc *desc);
 uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc *desc);
 hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call);
 

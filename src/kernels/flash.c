@@ -10,6 +10,13 @@ int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc
     return 0;
 }
 
+const char *hk__sdpa_flash_arm(const hk_context *context, const hk_sdpa_desc *desc)
+{
+    (void)context;
+    (void)desc;
+    return "flash";
+}
+
 uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc *desc)
 {
     (void)context;

@@ -126,6 +126,8 @@ void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, 
  * h / (n_heads / n_kv_heads); causal: query i sees keys 0 .. seq_k - n_q + i. */
 void hk_ref_sdpa(const float *q, const float *k, const float *v, float *out, size_t n_q, size_t n_heads,
                  size_t n_kv_heads, size_t seq_k, size_t head_dim, float scale, int causal);
+/* Attention on the matrix cores (f16 q, k, v; f32 accumulation) against hk_ref_sdpa */
+#define HK_GATE_SDPA_F16 5e-3
 /* Rotary embedding in place on x [n_tokens, n_heads, head_dim]: pair i (of rot_dim/2) of token t
  * turns by positions[t] * freq_scale * theta_base^(-2i/rot_dim) / freq_factors[i] (angles and
  * rotation in double); neox pairs dims (i, i + rot_dim/2), else (2i, 2i+1); rot_dim 0 means

@@ -1,0 +1,506 @@
+/* cases_attention.c — table rows of the attention family: scaled dot-product attention over a
+ * KV cache read in place (hk_sdpa_blk: flash-decoding, and flash attention for prefill), and RoPE
+ * fused with the cache append (hk_rope); and the KV-cache helpers their tests share. */
+#include "cases.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define F32 HK_TYPE_F32
+#define F16 HK_TYPE_F16
+#define Q80 HK_TYPE_Q8_0
+
+/* ---- KV caches as an engine lays them out ---- */
+
+int hk_case_kv_create(hk_case_kv *c, hk_type type, uint32_t capacity, uint32_t n_kv_heads, uint32_t head_dim,
+                      int token_major, uint32_t pad)
+{
+    uint64_t row = hk_type_bytes(type, head_dim) + pad;
+    memset(c, 0, sizeof *c);
+    c->kv = (hk_kv_layout){.type = type, .capacity = capacity};
+    c->kv.k_row_stride = c->kv.v_row_stride = token_major ? row * n_kv_heads : row;
+    c->kv.k_head_stride = c->kv.v_head_stride = token_major ? row : row * capacity;
+    c->n_kv_heads = n_kv_heads;
+    c->head_dim = head_dim;
+    c->bytes = (uint64_t)(n_kv_heads - 1) * c->kv.k_head_stride + (uint64_t)(capacity - 1) * c->kv.k_row_stride +
+               hk_type_bytes(type, head_dim);
+    c->k = hk_case_alloc(c->bytes);
+    c->v = hk_case_alloc(c->bytes);
+    if (!c->k || !c->v) {
+        hk_case_kv_destroy(c);
+        return 0;
+    }
+    for (int w = 0; w < 2; w++) {
+        uint8_t *img = w ? c->v : c->k;
+        for (uint64_t i = 0; i < c->bytes; i++) {
+            if (type == HK_TYPE_F32) {
+                uint32_t word = 0x7fc0deadu;
+                img[i] = (uint8_t)(word >> (8 * (i % 4)));
+            } else {
+                img[i] = i % 2 ? 0x7E : 0x00; /* f16 NaN 0x7E00, little-endian */
+            }
+        }
+    }
+    return 1;
+}
+
+void hk_case_kv_destroy(hk_case_kv *c)
+{
+    free(c->k);
+    free(c->v);
+    c->k = c->v = NULL;
+}
+
+uint64_t hk_case_kv_row(const hk_case_kv *c, int is_v, uint32_t head, uint32_t row)
+{
+    const hk_kv_layout *kv = &c->kv;
+    return (uint64_t)head * (is_v ? kv->v_head_stride : kv->k_head_stride) +
+           (uint64_t)row * (is_v ? kv->v_row_stride : kv->k_row_stride);
+}
+
+void hk_case_kv_put(hk_case_kv *c, int is_v, uint32_t head, uint32_t row, const float *x)
+{
+    uint8_t *dst = (is_v ? c->v : c->k) + hk_case_kv_row(c, is_v, head, row);
+    uint32_t d = c->head_dim;
+    if (c->kv.type == HK_TYPE_F32) {
+        memcpy(dst, x, d * 4);
+    } else if (c->kv.type == HK_TYPE_F16) {
+        for (uint32_t i = 0; i < d; i++) {
+            uint16_t h = hk_f32_to_f16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+    } else {
+        hk_block_q8_0 blocks[8];
+        hk_quant_row_q8_0(x, blocks, d);
+        memcpy(dst, blocks, d / 32 * sizeof *blocks);
+    }
+}
+
+void hk_case_kv_get(const hk_case_kv *c, const uint8_t *image, int is_v, uint32_t head, uint32_t row, float *x)
+{
+    const uint8_t *src = image + hk_case_kv_row(c, is_v, head, row);
+    uint32_t d = c->head_dim;
+    if (c->kv.type == HK_TYPE_F32) {
+        memcpy(x, src, d * 4);
+    } else if (c->kv.type == HK_TYPE_F16) {
+        for (uint32_t i = 0; i < d; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            x[i] = hk_f16_to_f32(h);
+        }
+    } else {
+        hk_block_q8_0 blocks[8];
+        memcpy(blocks, src, d / 32 * sizeof *blocks);
+        hk_dequant_row_q8_0(blocks, x, d);
+    }
+}
+
+int hk_case_kv_pack(const hk_case_kv *c, const uint8_t *k_image, const uint8_t *v_image, uint32_t rows, float **k,
+                    float **v)
+{
+    size_t n = (size_t)c->n_kv_heads * rows * c->head_dim;
+    *k = hk_case_alloc((n ? n : 1) * sizeof(float));
+    *v = hk_case_alloc((n ? n : 1) * sizeof(float));
+    if (!*k || !*v) {
+        free(*k);
+        free(*v);
+        return 0;
+    }
+    for (uint32_t h = 0; h < c->n_kv_heads; h++)
+        for (uint32_t j = 0; j < rows; j++) {
+            size_t at = ((size_t)h * rows + j) * c->head_dim;
+            hk_case_kv_get(c, k_image, 0, h, j, *k + at);
+            hk_case_kv_get(c, v_image, 1, h, j, *v + at);
+        }
+    return 1;
+}
+
+/* ---- hk_sdpa_blk: d = {n_q, n_heads, n_kv_heads, head_dim, seq_k, capacity, causal, counter} ----
+ * variant: SDPA_TOKEN_MAJOR, SDPA_PAD (16 bytes after every row), SDPA_COUNTER (the count from a
+ * device u32 holding d[7], clamped by the kernel). */
+enum { SDPA_TOKEN_MAJOR = 1, SDPA_PAD = 2, SDPA_COUNTER = 4 };
+
+typedef struct sdpa_state {
+    hk_sdpa_desc desc;
+    uint64_t workspace;
+} sdpa_state;
+
+static hk_status prepare_sdpa(hk_case_run *run, uint64_t seed)
+{
+    const uint32_t *d = run->shape.d;
+    uint32_t n_q = d[0], n_heads = d[1], n_kv = d[2], dim = d[3], capacity = d[5];
+    int causal = (int)d[6], counter = run->shape.variant & SDPA_COUNTER;
+    hk_type type = run->shape.type;
+    hk_rng rng = {seed};
+    hk_case_kv cache;
+    sdpa_state *st = hk_case_alloc(sizeof *st);
+    if (!st || !hk_case_kv_create(&cache, type, capacity, n_kv, dim, run->shape.variant & SDPA_TOKEN_MAJOR,
+                                  run->shape.variant & SDPA_PAD ? 16 : 0)) {
+        free(st);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    run->state = st;
+    st->desc = (hk_sdpa_desc){.n_q = n_q, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
+                              .seq_k = counter ? 0 : d[4], .scale = 1.0f / sqrtf((float)dim), .causal = causal,
+                              .kv = cache.kv};
+    uint32_t s = counter ? d[7] : d[4], lo = causal ? n_q : 1;
+    uint32_t seq = s < lo ? lo : s > capacity ? capacity : s; /* what the kernel attends */
+    size_t nq = (size_t)n_q * n_heads * dim;
+    float *q = hk_case_alloc(nq * sizeof(float)), *row = hk_case_alloc(dim * sizeof(float));
+    if (!q || !row) {
+        free(q);
+        free(row);
+        hk_case_kv_destroy(&cache);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    /* q rows of different magnitudes, so some softmaxes are flat and some peaked; cache rows past
+     * the keys stay NaN: reading one poisons the output */
+    for (size_t r = 0; r < (size_t)n_q * n_heads; r++) {
+        float mag = hk_rng_uniform(&rng, 0.3f, 4.0f);
+        hk_rng_fill(&rng, q + r * dim, dim, -mag, mag);
+    }
+    for (uint32_t h = 0; h < n_kv; h++)
+        for (uint32_t j = 0; j < seq; j++) {
+            hk_rng_fill(&rng, row, dim, -1.0f, 1.0f);
+            hk_case_kv_put(&cache, 0, h, j, row);
+            float shift = hk_rng_uniform(&rng, -0.5f, 0.5f);
+            for (uint32_t i = 0; i < dim; i++)
+                row[i] = hk_rng_uniform(&rng, -1.0f, 1.0f) + shift;
+            hk_case_kv_put(&cache, 1, h, j, row);
+        }
+    free(row);
+    hk_status status = hk_sdpa_workspace_bytes(run->ctx, &st->desc, &st->workspace);
+    if (status != HK_OK) {
+        free(q);
+        hk_case_kv_destroy(&cache);
+        return status;
+    }
+    uint32_t align = hk_type_alignment(type);
+    hk_case_tensor_add(run, "q", HK_CASE_IN, nq * 4, 4, 0, q);
+    hk_case_tensor_add(run, "k_cache", HK_CASE_IN, cache.bytes, align, 1, cache.k);
+    hk_case_tensor_add(run, "v_cache", HK_CASE_IN, cache.bytes, align, 1, cache.v);
+    hk_case_tensor_add(run, "out", HK_CASE_OUT, nq * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, "workspace", HK_CASE_SCRATCH, st->workspace, 4, 0, NULL);
+    uint32_t *count = hk_case_alloc(4);
+    if (!count)
+        return HK_ERROR_OUT_OF_MEMORY;
+    *count = d[7];
+    hk_case_tensor_add(run, "seq_k_counter", HK_CASE_IN, counter ? 4 : 0, 4, 0, count);
+    /* the KV bytes of the keys attended, once: GQA reads each kv row for all its query heads */
+    double kv_bytes = 2.0 * seq * n_kv * (double)hk_type_bytes(type, dim);
+    run->bytes = kv_bytes + 8.0 * nq;
+    /* useful work: 4 d per visible (query, key) pair and head, as issue 7 counts it */
+    double pairs = causal ? (double)n_q * seq - (double)n_q * (n_q - 1) / 2 : (double)n_q * seq;
+    run->flops = n_q > 1 ? 4.0 * dim * n_heads * pairs : 0;
+    snprintf(run->label, sizeof run->label, "%s q%u H%u/%u d%u k%u%s%s%s%s", hk_type_name(type), n_q, n_heads, n_kv,
+             dim, seq, capacity != seq ? "" : "", causal ? " causal" : "",
+             run->shape.variant & SDPA_TOKEN_MAJOR ? " token-major" : "", counter ? " counter" : "");
+    if (capacity != seq) {
+        size_t len = strlen(run->label);
+        snprintf(run->label + len, sizeof run->label - len, " cap%u", capacity);
+    }
+    if (run->ref_mode != HK_REF_NONE) {
+        float *kp, *vp;
+        run->ref_count = nq;
+        run->ref = hk_case_alloc(nq * sizeof(float));
+        if (!run->ref || !hk_case_kv_pack(&cache, cache.k, cache.v, seq, &kp, &vp))
+            return HK_ERROR_OUT_OF_MEMORY;
+        hk_ref_sdpa(q, kp, vp, run->ref, n_q, n_heads, n_kv, seq, dim, st->desc.scale, causal);
+        free(kp);
+        free(vp);
+    }
+    return HK_OK;
+}
+
+static hk_status record_sdpa(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const sdpa_state *st = run->state;
+    hk_view none = {NULL, 0};
+    return hk_sdpa_blk(run->ctx, s, &st->desc, v[0], v[1], v[2], v[3], st->workspace ? v[4] : none,
+                       run->shape.variant & SDPA_COUNTER ? v[5] : none);
+}
+
+/* matrix-core arms hold f16 inputs: issue 7's 5e-3; f32 arithmetic 1e-4 */
+static double gate_sdpa(const hk_case_run *run)
+{
+    const sdpa_state *st = run->state;
+    const char *arm = hk_sdpa_path(run->ctx, &st->desc);
+    return arm && !strcmp(arm, "flash-coopmat") ? HK_GATE_SDPA_F16 : HK_GATE_F32;
+}
+
+static const hk_case_shape sdpa_tests[] = {
+    /* {n_q, H, Hkv, d, seq_k, capacity, causal, counter} */
+    /* decode, GQA 1, 4 and 8; capacity 1; padded and token-major caches whose unused rows are NaN */
+    {F32, {1, 4, 4, 64, 1, 1, 0, 0}, 0, 0},
+    {F32, {1, 4, 4, 64, 5, 40, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
+    {F16, {1, 8, 2, 128, 37, 64, 0, 0}, 0, 0},
+    {F16, {1, 8, 1, 128, 300, 512, 0, 0}, SDPA_TOKEN_MAJOR, 0},
+    {Q80, {1, 8, 2, 128, 100, 128, 0, 0}, 0, 0},
+    {Q80, {1, 8, 1, 64, 77, 96, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
+    /* head dims 16 .. 256, with 80 and 96 */
+    {F32, {1, 16, 2, 256, 50, 64, 0, 0}, 0, 0},
+    {F16, {1, 4, 2, 80, 33, 48, 0, 0}, 0, 0},
+    {F32, {1, 4, 2, 96, 33, 48, 0, 0}, SDPA_TOKEN_MAJOR, 0},
+    {F16, {1, 2, 1, 16, 20, 32, 0, 0}, SDPA_TOKEN_MAJOR, 0},
+    {F16, {1, 16, 2, 256, 50, 64, 0, 0}, SDPA_TOKEN_MAJOR, 0},
+    {Q80, {1, 16, 2, 256, 50, 64, 0, 0}, 0, 0},
+    {Q80, {1, 4, 1, 96, 40, 64, 0, 0}, 0, 0},
+    {Q80, {1, 4, 1, 32, 20, 32, 0, 0}, 0, 0},
+    {F32, {1, 4, 1, 128, 60, 64, 0, 0}, 0, 0},
+    /* several splits; a capacity with more than 128 splits (the combine pass loops) */
+    {F16, {1, 8, 2, 64, 3000, 4096, 0, 0}, 0, 0},
+    {F32, {1, 2, 1, 64, 2100, 5000, 0, 0}, SDPA_TOKEN_MAJOR, 0},
+    {F16, {1, 2, 1, 16, 5000, 300000, 0, 0}, 0, 0},
+    /* small batches and prefill chunks, causal or not (the queries are the last n_q positions) */
+    {F16, {2, 8, 2, 128, 40, 64, 1, 0}, 0, 0},
+    {F32, {8, 8, 2, 64, 40, 64, 0, 0}, 0, 0},
+    {Q80, {8, 8, 1, 64, 30, 64, 1, 0}, 0, 0},
+    {F16, {17, 8, 2, 64, 100, 128, 1, 0}, SDPA_TOKEN_MAJOR, 0},
+    {F16, {64, 4, 1, 128, 64, 64, 1, 0}, 0, 0},
+    {F32, {100, 4, 4, 64, 260, 300, 0, 0}, SDPA_PAD, 0},
+    /* the count from the device, clamped: 45; 0 -> 1; past the capacity -> capacity; causal 2 -> n_q */
+    {F16, {1, 8, 2, 128, 0, 64, 0, 45}, SDPA_COUNTER, 0},
+    {F16, {1, 8, 2, 128, 0, 64, 0, 0}, SDPA_COUNTER, 0},
+    {Q80, {1, 8, 2, 64, 0, 40, 0, 1000000}, SDPA_COUNTER, 0},
+    {F32, {4, 8, 2, 64, 0, 32, 1, 2}, SDPA_COUNTER, 0},
+    /* model shapes: Llama-3-8B / Qwen3-8B (H=32 Hkv=8 d=128) and Qwen3-30B-A3B (H=32 Hkv=4) */
+    {F16, {1, 32, 8, 128, 200, 256, 0, 0}, 0, 0},
+    {F16, {1, 32, 4, 128, 150, 256, 0, 0}, SDPA_TOKEN_MAJOR, 0},
+};
+static const hk_case_shape sdpa_quick[] = {
+    {F16, {1, 32, 8, 128, 2048, 2048, 0, 0}, 0, 0},
+    {F16, {64, 32, 8, 128, 256, 256, 1, 0}, 0, 0},
+};
+/* issue 7's targets, H=32 Hkv=8 d=128 f16 KV, with llama.cpp-vk's flash attention on the H200 */
+static const hk_case_shape sdpa_full[] = {
+    {F16, {1, 32, 8, 128, 2048, 2048, 0, 0}, 0, 0.0143},
+    {F16, {1, 32, 8, 128, 8192, 8192, 0, 0}, 0, 0.103},
+    {F16, {1, 32, 8, 128, 32768, 32768, 0, 0}, 0, 0.317},
+    {F16, {1, 32, 8, 128, 2048, 32768, 0, 0}, 0, 0},                  /* an engine's cache, replayed */
+    {Q80, {1, 32, 4, 128, 32768, 32768, 0, 0}, SDPA_TOKEN_MAJOR, 0},  /* Qwen3-30B-A3B, Q8_0 cache */
+    {F16, {512, 32, 8, 128, 512, 512, 1, 0}, 0, 0.053},
+    {F16, {512, 32, 8, 128, 4096, 4096, 1, 0}, 0, 0.196},
+    {F16, {2048, 32, 8, 128, 2048, 2048, 1, 0}, 0, 0.283},
+};
+
+const hk_case hk_case_sdpa = {
+    .name = "sdpa",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_sdpa,
+    .record = record_sdpa,
+    .gate_of = gate_sdpa,
+    CASE_SHAPES(sdpa_tests, sdpa_quick, sdpa_full),
+};
+
+/* ---- hk_rope: d = {n_tokens, n_heads, n_kv_heads, head_dim, rot_dim, capacity, first position,
+ * theta base} ---- variant: ROPE_* below. */
+enum { ROPE_NEOX = 1, ROPE_FACTORS = 2, ROPE_TOKEN_MAJOR = 4, ROPE_IN_PLACE = 8, ROPE_SCALED = 16 };
+
+
+/* One allocation: the arrays follow the struct. */
+typedef struct rope_state {
+    hk_rope_desc desc;
+    hk_case_kv cache; /* layout only: the images are the run's k_cache / v_cache tensors */
+    uint32_t *positions;
+    float *k_ref, *v; /* rotated k and the raw v, [n_tokens, n_kv_heads, d] */
+    int q_out, k_cache, v_cache; /* tensor indices */
+} rope_state;
+
+static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
+{
+    const uint32_t *d = run->shape.d;
+    uint32_t n_tokens = d[0], n_heads = d[1], n_kv = d[2], dim = d[3], rot = d[4] ? d[4] : d[3], capacity = d[5];
+    int variant = run->shape.variant;
+    hk_type type = run->shape.type;
+    hk_rng rng = {seed};
+    size_t nq = (size_t)n_tokens * n_heads * dim, nk = (size_t)n_tokens * n_kv * dim;
+    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + n_tokens) * 4);
+    if (!st)
+        return HK_ERROR_OUT_OF_MEMORY;
+    memset(st, 0, sizeof *st);
+    run->state = st;
+    st->k_ref = (float *)(st + 1);
+    st->v = st->k_ref + nk;
+    st->positions = (uint32_t *)(st->v + nk);
+    if (!hk_case_kv_create(&st->cache, type, capacity, n_kv, dim, variant & ROPE_TOKEN_MAJOR, 0))
+        return HK_ERROR_OUT_OF_MEMORY;
+    st->desc = (hk_rope_desc){.n_tokens = n_tokens, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
+                              .rot_dim = d[4], .neox = variant & ROPE_NEOX, .theta_base = (float)d[7],
+                              .freq_scale = variant & ROPE_SCALED ? 0.25f : 1.0f, .kv = st->cache.kv};
+    float *q = hk_case_alloc(nq * 4), *k = hk_case_alloc(nk * 4), *v = hk_case_alloc(nk * 4);
+    float *factors = hk_case_alloc(rot / 2 * 4), *row = hk_case_alloc(dim * 4);
+    uint32_t *positions = hk_case_alloc(n_tokens * 4);
+    if (!q || !k || !v || !factors || !row || !positions) {
+        free(q), free(k), free(v), free(factors), free(row), free(positions);
+        hk_case_kv_destroy(&st->cache);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, q, nq, -2.0f, 2.0f);
+    hk_rng_fill(&rng, k, nk, -2.0f, 2.0f);
+    hk_rng_fill(&rng, v, nk, -2.0f, 2.0f);
+    for (uint32_t i = 0; i < rot / 2; i++) /* llama 3.1 style: the low frequencies slowed */
+        factors[i] = i < rot / 4 ? 1.0f : hk_rng_uniform(&rng, 1.0f, 40.0f);
+    /* distinct positions: the first, then far ones, some past the capacity, up to 2^24 - 1 */
+    static const uint32_t far[] = {32767, 1048575, 16777215, 65536, 1000003, 123457};
+    for (uint32_t t = 0; t < n_tokens; t++)
+        positions[t] = t == 0 ? d[6] : t % 2 ? d[6] + 2 * t : far[(t / 2) % 6] + t;
+    /* a few rows already in the cache: they must survive */
+    for (uint32_t h = 0; h < n_kv; h++)
+        for (uint32_t j = 0; j < capacity && j < 3; j++) {
+            hk_rng_fill(&rng, row, dim, -1.0f, 1.0f);
+            hk_case_kv_put(&st->cache, 0, h, j, row);
+            hk_case_kv_put(&st->cache, 1, h, j, row);
+        }
+    free(row);
+    memcpy(st->positions, positions, n_tokens * 4);
+    memcpy(st->k_ref, k, nk * 4);
+    memcpy(st->v, v, nk * 4);
+    const float *ff = variant & ROPE_FACTORS ? factors : NULL;
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = nq;
+        if (!(run->ref = hk_case_alloc(nq * 4)))
+            return HK_ERROR_OUT_OF_MEMORY;
+        memcpy(run->ref, q, nq * 4);
+        hk_ref_rope(run->ref, positions, n_tokens, n_heads, dim, rot, st->desc.neox, st->desc.theta_base,
+                    st->desc.freq_scale, ff);
+        hk_ref_rope(st->k_ref, positions, n_tokens, n_kv, dim, rot, st->desc.neox, st->desc.theta_base,
+                    st->desc.freq_scale, ff);
+    }
+    int qi = hk_case_tensor_add(run, "q", variant & ROPE_IN_PLACE ? HK_CASE_INOUT : HK_CASE_IN, nq * 4, 4, 0, q);
+    hk_case_tensor_add(run, "k", HK_CASE_IN, nk * 4, 4, 0, k);
+    hk_case_tensor_add(run, "v", HK_CASE_IN, nk * 4, 4, 0, v);
+    hk_case_tensor_add(run, "positions", HK_CASE_IN, n_tokens * 4, 4, 0, positions);
+    hk_case_tensor_add(run, "freq_factors", HK_CASE_IN, variant & ROPE_FACTORS ? rot / 2 * 4 : 0, 4, 0, factors);
+    st->q_out = variant & ROPE_IN_PLACE ? hk_case_tensor_alias(run, "q_out", qi)
+                                        : hk_case_tensor_add(run, "q_out", HK_CASE_OUT, nq * 4, 4, 0, NULL);
+    uint32_t align = hk_type_alignment(type);
+    st->k_cache = hk_case_tensor_add(run, "k_cache", HK_CASE_INOUT, st->cache.bytes, align, 0, st->cache.k);
+    st->v_cache = hk_case_tensor_add(run, "v_cache", HK_CASE_INOUT, st->cache.bytes, align, 0, st->cache.v);
+    st->cache.k = st->cache.v = NULL; /* the tensors own the images now */
+    run->bytes = 8.0 * nq + 8.0 * nk + 2.0 * n_tokens * n_kv * (double)hk_type_bytes(type, dim);
+    snprintf(run->label, sizeof run->label, "%s T%u H%u/%u d%u rot%u %s cap%u%s%s%s", hk_type_name(type), n_tokens,
+             n_heads, n_kv, dim, rot, variant & ROPE_NEOX ? "neox" : "normal", capacity,
+             variant & ROPE_FACTORS ? " factors" : "", variant & ROPE_TOKEN_MAJOR ? " token-major" : "",
+             variant & ROPE_IN_PLACE ? " in-place" : "");
+    return HK_OK;
+}
+
+static hk_status record_rope(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const rope_state *st = run->state;
+    hk_view none = {NULL, 0};
+    return hk_rope(run->ctx, s, &st->desc, v[0], v[1], v[2], v[3], run->shape.variant & ROPE_FACTORS ? v[4] : none,
+                   v[st->q_out], v[st->k_cache], v[st->v_cache]);
+}
+
+uint32_t hk_case_kv_row_mismatches(const hk_case_kv *c, const uint8_t *image, int is_v, uint32_t head, uint32_t row,
+                               const float *want, double *worst)
+{
+    const uint8_t *got = image + hk_case_kv_row(c, is_v, head, row);
+    uint32_t d = c->head_dim, bad = 0;
+    if (c->kv.type == HK_TYPE_F32) {
+        float amax = 1e-30f;
+        for (uint32_t i = 0; i < d; i++)
+            amax = fmaxf(amax, fabsf(want[i]));
+        for (uint32_t i = 0; i < d; i++) {
+            float g;
+            memcpy(&g, got + 4 * i, 4);
+            double e = fabs((double)g - want[i]) / amax;
+            *worst = e > *worst ? e : *worst;
+            bad += is_v ? g != want[i] : !(e < HK_CASE_GATE_ROPE);
+        }
+    } else if (c->kv.type == HK_TYPE_F16) {
+        for (uint32_t i = 0; i < d; i++) {
+            uint16_t g, w = hk_f32_to_f16(want[i]);
+            memcpy(&g, got + 2 * i, 2);
+            int diff = (int)g - (int)w;
+            bad += is_v ? g != w : (diff < -1 || diff > 1 || (g ^ w) & 0x8000);
+        }
+    } else {
+        hk_block_q8_0 wb[8], gb[8];
+        hk_quant_row_q8_0(want, wb, d);
+        memcpy(gb, got, d / 32 * sizeof *gb);
+        for (uint32_t b = 0; b < d / 32; b++) {
+            int dd = (int)gb[b].d - (int)wb[b].d;
+            bad += dd < -1 || dd > 1;
+            for (int i = 0; i < 32; i++) {
+                int dq = gb[b].qs[i] - wb[b].qs[i];
+                bad += dq < -1 || dq > 1;
+            }
+        }
+    }
+    return bad;
+}
+
+/* q_out at the rope gate; every written cache row; every other cache byte as it was. */
+static double compare_rope(const hk_case_run *run, char *detail, size_t size)
+{
+    const rope_state *st = run->state;
+    const hk_case_tensor *kt = &run->t[st->k_cache], *vt = &run->t[st->v_cache];
+    uint32_t n_tokens = run->shape.d[0], n_kv = run->shape.d[2], dim = run->shape.d[3];
+    double rel = hk_scale_rel(run->t[st->q_out].got, run->ref, run->ref_count);
+    uint8_t *k_want = hk_case_alloc(kt->bytes), *v_want = hk_case_alloc(vt->bytes);
+    if (!k_want || !v_want) {
+        free(k_want);
+        free(v_want);
+        snprintf(detail, size, "out of host memory");
+        return INFINITY;
+    }
+    /* the expected images: the old ones with the new rows' bytes taken from the kernel's, once
+     * those rows are checked against the reference */
+    memcpy(k_want, kt->host, kt->bytes);
+    memcpy(v_want, vt->host, vt->bytes);
+    uint64_t row_bytes = hk_type_bytes(st->cache.kv.type, dim);
+    uint32_t bad = 0, rows = 0;
+    double worst = 0.0;
+    for (uint32_t t = 0; t < n_tokens; t++) {
+        uint32_t p = st->positions[t];
+        if (p >= st->cache.kv.capacity)
+            continue;
+        for (uint32_t h = 0; h < n_kv; h++) {
+            size_t at = ((size_t)t * n_kv + h) * dim;
+            bad += hk_case_kv_row_mismatches(&st->cache, kt->got, 0, h, p, st->k_ref + at, &worst);
+            bad += hk_case_kv_row_mismatches(&st->cache, vt->got, 1, h, p, st->v + at, &worst);
+            uint64_t ko = hk_case_kv_row(&st->cache, 0, h, p), vo = hk_case_kv_row(&st->cache, 1, h, p);
+            memcpy(k_want + ko, (const uint8_t *)kt->got + ko, row_bytes);
+            memcpy(v_want + vo, (const uint8_t *)vt->got + vo, row_bytes);
+            rows++;
+        }
+    }
+    int same = !memcmp(k_want, kt->got, kt->bytes) && !memcmp(v_want, vt->got, vt->bytes);
+    free(k_want);
+    free(v_want);
+    snprintf(detail, size, "q_out scale_rel=%.3e; %u cache rows, %u values off; other cache bytes %s", rel, rows, bad,
+             same ? "untouched" : "CHANGED");
+    return bad || !same ? INFINITY : rel;
+}
+
+static const hk_case_shape rope_tests[] = {
+    /* {T, H, Hkv, d, rot, capacity, first position, theta} */
+    {F16, {1, 8, 2, 128, 0, 64, 17, 1000000}, ROPE_NEOX | ROPE_TOKEN_MAJOR | ROPE_IN_PLACE, 0}, /* Qwen3 decode */
+    {F16, {1, 8, 2, 128, 0, 64, 63, 500000}, ROPE_FACTORS, 0},                               /* Llama 3.1 */
+    {F32, {6, 4, 2, 64, 0, 40, 3, 10000}, ROPE_NEOX, 0},                                     /* far positions */
+    {F32, {6, 4, 2, 64, 32, 40, 5, 10000}, ROPE_TOKEN_MAJOR | ROPE_IN_PLACE | ROPE_SCALED, 0}, /* partial */
+    {Q80, {5, 4, 1, 128, 64, 32, 0, 1000000}, ROPE_NEOX | ROPE_FACTORS, 0},
+    {Q80, {3, 2, 2, 256, 0, 16, 2, 10000}, ROPE_TOKEN_MAJOR | ROPE_IN_PLACE, 0},
+    {F16, {2, 6, 3, 80, 0, 8, 6, 10000}, ROPE_NEOX, 0},
+    {F16, {1, 32, 8, 128, 0, 40000, 32767, 1000000}, ROPE_NEOX | ROPE_TOKEN_MAJOR, 0},
+    {F32, {4, 2, 1, 16, 0, 4, 1, 10000}, 0, 0},
+};
+static const hk_case_shape rope_quick[] = {{F16, {1, 32, 8, 128, 0, 4096, 100, 1000000}, ROPE_NEOX, 0},
+                                           {F16, {64, 32, 8, 128, 0, 4096, 100, 1000000}, ROPE_NEOX, 0}};
+static const hk_case_shape rope_full[] = {{F16, {1, 32, 8, 128, 0, 32768, 100, 1000000}, ROPE_NEOX, 0},
+                                          {F16, {512, 32, 8, 128, 0, 32768, 100, 1000000}, ROPE_NEOX, 0}};
+
+const hk_case hk_case_rope = {
+    .name = "rope",
+    .gate = HK_CASE_GATE_ROPE,
+    .prepare = prepare_rope,
+    .record = record_rope,
+    .compare = compare_rope,
+    CASE_SHAPES(rope_tests, rope_quick, rope_full),
+};
