@@ -483,18 +483,19 @@ static VkAccessFlags write_access(VkPipelineStageFlags stages)
     return a;
 }
 
-/* Waits for the stages `after` ran in before `stage` starts; only the stages really involved, so
- * a chain of compute kernels gets a compute-to-compute barrier and nothing heavier. */
+/* Waits for the stages `after` ran in (the stages of the accesses since the last barrier) and
+ * makes their writes visible to every later command of ours, compute or transfer: the tracker
+ * forgets everything before a barrier, so the barrier must serve any later reader, also a copy or
+ * download of bytes a kernel wrote before an earlier compute-to-compute barrier. Source stages
+ * stay the ones really involved, so a chain of kernels waits on compute only. */
 static void record_barrier(hk_stream *s, VkPipelineStageFlags after, VkPipelineStageFlags stage)
 {
-    VkAccessFlags dst = 0;
-    if (stage & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
-        dst |= VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    if (stage & VK_PIPELINE_STAGE_TRANSFER_BIT)
-        dst |= VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    (void)stage;
+    VkAccessFlags dst = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                        VK_ACCESS_TRANSFER_WRITE_BIT;
     VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = write_access(after),
                                .dstAccessMask = dst};
-    s->context->vk.vkCmdPipelineBarrier(s->cmd, after, stage, 0, 1, &barrier, 0, NULL, 0, NULL);
+    s->context->vk.vkCmdPipelineBarrier(s->cmd, after, all_stages, 0, 1, &barrier, 0, NULL, 0, NULL);
     s->pending_count = 0;
     s->barrier_due = 0;
 }
