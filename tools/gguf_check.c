@@ -40,6 +40,7 @@ typedef struct options {
     const char *path;
     const char *match; /* only tensors whose name contains it */
     int no_time;       /* parity only */
+    uint64_t slice_bytes; /* 0: as large as the device binds */
 } options;
 
 typedef struct mapped_file {
@@ -56,7 +57,9 @@ static void usage(FILE *f)
                "other types are listed as skipped. Exit 0: all within their gates; 1: some failed; 2: error.\n"
                "  --gguf FILE      the model\n"
                "  --match TEXT     only tensors whose name contains TEXT\n"
-               "  --no-time        parity only\n");
+               "  --no-time        parity only\n"
+               "  --slice-bytes N  weight slices of at most N bytes (default: what one view can bind, the\n"
+               "                   device's maxStorageBufferRange; every tensor larger runs in row slices)\n");
     bench_options_help(f);
 }
 
@@ -74,9 +77,21 @@ static int parse(options *o, int argc, char **argv)
             o->no_time = 1;
             continue;
         }
+        if (!strcmp(a, "--slice-bytes")) {
+            char *end = NULL;
+            unsigned long long v = i + 1 < argc ? strtoull(argv[i + 1], &end, 10) : 0;
+            if (!end || *end || v == 0) {
+                fprintf(stderr, "hk-check: --slice-bytes needs a positive number of bytes\n");
+                return 2;
+            }
+            o->slice_bytes = v;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--gguf") || !strcmp(a, "--match")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "hk-check: %s needs a value\n", a);
+                usage(stderr);
                 return 2;
             }
             *(!strcmp(a, "--gguf") ? &o->path : &o->match) = argv[++i];
@@ -146,11 +161,13 @@ typedef struct tensor_job {
     uint64_t w_stride;  /* bytes from one weight copy to the next */
     uint32_t slice_rows;
     int path;           /* what time_kernel records */
+    uint64_t slice_bytes; /* --slice-bytes, 0: none */
 } tensor_job;
 
 typedef struct tensor_result {
     double err[2];      /* f32 (or gemv), int8; -1: not run */
     double ms[2];
+    uint32_t slices;
     int failed;
     char why[256];
 } tensor_result;
@@ -242,6 +259,8 @@ static uint32_t max_slice_rows(const tensor_job *j)
 {
     const hk_caps *caps = &j->b->caps;
     uint64_t range = caps->max_storage_buffer_range - VIEW_STRIDE_ALIGN; /* room for the offset's remainder */
+    if (j->slice_bytes && j->slice_bytes < range)
+        range = j->slice_bytes < j->row_bytes ? j->row_bytes : j->slice_bytes;
     uint64_t rows = range / j->row_bytes;
     if (rows > HK_MATVEC_MAX_ROWS && !j->gemv)
         rows = HK_MATVEC_MAX_ROWS;
@@ -254,10 +273,12 @@ static uint32_t max_slice_rows(const tensor_job *j)
     return (uint32_t)rows;
 }
 
-static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_type type, int gemv, int no_time,
+static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_type type, int gemv, const options *o,
                          const float *x, const hk_block_q8_1 *xq, tensor_result *res)
 {
-    tensor_job j = {.b = b, .f = f, .t = t, .type = type, .gemv = gemv, .k = (uint32_t)t->ne[0]};
+    int no_time = o->no_time;
+    tensor_job j = {.b = b, .f = f, .t = t, .type = type, .gemv = gemv, .k = (uint32_t)t->ne[0],
+                    .slice_bytes = o->slice_bytes};
     j.rows = gguf_tensor_values(t) / t->ne[0];
     j.row_bytes = t->bytes / j.rows;
     j.x = (float *)x;
@@ -302,6 +323,7 @@ static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_
     int paths = gemv ? 1 : 2;
     for (uint64_t row0 = 0; row0 < j.rows && !res->failed; row0 += slice_cap) {
         j.slice_rows = (uint32_t)(j.rows - row0 < slice_cap ? j.rows - row0 : slice_cap);
+        res->slices++;
         const uint8_t *w_host = w_file + row0 * j.row_bytes;
         uint64_t bytes = (uint64_t)j.slice_rows * j.row_bytes;
         /* as stored in the file; the copies by the GPU */
@@ -359,7 +381,7 @@ static const char *classify(const gguf_tensor *t, hk_type *type, int *gemv)
         return NULL;
     }
     if (*type != HK_TYPE_Q8_0 && *type != HK_TYPE_Q4_K && *type != HK_TYPE_Q6_K)
-        return "no matvec kernel takes this type";
+        return "no kernel multiplies weights of this type";
     if (t->ne[0] > HK_MATVEC_MAX_K)
         return "k past HK_MATVEC_MAX_K (98304)";
     return NULL;
@@ -393,8 +415,8 @@ int gguf_check_main(int argc, char **argv)
     bench b = {0};
     bench_open(&b, "hk-check", &o.common,
                "device,tensor,type,shape,path,scale_rel,gate,ok,ms,gbs,ratio_to_copy,copy_gbs");
-    printf("%-40s %-6s %-18s %-24s %-24s %s\n", "tensor", "type", "shape", "f32 x: error ms GB/s copy%",
-           "int8 x: error ms GB/s copy%", "");
+    printf("%-40s %-6s %-18s %-34s %-34s %s\n", "tensor", "type", "shape", "f32 x: error ok ms GB/s of-copy",
+           "int8 x: error ok ms GB/s of-copy", "");
 
     /* seeded activations, one set per k (the same for every tensor of that width) */
     hk_rng rng = {0x6767756663686bull};
@@ -424,7 +446,7 @@ int gguf_check_main(int argc, char **argv)
         if (!gemv)
             hk_quant_row_q8_1(x, xq, k);
         tensor_result r = {0};
-        check_tensor(&b, &f, t, type, gemv, o.no_time, x, xq, &r);
+        check_tensor(&b, &f, t, type, gemv, &o, x, xq, &r);
         free(x);
         free(xq);
         checked++;
@@ -450,8 +472,11 @@ int gguf_check_main(int argc, char **argv)
                         r.err[p], gate, r.err[p] < gate, r.ms[p], gbs, copy > 0 ? gbs / copy : 0, copy);
             }
         }
-        printf("%-40s %-6s %-18s %-24s %-24s %s\n", t->name, gguf_type_name(t->ggml_type), shape, cols[0], cols[1],
-               r.failed ? "FAIL" : "");
+        char slices[32] = "";
+        if (r.slices > 1)
+            snprintf(slices, sizeof slices, "(%u row slices)", r.slices);
+        printf("%-40s %-6s %-18s %-34s %-34s %s%s\n", t->name, gguf_type_name(t->ggml_type), shape, cols[0], cols[1],
+               r.failed ? "FAIL " : "", slices);
         if (r.failed)
             printf("    %s\n", r.why);
         fflush(stdout);
