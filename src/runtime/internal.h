@@ -186,6 +186,17 @@ struct hk_dispatch_desc {
  * waits). Arguments must have been checked. */
 hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, const hk_dispatch_desc *desc);
 
+/* A NULL-stream call of several dispatches (passes that must go in one submit): takes the
+ * context's immediate stream for this thread, to record into with hk__dispatch, then ends it:
+ *     hk_stream *s = stream ? stream : hk__immediate_begin(context);
+ *     st = hk__dispatch(context, s, fn, &pass1); ... pass2 ...
+ *     if (!stream) st = hk__immediate_end(context, fn, st);
+ * hk__immediate_end submits and waits if st is HK_OK, else drops what was recorded, and returns
+ * the result. Between the two the immediate stream is this thread's alone (immediate_lock):
+ * never use context->immediate without them. */
+hk_stream *hk__immediate_begin(hk_context *context);
+hk_status hk__immediate_end(hk_context *context, const char *fn, hk_status st);
+
 /* Records a transfer copy of b[0] into b[1] (same byte count), hazard-tracked like a dispatch. */
 hk_status hk__record_transfer_copy(hk_context *context, hk_stream *stream, const char *fn, const hk_binding b[2]);
 

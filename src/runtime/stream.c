@@ -663,6 +663,23 @@ hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, c
     return st;
 }
 
+hk_stream *hk__immediate_begin(hk_context *context)
+{
+    hk__mutex_lock(&context->immediate_lock);
+    return context->immediate;
+}
+
+hk_status hk__immediate_end(hk_context *context, const char *fn, hk_status st)
+{
+    hk_stream *s = context->immediate;
+    if (st == HK_OK)
+        st = submit_and_wait(s, fn);
+    else
+        hk_stream_reset(s);
+    hk__mutex_unlock(&context->immediate_lock);
+    return st;
+}
+
 /* After transfers into staging memory that the host reads once the work completed. */
 static void record_host_read_barrier(hk_stream *s)
 {
