@@ -152,10 +152,11 @@ ${_have}extern const hk_shader_blob hk_shader_table[HK_SHADER_COUNT];
 #endif
 ")
   set(_c ${HK_SHADER_INCLUDE_DIR}/hk_shaders.c)
+  list(LENGTH HK_SHADER_NAMES _count)
   add_custom_command(OUTPUT ${_c}
     COMMAND ${CMAKE_COMMAND} "-DOUT=${_c}" "-DNAMES=${HK_SHADER_NAMES}" "-DBINDINGS=${HK_SHADER_BINDINGS}"
             "-DDIR=${HK_SHADER_OUT}" -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
     DEPENDS ${HK_SHADER_SPVS} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
-    COMMENT "Embedding ${CMAKE_MATCH_0}SPIR-V" VERBATIM)
+    COMMENT "Embedding the SPIR-V of ${_count} shader variants" VERBATIM)
   set(HK_SHADER_C ${_c} PARENT_SCOPE)
 endfunction()

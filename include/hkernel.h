@@ -3,12 +3,38 @@
  * One flat C API. A context owns (or borrows) a Vulkan device, its compute queue and a pipeline
  * cache. Buffers hold tensors; a view is (buffer, byte offset), so many tensors can share one
  * allocation. Kernels record into a stream; a NULL stream runs the kernel at once (record, submit,
- * wait). Every function returns an hk_status; on failure hk_last_error() explains it in words and
- * nothing was recorded or written.
+ * wait). Every function returns an hk_status; on failure hk_last_error() explains it in words,
+ * hk_last_vk_result() gives the VkResult where a Vulkan call failed, and nothing was recorded or
+ * written.
  *
- * Threading: a context may be used from several threads only with external synchronisation;
- * hk_last_error() is per thread. Creating contexts loads Vulkan through volk, whose loader entry
- * points are process-wide: create (and destroy) contexts from one thread at a time.
+ * Including: this header includes <vulkan/vulkan.h>. An engine that loads Vulkan through volk (or
+ * any loader of its own) defines VK_NO_PROTOTYPES for all its sources (volk's own advice), then
+ * includes volk.h and hkernel.h in either order; or it includes volk.h first. Without
+ * VK_NO_PROTOTYPES, hkernel.h before volk.h stops at volk's "#error ... define VK_NO_PROTOTYPES".
+ * The library carries its own copy of volk, compiled with hidden symbols: the shared library and
+ * the static archive export only hk_ symbols, so it never binds to (or collides with) the
+ * engine's volk or libvulkan.
+ *
+ * Threading:
+ *  - hk_last_error() and hk_last_vk_result() are per thread.
+ *  - One context may be used from several threads at once: each thread records into its own
+ *    streams (a stream is used by one thread at a time), and buffers may be shared between them.
+ *    The pipeline table and pipeline cache, the queue (submits of owned streams, NULL-stream
+ *    calls, hk_buffer_upload/download/fill) and the validation counter are locked inside the
+ *    library. Each owned stream has its own command pool and descriptor pools.
+ *  - A borrowed queue is the engine's too: the library locks its own submits, but the engine must
+ *    not submit to that queue from another thread while an hk_ call may submit to it (owned
+ *    streams' hk_stream_submit, NULL-stream calls, hk_buffer_upload/download/fill).
+ *  - Creating and destroying contexts loads Vulkan through the library's volk, whose loader entry
+ *    points are process-wide: create (and destroy) contexts from one thread at a time, and not
+ *    while another thread uses a context.
+ *
+ * ABI: the soname changes with every 0.x minor version (libhkernel.so.0.2), and from 1.0 with the
+ * major version. Structs the caller passes in carry their own size (struct_size, set by their
+ * _init macro from the caller's sizeof), and hk_context_caps passes the caller's sizeof too, so
+ * fields can be appended without breaking programs built against an older header. hk_view, the
+ * enums and the kernel shape structs (hk_moe_shape, hk_kv_layout, hk_sdpa_desc, hk_rope_desc) are
+ * fixed within a soname.
  *
  * Weights are GGUF blocks exactly as stored in a .gguf file (no repacking):
  *   Q8_0  34 B / 32 values    Q4_K 144 B / 256 values    Q6_K 210 B / 256 values
@@ -20,40 +46,74 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <vulkan/vulkan_core.h>
+#include <vulkan/vulkan.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define HK_VERSION_MAJOR 0
-#define HK_VERSION_MINOR 1
-#define HK_VERSION_PATCH 0
+/* ---- version ---------------------------------------------------------------------------------- */
 
+/* The version of this header (CMakeLists.txt reads it from here). */
+#define HK_VERSION_MAJOR 0
+#define HK_VERSION_MINOR 2
+#define HK_VERSION_PATCH 0
+#define HK_MAKE_VERSION(major, minor, patch) \
+    ((((uint32_t)(major)) << 22) | (((uint32_t)(minor)) << 12) | ((uint32_t)(patch)))
+#define HK_VERSION HK_MAKE_VERSION(HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH)
+#define HK_VERSION_GET_MAJOR(v) ((uint32_t)(v) >> 22)
+#define HK_VERSION_GET_MINOR(v) (((uint32_t)(v) >> 12) & 0x3FFu)
+#define HK_VERSION_GET_PATCH(v) ((uint32_t)(v) & 0xFFFu)
+
+/* Shared library (default): HK_API exports from the library and imports into its users. A program
+ * that links the static archive on Windows defines HK_STATIC (the CMake target hkernel_static
+ * does it for its users); elsewhere HK_STATIC changes nothing. */
 #if defined(_WIN32)
+#if defined(HK_BUILDING_LIBRARY)
 #define HK_API __declspec(dllexport)
+#elif defined(HK_STATIC)
+#define HK_API
+#else
+#define HK_API __declspec(dllimport)
+#endif
 #elif defined(__GNUC__)
 #define HK_API __attribute__((visibility("default")))
 #else
 #define HK_API
 #endif
 
+/* The version of the library loaded at run time, as HK_MAKE_VERSION packs it. A program built
+ * against this header runs on a library of the same major and (while major is 0) minor version,
+ * which the soname guarantees; compare with HK_VERSION to say so in words. */
+HK_API uint32_t hk_version(void);
+
 /* ---- status ----------------------------------------------------------------------------------- */
 
 typedef enum hk_status {
     HK_OK = 0,
     HK_ERROR_INVALID_ARGUMENT = 1, /* null handle, bad shape, view past a buffer's end, ... */
-    HK_ERROR_UNSUPPORTED = 2,      /* the device lacks a feature this call needs */
+    HK_ERROR_UNSUPPORTED = 2,      /* the device (or the features enabled on it) lacks what this call needs */
     HK_ERROR_OUT_OF_MEMORY = 3,    /* host or device allocation failed */
-    HK_ERROR_VULKAN = 4,           /* a Vulkan call failed (the message names it and its VkResult) */
+    HK_ERROR_VULKAN = 4,           /* a Vulkan call failed: hk_last_vk_result() is its VkResult, the message
+                                    * names the call */
     HK_ERROR_NOT_FOUND = 5,        /* no Vulkan loader, no Vulkan driver or device, or the device asked
                                     * for (index or name) does not exist */
-    HK_ERROR_STATE = 6             /* call not valid in the object's current state */
+    HK_ERROR_STATE = 6,            /* call not valid in the object's current state */
+    HK_ERROR_DEVICE_LOST = 7       /* a Vulkan call returned VK_ERROR_DEVICE_LOST: the context is unusable
+                                    * (hk_context_device_lost) and refuses every later call that needs the
+                                    * device with this status; destroy it (and its buffers and streams) */
 } hk_status;
 
 /* The message for the last failed call on this thread ("" if none). Valid until this thread's next
  * failing hk_ call. */
 HK_API const char *hk_last_error(void);
+
+/* The VkResult of the Vulkan call that made this thread's last failed hk_ call fail; VK_SUCCESS if
+ * no call failed yet or the last failure was not a Vulkan call's (a bad argument, ...). Per thread,
+ * like hk_last_error. VK_ERROR_OUT_OF_*_MEMORY comes with HK_ERROR_OUT_OF_MEMORY,
+ * VK_ERROR_DEVICE_LOST with HK_ERROR_DEVICE_LOST, every other failure with HK_ERROR_VULKAN (or
+ * HK_ERROR_NOT_FOUND for a missing driver). */
+HK_API VkResult hk_last_vk_result(void);
 
 /* A fixed name for a status code ("HK_ERROR_INVALID_ARGUMENT", ...). */
 HK_API const char *hk_status_name(hk_status status);
@@ -92,21 +152,87 @@ HK_API hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type);
 
 typedef struct hk_context hk_context;
 
-/* Optional device features the kernels use (hk_context_desc.disable_features,
- * hk_borrowed_device.enabled_features). */
+/* Device features the kernels use. Each bit stands for the Vulkan feature members named here; a
+ * bit counts only when every member it names is enabled (hk_borrowed_device.enabled_features,
+ * hk_features_enable, hk_caps.features). The members live in the Vulkan 1.1/1.2/1.3 feature
+ * structs or, equally, in the older per-feature structs named in brackets:
+ *
+ * HK_FEATURE_STORAGE_16BIT: VkPhysicalDeviceVulkan11Features.storageBuffer16BitAccess
+ *     [VkPhysicalDevice16BitStorageFeatures]. Required: every kernel reads GGUF blocks through
+ *     16-bit loads.
+ * HK_FEATURE_FLOAT16: VkPhysicalDeviceVulkan12Features.shaderFloat16
+ *     [VkPhysicalDeviceShaderFloat16Int8Features]. f16 arithmetic (attention and GEMM on f16).
+ * HK_FEATURE_INT8: VkPhysicalDeviceVulkan12Features.shaderInt8
+ *     [VkPhysicalDeviceShaderFloat16Int8Features]. int8 arithmetic (int8 cooperative matrices).
+ * HK_FEATURE_INTEGER_DOT: VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct
+ *     [VkPhysicalDeviceShaderIntegerDotProductFeatures]. Packed int8 dot products in the int8
+ *     matvecs; without it they run a plain-arithmetic twin.
+ * HK_FEATURE_SUBGROUP_SIZE_CONTROL: VkPhysicalDeviceVulkan13Features.subgroupSizeControl AND
+ *     .computeFullSubgroups [VkPhysicalDeviceSubgroupSizeControlFeatures], and the device's
+ *     VkPhysicalDeviceSubgroupSizeControlProperties.requiredSubgroupSizeStages must include
+ *     VK_SHADER_STAGE_COMPUTE_BIT (a context drops the bit where it does not). The fast matvecs,
+ *     the int8 and MoE matvecs and the cooperative-matrix kernels need full subgroups of one size.
+ * HK_FEATURE_COOPMAT_KHR: VkPhysicalDeviceCooperativeMatrixFeaturesKHR.cooperativeMatrix with the
+ *     device extension "VK_KHR_cooperative_matrix", AND VkPhysicalDeviceVulkan12Features
+ *     .vulkanMemoryModel [VkPhysicalDeviceVulkanMemoryModelFeatures]: the cooperative-matrix
+ *     shaders are written against the Vulkan memory model. The f16 ones also need
+ *     HK_FEATURE_FLOAT16, the int8 ones HK_FEATURE_INT8; all need SUBGROUP_SIZE_CONTROL.
+ * HK_FEATURE_STORAGE_8BIT, HK_FEATURE_COOPMAT_NV, HK_FEATURE_MAINTENANCE4: no kernel uses them;
+ *     kept so that values stay stable, ignored wherever they are passed, never reported.
+ *
+ * Every kernel also needs subgroup arithmetic in compute shaders (a property every Vulkan 1.1
+ * GPU driver reports: VkPhysicalDeviceVulkan11Properties.subgroupSupportedOperations has
+ * ARITHMETIC and subgroupSupportedStages COMPUTE); a device without it is refused. */
 enum {
-    HK_FEATURE_STORAGE_16BIT = 1u << 0,      /* storageBuffer16BitAccess (required) */
-    HK_FEATURE_STORAGE_8BIT = 1u << 1,       /* storageBuffer8BitAccess */
-    HK_FEATURE_FLOAT16 = 1u << 2,            /* shaderFloat16 */
-    HK_FEATURE_INT8 = 1u << 3,               /* shaderInt8 */
-    HK_FEATURE_INTEGER_DOT = 1u << 4,        /* shaderIntegerDotProduct */
-    HK_FEATURE_COOPMAT_KHR = 1u << 5,        /* VK_KHR_cooperative_matrix */
-    HK_FEATURE_COOPMAT_NV = 1u << 6,         /* VK_NV_cooperative_matrix */
-    HK_FEATURE_MAINTENANCE4 = 1u << 7,       /* maintenance4 */
+    HK_FEATURE_STORAGE_16BIT = 1u << 0,
+    HK_FEATURE_STORAGE_8BIT = 1u << 1,
+    HK_FEATURE_FLOAT16 = 1u << 2,
+    HK_FEATURE_INT8 = 1u << 3,
+    HK_FEATURE_INTEGER_DOT = 1u << 4,
+    HK_FEATURE_COOPMAT_KHR = 1u << 5,
+    HK_FEATURE_COOPMAT_NV = 1u << 6,
+    HK_FEATURE_MAINTENANCE4 = 1u << 7,
     HK_FEATURE_SUBGROUP_SIZE_CONTROL = 1u << 8
 };
+/* Every bit a kernel uses: what an owned context enables where the device has it. */
+#define HK_FEATURES_USED                                                                                    \
+    (HK_FEATURE_STORAGE_16BIT | HK_FEATURE_FLOAT16 | HK_FEATURE_INT8 | HK_FEATURE_INTEGER_DOT |            \
+     HK_FEATURE_SUBGROUP_SIZE_CONTROL | HK_FEATURE_COOPMAT_KHR)
+
+/* For an engine that creates its own device, VMA-style: fills the engine's VkDeviceCreateInfo
+ * feature chain with what the kernels use.
+ *   supported: a VkPhysicalDeviceFeatures2 chain the engine filled with
+ *       vkGetPhysicalDeviceFeatures2; the library looks in it for VkPhysicalDeviceVulkan11Features,
+ *       VkPhysicalDeviceVulkan12Features, VkPhysicalDeviceVulkan13Features (chain it on Vulkan 1.3
+ *       devices only) and VkPhysicalDeviceCooperativeMatrixFeaturesKHR (sType 1000506000; chain it
+ *       only where the device lists VK_KHR_cooperative_matrix), or the older per-feature structs
+ *       named above. A struct that is not in the chain counts as "not supported".
+ *   wanted: the HK_FEATURE_* bits to consider (HK_FEATURES_USED for all of them).
+ *   enable: the VkPhysicalDeviceFeatures2 chain the engine will pass as VkDeviceCreateInfo.pNext.
+ *       For each bit that is wanted and supported (all its members VK_TRUE in `supported`), every
+ *       member the bit names is set to VK_TRUE in the struct of `enable` that holds it (found by
+ *       sType, Vulkan 1.x struct or per-feature struct, whichever the chain has). Nothing is ever
+ *       set to VK_FALSE, nor any other member touched.
+ *   *out_features: the bits now enabled: pass them as hk_borrowed_device.enabled_features. Where
+ *       they include HK_FEATURE_COOPMAT_KHR, the engine also enables the device extension
+ *       "VK_KHR_cooperative_matrix".
+ * HK_ERROR_INVALID_ARGUMENT (nothing written) for a NULL pointer, chains whose first struct is not
+ * VkPhysicalDeviceFeatures2, or a supported member whose struct `enable` lacks (the message names
+ * the struct to chain), and HK_ERROR_UNSUPPORTED where `supported` lacks storageBuffer16BitAccess
+ * and it is wanted (no kernel can run). Makes no Vulkan call. */
+HK_API hk_status hk_features_enable(const VkPhysicalDeviceFeatures2 *supported, uint32_t wanted,
+                                    VkPhysicalDeviceFeatures2 *enable, uint32_t *out_features);
+
+/* Validation-layer messages, for an engine that routes them with its own (hk_context_desc).
+ * severity: HK_MESSAGE_WARNING or HK_MESSAGE_ERROR; message: the layer's text, valid during the
+ * call. Called from whichever thread made the Vulkan call the layer reports (several at once when
+ * several threads record), so it must be thread-safe. */
+enum { HK_MESSAGE_WARNING = 1, HK_MESSAGE_ERROR = 2 };
+typedef void (*hk_message_callback)(void *user, int severity, const char *message);
 
 typedef struct hk_context_desc {
+    /* sizeof(hk_context_desc) as the caller was compiled: set by hk_context_desc_init. */
+    uint32_t struct_size;
     /* Device choice: device_index >= 0 picks that physical device; else device_name (a substring,
      * case-insensitive) picks the first match; else the environment variable HK_DEVICE: a string
      * of decimal digits only is an index, anything else a name substring; else the first discrete
@@ -114,8 +240,9 @@ typedef struct hk_context_desc {
      * size, also past INT_MAX) or a name that matches nothing is HK_ERROR_NOT_FOUND. */
     int device_index;
     const char *device_name;
-    /* Enable VK_LAYER_KHRONOS_validation if installed. Every message it reports is printed to
-     * stderr and counted (hk_context_validation_messages). If the layer is missing the context is
+    /* Enable VK_LAYER_KHRONOS_validation if installed. Every message it reports is counted
+     * (hk_context_validation_messages) and given to validation_callback, or printed to stderr
+     * ("hkernel: validation error: ...") when that is NULL. If the layer is missing the context is
      * still created and hk_context_validation_active() says 0. */
     int enable_validation;
     /* Pipeline cache: directory for the persisted cache, NULL for the default
@@ -133,34 +260,54 @@ typedef struct hk_context_desc {
     /* HK_FEATURE_* bits the kernels must not use even where the device has them: selects the
      * portable twins (for testing them, or to rule a driver feature out). */
     uint32_t disable_features;
+    /* Where validation messages go (enable_validation): NULL for stderr. */
+    hk_message_callback validation_callback;
+    void *validation_user;
 } hk_context_desc;
 
-/* Fills desc with the defaults: device_index = -1, everything else 0/NULL. */
-HK_API void hk_context_desc_init(hk_context_desc *desc);
+/* Fills desc with the defaults: struct_size = desc_size, device_index = -1, everything else
+ * 0/NULL. Call it through the macro, which passes the caller's sizeof. */
+HK_API void hk_context_desc_init_sized(hk_context_desc *desc, size_t desc_size);
+#define hk_context_desc_init(desc) hk_context_desc_init_sized((desc), sizeof *(desc))
 
 /* Creates a context: loads Vulkan, creates an instance and a device with one compute queue,
- * enabling every optional feature the kernels can use (16/8-bit storage, f16/i8 arithmetic, packed
- * int8 dot product, cooperative matrix, subgroup size control). desc may be NULL (defaults).
- * HK_ERROR_NOT_FOUND when there is no Vulkan loader, no Vulkan driver (the loader finds no ICD:
- * install one, e.g. mesa-vulkan-drivers for lavapipe on the CPU), no device, or not the device
- * asked for. */
+ * enabling exactly the features of HK_FEATURES_USED that the device has (and the extension
+ * VK_KHR_cooperative_matrix where HK_FEATURE_COOPMAT_KHR is among them), less
+ * desc->disable_features. desc may be NULL (defaults); else desc->struct_size must be set
+ * (hk_context_desc_init): 0 or a size smaller than any version's is HK_ERROR_INVALID_ARGUMENT, and
+ * bytes past this version's fields must be zero. HK_ERROR_NOT_FOUND when there is no Vulkan
+ * loader, no Vulkan driver (the loader finds no ICD: install one, e.g. mesa-vulkan-drivers for
+ * lavapipe on the CPU), no device, or not the device asked for. Pipelines are built on first use;
+ * hk_context_prepare builds them ahead of time. */
 HK_API hk_status hk_context_create(const hk_context_desc *desc, hk_context **out_context);
 
 typedef struct hk_borrowed_device {
+    /* sizeof(hk_borrowed_device) as the caller was compiled: set by hk_borrowed_device_init. */
+    uint32_t struct_size;
     PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL: the system loader's */
     VkInstance instance;
     VkPhysicalDevice physical_device;
     VkDevice device;
     VkQueue queue;                 /* a queue with compute support */
     uint32_t queue_family_index;   /* the queue's family: must exist and have VK_QUEUE_COMPUTE_BIT */
-    uint32_t enabled_features;     /* HK_FEATURE_* the device was created with */
+    /* HK_FEATURE_* bits whose members the device was created with (hk_features_enable returns
+     * them). Claiming a bit whose members the device does not support is refused; a bit whose
+     * members were not really enabled is the engine's error (the validation layer reports it when
+     * a kernel runs). */
+    uint32_t enabled_features;
     const char *pipeline_cache_dir;
     int disable_pipeline_cache;
 } hk_borrowed_device;
 
+/* Fills b with zeros and struct_size = b_size; call it through the macro. */
+HK_API void hk_borrowed_device_init_sized(hk_borrowed_device *b, size_t b_size);
+#define hk_borrowed_device_init(b) hk_borrowed_device_init_sized((b), sizeof *(b))
+
 /* Creates a context on an engine's existing device. The engine keeps ownership: destroying the
- * context never destroys the instance, device or queue. The engine must not use the queue from
- * another thread while a hk_ call submits to it. */
+ * context never destroys the instance, device or queue. borrowed->struct_size must be set
+ * (hk_borrowed_device_init). A device whose enabled_features lack HK_FEATURE_STORAGE_16BIT is
+ * refused (HK_ERROR_UNSUPPORTED), as is one without subgroup arithmetic. Validation messages of a
+ * borrowed device go to the engine's own messenger (hk_context_validation_active says 0). */
 HK_API hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, hk_context **out_context);
 
 /* Waits for the device to go idle (owned devices) and frees everything the context created.
@@ -177,6 +324,25 @@ HK_API uint32_t hk_context_validation_messages(const hk_context *context);
 /* 1 if the validation layer is active on this context. */
 HK_API int hk_context_validation_active(const hk_context *context);
 
+/* 1 once a Vulkan call of this context returned VK_ERROR_DEVICE_LOST (0 for NULL). From then on
+ * every call that needs the device fails with HK_ERROR_DEVICE_LOST. */
+HK_API int hk_context_device_lost(const hk_context *context);
+
+/* Builds, ahead of time, every pipeline the named kernels can need on this device, so that no
+ * later call compiles one mid-decode (a first recording otherwise builds them: 28-36 ms for a
+ * decode step's kernels on an H200). kernels: NULL for every kernel of the library, or a
+ * comma-separated list of public function names ("hk_matvec_int8,hk_rmsnorm"; hk_matvec,
+ * hk_matvec_int8, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_route, hk_gemv_f32, hk_rmsnorm,
+ * hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope; a name that is none of them is
+ * HK_ERROR_INVALID_ARGUMENT listing them). Every variant each kernel may pick for any shape is
+ * built (kernels the device cannot run are skipped). Records nothing and allocates no device
+ * memory; safe to call while other threads record. Built pipelines also land in the pipeline
+ * cache, so the next process on this device builds them faster. */
+HK_API hk_status hk_context_prepare(hk_context *context, const char *kernels);
+
+/* Number of pipelines the context has built so far (hk_context_prepare, or first use). */
+HK_API uint32_t hk_context_pipeline_count(const hk_context *context);
+
 /* ---- capabilities ----------------------------------------------------------------------------- */
 
 /* Component types in cooperative-matrix properties, numbered as VkComponentTypeKHR. */
@@ -189,6 +355,8 @@ typedef struct hk_coopmat_props {
 
 #define HK_MAX_COOPMAT_PROPS 32
 
+/* What the context's device can do with the features the context enabled. Fields may be appended
+ * in later versions (hk_context_caps writes only the caller's sizeof). */
 typedef struct hk_caps {
     char device_name[256];
     uint32_t vendor_id, device_id;
@@ -197,26 +365,30 @@ typedef struct hk_caps {
     uint8_t device_uuid[16];
     uint32_t subgroup_size;            /* default subgroup size */
     uint32_t subgroup_size_min, subgroup_size_max;
-    int subgroup_size_control;         /* pipelines can require full subgroups of a given size */
+    int subgroup_size_control;         /* HK_FEATURE_SUBGROUP_SIZE_CONTROL */
     int subgroup_arithmetic;           /* subgroupAdd etc. in compute shaders */
     uint32_t shared_memory_bytes;      /* maxComputeSharedMemorySize */
     uint32_t max_workgroup_size;       /* maxComputeWorkGroupInvocations */
     uint64_t max_storage_buffer_range;
     uint64_t min_storage_offset_alignment;
-    int storage_16bit, storage_8bit;
+    int storage_16bit, storage_8bit;   /* storage_8bit: always 0 (no kernel uses it) */
     int float16, int8;
     int integer_dot;                   /* shaderIntegerDotProduct enabled */
     int integer_dot_accelerated;       /* 4x8-bit packed signed dot is hardware accelerated */
-    int coopmat_khr, coopmat_nv;
+    int coopmat_khr, coopmat_nv;       /* coopmat_nv: always 0 (no kernel uses it) */
     uint32_t coopmat_khr_count, coopmat_nv_count;
     hk_coopmat_props coopmat_khr_props[HK_MAX_COOPMAT_PROPS];
     hk_coopmat_props coopmat_nv_props[HK_MAX_COOPMAT_PROPS];
     int timestamps;                    /* compute queue supports timestamps */
     float timestamp_period_ns;
+    uint32_t features;                 /* the HK_FEATURE_* bits the kernels use on this context */
 } hk_caps;
 
-/* Copies the capabilities probed when the context was created. */
-HK_API hk_status hk_context_caps(const hk_context *context, hk_caps *out_caps);
+/* Copies the capabilities probed when the context was created: the first caps_size bytes of this
+ * version's hk_caps (a caller built against an older header gets the fields it knows). Call it
+ * through the macro, which passes the caller's sizeof. */
+HK_API hk_status hk_context_caps_sized(const hk_context *context, hk_caps *out_caps, size_t caps_size);
+#define hk_context_caps(context, out_caps) hk_context_caps_sized((context), (out_caps), sizeof *(out_caps))
 
 /* Lists physical devices (names and types) without creating a context: writes up to max entries,
  * and the total count to *out_count. names may be NULL to query the count only. No Vulkan driver
@@ -224,7 +396,14 @@ HK_API hk_status hk_context_caps(const hk_context *context, hk_caps *out_caps);
 HK_API hk_status hk_enumerate_devices(char (*names)[256], VkPhysicalDeviceType *types, uint32_t max,
                                       uint32_t *out_count);
 
-/* ---- buffers ---------------------------------------------------------------------------------- */
+/* ---- buffers ----------------------------------------------------------------------------------
+ * One buffer plus views: every hk_buffer_create is its own VkDeviceMemory allocation (drivers
+ * limit their count: maxMemoryAllocationCount is 4096 on many), so an engine puts many tensors in
+ * one buffer (a model's weights, the activations of a step) and passes views (buffer, offset) of
+ * it; or it allocates its own memory and wraps its VkBuffers (hk_buffer_wrap). Kernels bind each
+ * view's own bytes only, so tensors sharing a buffer stay independent for the barrier tracking and
+ * for synchronization validation.
+ */
 
 typedef struct hk_buffer hk_buffer;
 
@@ -234,15 +413,18 @@ typedef struct hk_view {
     uint64_t offset;
 } hk_view;
 
-/* Creates a device-local storage buffer of size bytes (contents undefined). A size the device
- * can never hold is refused with HK_ERROR_OUT_OF_MEMORY and a message giving the limit: more than
- * the device-local heap of the memory type the buffer would use, more than maxMemoryAllocationSize
- * (one allocation), or more than maxBufferSize (Vulkan 1.3 devices). A kernel binds at most
- * caps.max_storage_buffer_range bytes of one view (below 4 GiB on every device). */
+/* Creates a device-local storage buffer of size bytes (contents undefined), one allocation of its
+ * own. A size the device can never hold is refused with HK_ERROR_OUT_OF_MEMORY and a message
+ * giving the limit: more than the device-local heap of the memory type the buffer would use, more
+ * than maxMemoryAllocationSize (one allocation), or more than maxBufferSize (Vulkan 1.3 devices).
+ * A kernel binds at most caps.max_storage_buffer_range bytes of one view (below 4 GiB on every
+ * device). */
 HK_API hk_status hk_buffer_create(hk_context *context, uint64_t size, hk_buffer **out_buffer);
 
 /* Wraps an engine's VkBuffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
- * upload/download) of size bytes. The engine keeps ownership of buffer and memory. */
+ * uploads, downloads and copies) of size bytes. The engine keeps ownership of buffer and memory.
+ * Two VkBuffers bound to the same memory are different buffers to the barrier tracking (see
+ * streams): wrap one buffer over the memory, or put hk_stream_barrier between their uses. */
 HK_API hk_status hk_buffer_wrap(hk_context *context, VkBuffer buffer, uint64_t size, hk_buffer **out_buffer);
 
 /* Frees a buffer created by hk_buffer_create (or forgets a wrapped one). NULL is ignored. The
@@ -255,50 +437,99 @@ HK_API uint64_t hk_buffer_size(const hk_buffer *buffer);
 /* The VkBuffer behind a buffer, for an engine that records its own work on it. */
 HK_API VkBuffer hk_buffer_handle(const hk_buffer *buffer);
 
-/* Copies size bytes from host memory into the buffer at offset, through a staging buffer; waits. */
+/* Copies size bytes from host memory into the buffer at offset and waits: synchronous, through a
+ * staging allocation made for the call (64 MiB chunks), one submit per chunk. For loading weights
+ * once. Uploads inside a step go into a stream (hk_stream_upload). */
 HK_API hk_status hk_buffer_upload(hk_buffer *buffer, uint64_t offset, const void *data, uint64_t size);
-/* Copies size bytes from the buffer at offset into host memory; waits. */
+/* Copies size bytes from the buffer at offset into host memory; waits (as hk_buffer_upload). */
 HK_API hk_status hk_buffer_download(hk_buffer *buffer, uint64_t offset, void *data, uint64_t size);
 /* Fills size bytes at offset (both multiples of 4) with a repeated 32-bit word; waits. */
 HK_API hk_status hk_buffer_fill(hk_buffer *buffer, uint64_t offset, uint64_t size, uint32_t word);
 
-/* ---- streams ---------------------------------------------------------------------------------- */
+/* ---- streams ----------------------------------------------------------------------------------
+ * Barriers: a stream tracks the byte ranges each hk_ call recorded into it reads and writes, per
+ * VkBuffer, since its last barrier; a call that reads bytes written since then, or writes bytes
+ * read or written since then, gets a barrier first (compute/transfer stages only), and nothing
+ * else does, so independent kernels overlap. What the tracker does not see:
+ *  - the engine's own commands recorded into a wrapped command buffer between our calls;
+ *  - other streams, other command buffers, other queues;
+ *  - two VkBuffers bound to the same (or overlapping) memory: they are different buffers to it.
+ * The first command recorded after hk_stream_create/submit/reset or hk_stream_wrap waits for all
+ * work recorded or submitted before it (a full barrier). Between our calls, the engine's own work
+ * that touches our tensors (a copy into an input, a write to aliasing memory) needs
+ * hk_stream_barrier after it (or the engine's own barrier, and hk_stream_barrier to tell the
+ * tracker); work the engine records after our calls must itself wait for our compute-shader
+ * writes (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT) and transfer writes.
+ */
 
 typedef struct hk_stream hk_stream;
 
-/* Creates a stream: a command buffer that kernels record into, in order. A barrier goes in only
- * where a kernel touches bytes an earlier one (since the last barrier) wrote, or writes bytes an
- * earlier one read; independent kernels may overlap. max_timestamps > 0 lets hk_stream_timestamp
- * record that many GPU timestamps per submit (needs caps.timestamps). */
+/* Creates a stream: a command buffer (from a command pool of its own) that kernels record into, in
+ * order. max_timestamps > 0 lets hk_stream_timestamp record that many GPU timestamps per submit
+ * (needs caps.timestamps). */
 HK_API hk_status hk_stream_create(hk_context *context, uint32_t max_timestamps, hk_stream **out_stream);
 
-/* Creates a stream that records into an engine's command buffer (in the recording state). The
- * engine submits it and keeps it alive until the work completes; hk_stream_submit is refused. The
- * stream's descriptor sets live until hk_stream_reset or hk_stream_destroy. The first kernel
- * recorded (and the first after hk_stream_reset) waits for all compute and transfer work recorded
- * before it; work the engine records after ours must itself wait for our compute writes. */
+/* Creates a stream that records into an engine's command buffer (in the recording state, outside a
+ * render pass; allocated from a pool that only the thread recording this stream uses meanwhile).
+ * The engine submits it; hk_stream_submit is refused. The library cannot see when that work
+ * completes, so the engine tells it: hk_stream_reset once the submit has completed (before
+ * recording the command buffer again), which delivers hk_stream_download results and frees the
+ * stream's descriptor sets and staging memory. */
 HK_API hk_status hk_stream_wrap(hk_context *context, VkCommandBuffer command_buffer, hk_stream **out_stream);
+/* hk_stream_wrap with max_timestamps GPU timestamps per recording (needs caps.timestamps): the
+ * first hk_stream_timestamp after the wrap (or a reset) records a reset of the stream's query pool
+ * into the command buffer; hk_stream_elapsed_ms reads them once the engine's submit completed. */
+HK_API hk_status hk_stream_wrap_timed(hk_context *context, VkCommandBuffer command_buffer, uint32_t max_timestamps,
+                                      hk_stream **out_stream);
 
-/* Frees a stream (waits for its submitted work first). NULL is ignored. */
+/* Frees a stream. NULL is ignored. An owned stream's submits have all completed (hk_stream_submit
+ * waits); what was recorded but not submitted is dropped. A wrapped stream is freed at once, its
+ * descriptor sets and staging memory with it, and pending downloads are dropped: the engine's
+ * submit of its command buffer must have completed (or never happen). */
 HK_API void hk_stream_destroy(hk_stream *stream);
 
 /* Submits everything recorded since the last submit and waits for it; the stream is then empty
- * and ready to record again. Submitting an empty stream is allowed. */
+ * and ready to record again, and hk_stream_download destinations hold their bytes. Submitting an
+ * empty stream is allowed. */
 HK_API hk_status hk_stream_submit(hk_stream *stream);
 
-/* Forgets what was recorded (owned streams: resets the command buffer; wrapped streams: frees
- * the descriptor sets; the engine must have finished with the work). */
+/* Forgets what was recorded. Owned streams: resets the command buffer (nothing recorded since the
+ * last submit runs; pending downloads are dropped). Wrapped streams: the engine's submit of the
+ * command buffer has completed (or will never happen): delivers pending downloads (their bytes
+ * are whatever the completed work wrote), frees descriptor sets and staging memory, forgets the
+ * tracked ranges and timestamps; the next command starts with a full barrier. */
 HK_API hk_status hk_stream_reset(hk_stream *stream);
 
-/* Number of kernels (and copies) recorded since the last submit or reset. */
+/* Number of kernels (and copies, uploads, downloads) recorded since the last submit or reset. */
 HK_API uint32_t hk_stream_kernel_count(const hk_stream *stream);
 
+/* Records a full barrier: every command recorded before it (ours and, in a wrapped command
+ * buffer, the engine's: any stage, any memory write) completes and its writes are visible before
+ * any later command of the stream starts; the tracker forgets the ranges seen so far. For engine
+ * work recorded between our calls, and for VkBuffers that alias memory. */
+HK_API hk_status hk_stream_barrier(hk_stream *stream);
+
 /* Records a GPU timestamp, taken when everything recorded before it has finished; *out_index
- * (may be NULL) is its number in this submit, counting from 0. */
+ * (may be NULL) is its number in this submit (or recording, for a wrapped stream), counting
+ * from 0. */
 HK_API hk_status hk_stream_timestamp(hk_stream *stream, uint32_t *out_index);
 
-/* After a submit: milliseconds between timestamps `from` and `to` of that submit. */
+/* Milliseconds between timestamps `from` and `to`: of the last submit (owned streams), or of the
+ * current recording once the engine's submit completed (wrapped streams; HK_ERROR_STATE while the
+ * GPU has not written them, never a wait). */
 HK_API hk_status hk_stream_elapsed_ms(const hk_stream *stream, uint32_t from, uint32_t to, double *out_ms);
+
+/* Records an upload: size bytes of host memory, copied into staging memory owned by the stream
+ * during this call (data may be reused at once), then copied into dst by a transfer command in
+ * the stream, ordered like a kernel writing dst. The staging memory is reused after the submit
+ * completes (owned streams) or at hk_stream_reset (wrapped streams); it grows to the largest
+ * amount a submit needs and is freed with the stream. size 0 records nothing. */
+HK_API hk_status hk_stream_upload(hk_stream *stream, hk_view dst, const void *data, uint64_t size);
+
+/* Records a download: size bytes of src, copied by a transfer command in the stream (ordered like
+ * a kernel reading src) into staging memory, then into data (which must stay valid) when the
+ * work has completed: by hk_stream_submit (owned streams) or hk_stream_reset (wrapped streams). */
+HK_API hk_status hk_stream_download(hk_stream *stream, hk_view src, void *data, uint64_t size);
 
 /* Records a buffer-to-buffer copy (used to measure the device's copy bandwidth). */
 HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view dst, uint64_t size);

@@ -331,6 +331,68 @@ static void test_type_traits(void)
     hk_check_status("ggml type null out", hk_type_from_ggml(8, NULL), HK_ERROR_INVALID_ARGUMENT, "out_type is NULL");
 }
 
+/* ---- the engine-facing calls: streams' recorded transfers, barriers, prepare, caps ---- */
+static void test_engine_api(void)
+{
+    hk_stream *s = NULL;
+    hk_stream_create(ctx, 0, &s);
+    float data[16] = {0};
+    hk_view yv = {y, 0};
+    /* each refused call leaves the stream empty: nothing recorded */
+#define EXPECT_EMPTY(name, call, status, needle)                                                                       \
+    do {                                                                                                               \
+        EXPECT(name, call, status, needle);                                                                            \
+        hk_check(hk_stream_kernel_count(s) == 0, name " recorded nothing", NULL);                                      \
+        hk_check(hk_last_vk_result() == VK_SUCCESS, name ": no VkResult", NULL);                                       \
+    } while (0)
+    EXPECT_EMPTY("upload: null stream", hk_stream_upload(NULL, yv, data, 16), HK_ERROR_INVALID_ARGUMENT, "stream is NULL");
+    EXPECT_EMPTY("upload: null buffer", hk_stream_upload(s, (hk_view){NULL, 0}, data, 16), HK_ERROR_INVALID_ARGUMENT,
+                 "dst.buffer is NULL");
+    EXPECT_EMPTY("upload: null data", hk_stream_upload(s, yv, NULL, 16), HK_ERROR_INVALID_ARGUMENT, "data is NULL");
+    EXPECT_EMPTY("upload: past the end", hk_stream_upload(s, (hk_view){y, Y_FLOATS * 4 - 8}, data, 16),
+                 HK_ERROR_INVALID_ARGUMENT, "dst needs 16 bytes at offset 248, past the end of its 256-byte buffer");
+    EXPECT_EMPTY("upload: huge offset", hk_stream_upload(s, (hk_view){y, UINT64_MAX - 3}, data, 16),
+                 HK_ERROR_INVALID_ARGUMENT, "past the end");
+    EXPECT_EMPTY("download: past the end", hk_stream_download(s, (hk_view){y, 8}, data, Y_FLOATS * 4),
+                 HK_ERROR_INVALID_ARGUMENT, "src needs 256 bytes at offset 8");
+    EXPECT_EMPTY("download: null data", hk_stream_download(s, yv, NULL, 4), HK_ERROR_INVALID_ARGUMENT, "data is NULL");
+    hk_context *other = hk_test_context_without(0);
+    if (other) {
+        hk_buffer *foreign = hk_test_buffer(other, 64, NULL);
+        EXPECT_EMPTY("upload: buffer of another context", hk_stream_upload(s, (hk_view){foreign, 0}, data, 16),
+                     HK_ERROR_INVALID_ARGUMENT, "dst.buffer belongs to another context");
+        hk_buffer_destroy(foreign);
+        hk_context_destroy(other);
+    }
+    hk_check_status("barrier: null stream", hk_stream_barrier(NULL), HK_ERROR_INVALID_ARGUMENT, "stream is NULL");
+    hk_stream *w2 = (hk_stream *)1;
+    hk_check_status("wrap: too many timestamps",
+                    hk_stream_wrap_timed(ctx, (VkCommandBuffer)(uintptr_t)1, (1u << 20) + 1, &w2),
+                    HK_ERROR_INVALID_ARGUMENT, "max_timestamps=1048577");
+    hk_check(w2 == NULL, "refused wrap leaves NULL", NULL);
+    hk_check_status("wrap: null command buffer", hk_stream_wrap_timed(ctx, VK_NULL_HANDLE, 0, &w2),
+                    HK_ERROR_INVALID_ARGUMENT, "command_buffer is NULL");
+    double ms;
+    hk_check_status("elapsed: no timestamps", hk_stream_elapsed_ms(s, 0, 1, &ms), HK_ERROR_INVALID_ARGUMENT,
+                    "the last submit recorded 0");
+    hk_check_status("prepare: null context", hk_context_prepare(NULL, NULL), HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    hk_check_status("prepare: empty name", hk_context_prepare(ctx, "hk_rmsnorm,,hk_copy"), HK_ERROR_INVALID_ARGUMENT,
+                    "\"\" is not a kernel");
+    hk_caps caps;
+    hk_check_status("caps: null out", hk_context_caps_sized(ctx, NULL, sizeof caps), HK_ERROR_INVALID_ARGUMENT,
+                    "out_caps is NULL");
+    hk_check_status("caps: null context", hk_context_caps(NULL, &caps), HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    hk_check(hk_context_pipeline_count(NULL) == 0 && hk_context_device_lost(NULL) == 0, "NULL context queries", NULL);
+    hk_check_status("features: null out", hk_features_enable(&(VkPhysicalDeviceFeatures2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2},
+                                                             HK_FEATURES_USED,
+                                                             &(VkPhysicalDeviceFeatures2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2},
+                                                             NULL),
+                    HK_ERROR_INVALID_ARGUMENT, "out_features is NULL");
+    hk_check_status("borrowed: null", hk_context_create_borrowed(NULL, &other), HK_ERROR_INVALID_ARGUMENT, "borrowed is NULL");
+#undef EXPECT_EMPTY
+    hk_stream_destroy(s);
+}
+
 /* ---- no Vulkan driver (ctest no_driver: VK_DRIVER_FILES and VK_ICD_FILENAMES name a file that
  * does not exist, so the loader finds no ICD) ---- */
 static int test_no_driver(void)
@@ -498,7 +560,8 @@ int main(int argc, char **argv)
                     HK_ERROR_INVALID_ARGUMENT, "dst needs 16 bytes");
     hk_check_status("caps null", hk_context_caps(ctx, NULL), HK_ERROR_INVALID_ARGUMENT, "out_caps is NULL");
     hk_check_status("context null out", hk_context_create(NULL, NULL), HK_ERROR_INVALID_ARGUMENT, "out_context");
-    hk_borrowed_device borrowed = {0};
+    hk_borrowed_device borrowed;
+    hk_borrowed_device_init(&borrowed);
     hk_context *bc = NULL;
     hk_check_status("borrow nothing", hk_context_create_borrowed(&borrowed, &bc), HK_ERROR_INVALID_ARGUMENT,
                     "must all be set");
@@ -514,6 +577,7 @@ int main(int argc, char **argv)
     test_buffer_limits();
     test_hk_device();
     test_type_traits();
+    test_engine_api();
 
     /* destroy functions accept NULL */
     hk_buffer_destroy(NULL);
@@ -523,6 +587,7 @@ int main(int argc, char **argv)
                  strcmp(hk_type_name(HK_TYPE_Q6_K), "q6_k") == 0 && hk_type_block_bytes(HK_TYPE_Q4_K) == 144 &&
                  hk_type_block_values((hk_type)42) == 0,
              "names and sizes", NULL);
+    hk_check(strcmp(hk_status_name(HK_ERROR_DEVICE_LOST), "HK_ERROR_DEVICE_LOST") == 0, "HK_ERROR_DEVICE_LOST named", NULL);
 
     hk_buffer_destroy(w);
     hk_buffer_destroy(x);

@@ -2,7 +2,7 @@
  * file with gguf-py (the `gguf` package on PyPI: Q8_0 quantized by gguf-py, raw random Q4_K/Q6_K
  * blocks, hand-made edge blocks, expert banks, F16, F32, the activations and a MoE routing) and a
  * second GGUF file with what gguf-py and numpy say about it (numpy's dequantization and double
- * matvecs). This program reads both with its own GGUF reader (tests/gguf/gguf_reader.c) and checks:
+ * matvecs). This program reads both with the GGUF reader hk-check uses (tools/gguf_reader.c) and checks:
  *   - the reader: metadata of every type read back, and clean errors (no crash) on every
  *     truncation, on single-byte corruptions of the header and on hand-made malformed files;
  *   - our reference dequantizers and f16 conversion equal numpy's bit for bit, and our Q8_0
@@ -215,7 +215,7 @@ static void put_str(mini *m, const char *s)
 
 enum { BAD_NONE, BAD_MAGIC, BAD_VERSION, BAD_KEY_LEN, BAD_ARRAY_COUNT, BAD_NESTING, BAD_VALUE_TYPE, BAD_ALIGN_ZERO,
        BAD_ALIGN_48, BAD_ALIGN_TYPE, BAD_DIMS, BAD_TYPE, BAD_ROW, BAD_OFFSET_ALIGN, BAD_OFFSET_GAP, BAD_PAST_END,
-       BAD_TENSOR_COUNT, BAD_NE_OVERFLOW, BAD_DUP_TENSOR, BAD_DUP_KEY, BAD_NAME_LEN };
+       BAD_TENSOR_COUNT, BAD_NE_OVERFLOW, BAD_DUP_TENSOR, BAD_DUP_KEY, BAD_NAME_LEN, BAD_TYPE_GAP, GOOD_V2 };
 
 /* One F32 [8] tensor "t" (and a second "u" for the duplicate case), general.alignment 32 and a
  * string array, each field replaced by a bad value where `bad` says. */
@@ -223,7 +223,7 @@ static size_t mini_file(mini *m, int bad)
 {
     m->n = 0;
     put(m, bad == BAD_MAGIC ? "GGUG" : "GGUF", 4);
-    put_u32(m, bad == BAD_VERSION ? 2 : 3);
+    put_u32(m, bad == BAD_VERSION ? 1 : bad == GOOD_V2 ? 2 : 3);
     put_u64(m, bad == BAD_TENSOR_COUNT ? (1ull << 60) : bad == BAD_DUP_TENSOR ? 2 : 1);
     put_u64(m, bad == BAD_DUP_KEY ? 3 : 2);
     if (bad == BAD_KEY_LEN)
@@ -260,7 +260,8 @@ static size_t mini_file(mini *m, int bad)
                 put_u64(m, 1);
         if (bad == BAD_NE_OVERFLOW)
             put_u64(m, 1ull << 40);
-        put_u32(m, bad == BAD_TYPE ? 99 : bad == BAD_ROW ? 12 /* q4_k */ : 0);
+        /* 99 and 4 (ggml's removed Q4_2) are no ggml type; Q5_K has no kernel but a known size */
+        put_u32(m, bad == BAD_TYPE ? 99 : bad == BAD_TYPE_GAP ? 4 : bad == BAD_ROW ? 12 /* q4_k */ : 0);
         put_u64(m, bad == BAD_OFFSET_ALIGN ? 4 : bad == BAD_OFFSET_GAP ? 64 : t * 32);
     }
     while (m->n % 32)
@@ -278,7 +279,7 @@ static void test_reader_malformed(void)
         const char *name, *needle;
     } cases[] = {
         {BAD_MAGIC, "bad magic", "magic"},
-        {BAD_VERSION, "version 2", "version"},
+        {BAD_VERSION, "version 1", "versions 2 and 3 (version 1 had 32-bit counts)"},
         {BAD_KEY_LEN, "key length 2^63", "past the file's end"},
         {BAD_ARRAY_COUNT, "string array of 2^62", "cannot fit"},
         {BAD_NESTING, "arrays nested 7 deep", "nested"},
@@ -288,6 +289,7 @@ static void test_reader_malformed(void)
         {BAD_ALIGN_TYPE, "general.alignment as u64", "not u32"},
         {BAD_DIMS, "5 dims", "dims"},
         {BAD_TYPE, "tensor type 99", "supports"},
+        {BAD_TYPE_GAP, "tensor type 4 (removed from ggml)", "type 4 is not a ggml type"},
         {BAD_ROW, "q4_k row of 100", "multiple of the type's block"},
         {BAD_OFFSET_ALIGN, "offset 4 at alignment 32", "multiple of the alignment"},
         {BAD_OFFSET_GAP, "offset past the previous end", "expected 0"},
@@ -306,6 +308,14 @@ static void test_reader_malformed(void)
              f.data_start % 32 == 0 && gguf_tensor_data(&f, &f.tensors[0])[1] == 1;
     hk_check(ok, "gguf reader: hand-made file", "%s", err);
     gguf_free(&f);
+    /* GGUF v2 is v3 for little-endian files */
+    n = mini_file(&m, GOOD_V2);
+    ok = gguf_parse(&f, m.b, n, err, sizeof err) == 0 && f.version == 2 && f.n_tensors == 1 && f.tensors[0].bytes == 32;
+    hk_check(ok, "gguf reader: version 2", "%s", err);
+    gguf_free(&f);
+    hk_check(!strcmp(gguf_type_name(13), "q5_k") && !strcmp(gguf_type_name(30), "bf16") &&
+                 !strcmp(gguf_type_name(4), "type 4") && !strcmp(gguf_type_name(1000), "type 1000"),
+             "gguf reader: type names", "%s %s %s", gguf_type_name(13), gguf_type_name(4), gguf_type_name(39));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         n = mini_file(&m, cases[i].bad);
         int rc = gguf_parse(&f, m.b, n, err, sizeof err);

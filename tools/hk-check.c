@@ -7,6 +7,7 @@
  * beside the device's own copy bandwidth measured right after the row. Exits 1 if any row fails
  * its gate, 2 on a usage or setup error.
  */
+#include "gguf_check.h"
 #include "measure.h"
 
 #include <math.h>
@@ -17,7 +18,9 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hk-check [options]\n"
-               "Runs every kernel once against its C reference and times it on one device.\n");
+               "Runs every kernel once against its C reference and times it on one device.\n"
+               "       hk-check --gguf MODEL.gguf [options]\n"
+               "Checks and times every tensor of your GGUF model (hk-check --gguf X --help: its options).\n");
     bench_options_help(f);
 }
 
@@ -46,6 +49,9 @@ static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--gguf"))
+            return gguf_check_main(argc, argv);
     bench_options o;
     int rc = bench_parse(&o, argc, argv, "hk-check", usage, NULL);
     if (rc >= 0)

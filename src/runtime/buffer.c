@@ -36,7 +36,7 @@ hk_status hk__alloc_buffer(hk_context *context, const char *fn, uint64_t size, V
     VkBuffer buffer;
     VkResult r = vk->vkCreateBuffer(context->device, &info, NULL, &buffer);
     if (r != VK_SUCCESS)
-        return hk__vk_fail(r, fn, "vkCreateBuffer");
+        return hk__vk_fail_on(context, r, fn, "vkCreateBuffer");
     VkMemoryRequirements req;
     vk->vkGetBufferMemoryRequirements(context->device, buffer, &req);
     int type = find_memory_type(context, req.memoryTypeBits, required | preferred);
@@ -62,13 +62,13 @@ hk_status hk__alloc_buffer(hk_context *context, const char *fn, uint64_t size, V
     r = vk->vkAllocateMemory(context->device, &alloc, NULL, &memory);
     if (r != VK_SUCCESS) {
         vk->vkDestroyBuffer(context->device, buffer, NULL);
-        return hk__vk_fail(r, fn, "vkAllocateMemory");
+        return hk__vk_fail_on(context, r, fn, "vkAllocateMemory");
     }
     r = vk->vkBindBufferMemory(context->device, buffer, memory, 0);
     if (r != VK_SUCCESS) {
         vk->vkFreeMemory(context->device, memory, NULL);
         vk->vkDestroyBuffer(context->device, buffer, NULL);
-        return hk__vk_fail(r, fn, "vkBindBufferMemory");
+        return hk__vk_fail_on(context, r, fn, "vkBindBufferMemory");
     }
     *out_buffer = buffer;
     *out_memory = memory;
@@ -85,10 +85,13 @@ hk_status hk_buffer_create(hk_context *context, uint64_t size, hk_buffer **out_b
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
     if (size == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "size is 0");
+    hk_status st = hk__check_alive(context, fn);
+    if (st != HK_OK)
+        return st;
     hk_buffer *buffer = calloc(1, sizeof *buffer);
     if (!buffer)
         return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
-    hk_status st = hk__alloc_buffer(context, fn, size, storage_usage, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
+    st = hk__alloc_buffer(context, fn, size, storage_usage, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
                                     &buffer->buffer, &buffer->memory);
     if (st != HK_OK) {
         free(buffer);
@@ -179,7 +182,7 @@ static hk_status staged(hk_buffer *buffer, const char *fn, uint64_t offset, void
     void *mapped = NULL;
     VkResult r = vk->vkMapMemory(context->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped);
     if (r != VK_SUCCESS) {
-        st = hk__vk_fail(r, fn, "vkMapMemory");
+        st = hk__vk_fail_on(context, r, fn, "vkMapMemory");
         goto done;
     }
     for (uint64_t done = 0; done < size && st == HK_OK; done += chunk) {

@@ -6,13 +6,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hk_context_desc_init(hk_context_desc *desc)
+void hk_context_desc_init_sized(hk_context_desc *desc, size_t desc_size)
 {
-    if (!desc)
+    if (!desc || desc_size < sizeof(uint32_t))
         return;
-    memset(desc, 0, sizeof *desc);
-    desc->device_index = -1;
+    memset(desc, 0, desc_size);
+    desc->struct_size = (uint32_t)desc_size;
+    if (desc_size >= offsetof(hk_context_desc, device_index) + sizeof desc->device_index)
+        desc->device_index = -1;
 }
+
+void hk_borrowed_device_init_sized(hk_borrowed_device *b, size_t b_size)
+{
+    if (!b || b_size < sizeof(uint32_t))
+        return;
+    memset(b, 0, b_size);
+    b->struct_size = (uint32_t)b_size;
+}
+
+/* Copies a caller's struct of struct_size bytes into `out` (ours, zeroed first): a size below the
+ * first versioned layout (`oldest`) is refused, and bytes past the fields this version knows must
+ * be zero (a newer caller asking for something this library cannot do). */
+static hk_status read_sized(const char *fn, const char *what, const char *init, const void *in, uint32_t struct_size,
+                            size_t oldest, void *out, size_t ours)
+{
+    if (struct_size == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s->struct_size is 0: fill it with %s first", what, init);
+    if (struct_size < oldest)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s->struct_size=%u is smaller than any version's (%zu)", what,
+                        struct_size, oldest);
+    if (struct_size > (1u << 20))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s->struct_size=%u is not a size (fill it with %s)", what,
+                        struct_size, init);
+    for (size_t i = ours; i < struct_size; i++)
+        if (((const unsigned char *)in)[i])
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                            "%s sets fields this libhkernel (%d.%d.%d, %zu bytes) does not know (byte %zu of %u)", what,
+                            HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, ours, i, struct_size);
+    memset(out, 0, ours);
+    memcpy(out, in, struct_size < ours ? struct_size : ours);
+    return HK_OK;
+}
+
+/* the first versioned layouts (0.2): every field up to the last one of that version */
+#define DESC_OLDEST (offsetof(hk_context_desc, validation_user) + sizeof(void *))
+#define BORROWED_OLDEST (offsetof(hk_borrowed_device, disable_pipeline_cache) + sizeof(int))
 
 static hk_status load_vulkan(const char *fn, PFN_vkGetInstanceProcAddr gipa)
 {
@@ -58,10 +96,13 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityF
 {
     (void)types;
     hk_context *context = user;
-    context->validation_messages++;
-    fprintf(stderr, "hkernel: validation %s: %s\n",
-            (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
-            data && data->pMessage ? data->pMessage : "(no message)");
+    context->validation_messages++; /* atomic: several threads may record at once */
+    int error = !!(severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT);
+    const char *message = data && data->pMessage ? data->pMessage : "(no message)";
+    if (context->validation_callback)
+        context->validation_callback(context->validation_user, error ? HK_MESSAGE_ERROR : HK_MESSAGE_WARNING, message);
+    else
+        fprintf(stderr, "hkernel: validation %s: %s\n", error ? "error" : "warning", message);
     return VK_FALSE;
 }
 
@@ -210,17 +251,169 @@ static uint32_t pick_queue_family(VkPhysicalDevice pd)
     return any;
 }
 
-/* Everything the kernels may use, as the device reports it. */
+/* ---- features -------------------------------------------------------------------------------
+ * Each HK_FEATURE_* bit stands for Vulkan feature members (hkernel.h); each member lives in a
+ * Vulkan 1.x struct or an older per-feature struct. One table serves hk_features_enable, the owned
+ * context's device creation and the check of a borrowed device's claims. */
+
+typedef struct member_loc {
+    VkStructureType stype;
+    uint32_t offset;
+    const char *name;
+} member_loc;
+
+typedef struct feature_member {
+    uint32_t bit;
+    const char *member;
+    uint32_t locs;
+    member_loc loc[2];
+} feature_member;
+
+#define LOC(T, ST, m) {ST, (uint32_t)offsetof(T, m), #T}
+#define V11(m) LOC(VkPhysicalDeviceVulkan11Features, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, m)
+#define V12(m) LOC(VkPhysicalDeviceVulkan12Features, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, m)
+#define V13(m) LOC(VkPhysicalDeviceVulkan13Features, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, m)
+
+static const feature_member feature_members[] = {
+    {HK_FEATURE_STORAGE_16BIT, "storageBuffer16BitAccess", 2,
+     {V11(storageBuffer16BitAccess),
+      LOC(VkPhysicalDevice16BitStorageFeatures, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+          storageBuffer16BitAccess)}},
+    {HK_FEATURE_FLOAT16, "shaderFloat16", 2,
+     {V12(shaderFloat16), LOC(VkPhysicalDeviceShaderFloat16Int8Features,
+                              VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderFloat16)}},
+    {HK_FEATURE_INT8, "shaderInt8", 2,
+     {V12(shaderInt8), LOC(VkPhysicalDeviceShaderFloat16Int8Features,
+                           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderInt8)}},
+    {HK_FEATURE_INTEGER_DOT, "shaderIntegerDotProduct", 2,
+     {V13(shaderIntegerDotProduct),
+      LOC(VkPhysicalDeviceShaderIntegerDotProductFeatures,
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, shaderIntegerDotProduct)}},
+    {HK_FEATURE_SUBGROUP_SIZE_CONTROL, "subgroupSizeControl", 2,
+     {V13(subgroupSizeControl), LOC(VkPhysicalDeviceSubgroupSizeControlFeatures,
+                                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES, subgroupSizeControl)}},
+    {HK_FEATURE_SUBGROUP_SIZE_CONTROL, "computeFullSubgroups", 2,
+     {V13(computeFullSubgroups), LOC(VkPhysicalDeviceSubgroupSizeControlFeatures,
+                                     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES, computeFullSubgroups)}},
+    {HK_FEATURE_COOPMAT_KHR, "cooperativeMatrix", 1,
+     {LOC(VkPhysicalDeviceCooperativeMatrixFeaturesKHR, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+          cooperativeMatrix)}},
+    {HK_FEATURE_COOPMAT_KHR, "vulkanMemoryModel", 2,
+     {V12(vulkanMemoryModel), LOC(VkPhysicalDeviceVulkanMemoryModelFeatures,
+                                  VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, vulkanMemoryModel)}},
+};
+#define FEATURE_MEMBERS (sizeof feature_members / sizeof feature_members[0])
+
+static const char *feature_name(uint32_t bit)
+{
+    switch (bit) {
+    case HK_FEATURE_STORAGE_16BIT: return "HK_FEATURE_STORAGE_16BIT";
+    case HK_FEATURE_FLOAT16: return "HK_FEATURE_FLOAT16";
+    case HK_FEATURE_INT8: return "HK_FEATURE_INT8";
+    case HK_FEATURE_INTEGER_DOT: return "HK_FEATURE_INTEGER_DOT";
+    case HK_FEATURE_SUBGROUP_SIZE_CONTROL: return "HK_FEATURE_SUBGROUP_SIZE_CONTROL";
+    case HK_FEATURE_COOPMAT_KHR: return "HK_FEATURE_COOPMAT_KHR";
+    default: return "HK_FEATURE_?";
+    }
+}
+
+/* The struct of this sType in a pNext chain (at most 256 links, so a cycle cannot hang us). */
+static VkBaseOutStructure *find_struct(const void *chain, VkStructureType stype)
+{
+    const VkBaseOutStructure *p = chain;
+    for (int i = 0; p && i < 256; i++, p = p->pNext)
+        if (p->sType == stype)
+            return (VkBaseOutStructure *)p;
+    return NULL;
+}
+
+static VkBool32 *member_in(const void *chain, const member_loc *loc)
+{
+    VkBaseOutStructure *s = find_struct(chain, loc->stype);
+    return s ? (VkBool32 *)((char *)s + loc->offset) : NULL;
+}
+
+static int member_supported(const void *supported, const feature_member *m)
+{
+    for (uint32_t l = 0; l < m->locs; l++) {
+        VkBool32 *v = member_in(supported, &m->loc[l]);
+        if (v && *v)
+            return 1;
+    }
+    return 0;
+}
+
+/* The bits among `wanted` whose every member `supported` has. */
+static uint32_t supported_bits(const void *supported, uint32_t wanted)
+{
+    uint32_t bits = wanted & HK_FEATURES_USED;
+    for (size_t i = 0; i < FEATURE_MEMBERS; i++)
+        if (!member_supported(supported, &feature_members[i]))
+            bits &= ~feature_members[i].bit;
+    return bits;
+}
+
+/* Sets every member of `bits` in `enable`; first checks that each has a struct there (nothing is
+ * written on failure). */
+static hk_status enable_bits(const char *fn, uint32_t bits, void *enable)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < FEATURE_MEMBERS; i++) {
+            const feature_member *m = &feature_members[i];
+            if (!(bits & m->bit))
+                continue;
+            int found = 0;
+            for (uint32_t l = 0; l < m->locs; l++) {
+                VkBool32 *v = member_in(enable, &m->loc[l]);
+                if (v && pass == 1)
+                    *v = VK_TRUE;
+                found |= v != NULL;
+            }
+            if (!found)
+                return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
+                                "the device supports %s (%s) but the enable chain has no %s%s%s to set it in", m->member,
+                                feature_name(m->bit), m->loc[0].name, m->locs > 1 ? " or " : "",
+                                m->locs > 1 ? m->loc[1].name : "");
+        }
+    }
+    return HK_OK;
+}
+
+hk_status hk_features_enable(const VkPhysicalDeviceFeatures2 *supported, uint32_t wanted, VkPhysicalDeviceFeatures2 *enable,
+                             uint32_t *out_features)
+{
+    static const char fn[] = "hk_features_enable";
+    if (!supported || !enable || !out_features)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL",
+                        !supported ? "supported" : !enable ? "enable" : "out_features");
+    if (supported->sType != VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 ||
+        enable->sType != VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is not a VkPhysicalDeviceFeatures2 (sType %d)",
+                        supported->sType != VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 ? "supported" : "enable",
+                        (int)(supported->sType != VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 ? supported->sType
+                                                                                                 : enable->sType));
+    uint32_t bits = supported_bits(supported, wanted);
+    if ((wanted & HK_FEATURE_STORAGE_16BIT) && !(bits & HK_FEATURE_STORAGE_16BIT))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                        "the supported chain has no storageBuffer16BitAccess (VkPhysicalDeviceVulkan11Features or "
+                        "VkPhysicalDevice16BitStorageFeatures), which every kernel needs");
+    hk_status st = enable_bits(fn, bits, enable);
+    if (st != HK_OK)
+        return st;
+    *out_features = bits;
+    return HK_OK;
+}
+
+/* The feature structs of a device, chained for vkGetPhysicalDeviceFeatures2 and vkCreateDevice. */
 typedef struct feature_chain {
     VkPhysicalDeviceFeatures2 f2;
     VkPhysicalDeviceVulkan11Features v11;
     VkPhysicalDeviceVulkan12Features v12;
     VkPhysicalDeviceVulkan13Features v13;
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr;
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv;
 } feature_chain;
 
-static void chain_init(feature_chain *c, uint32_t api, int coop_khr, int coop_nv)
+static void chain_init(feature_chain *c, uint32_t api, int coop_khr)
 {
     memset(c, 0, sizeof *c);
     c->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
@@ -228,7 +421,6 @@ static void chain_init(feature_chain *c, uint32_t api, int coop_khr, int coop_nv
     c->v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
     c->v13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
     c->coop_khr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
-    c->coop_nv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
     void **next = &c->f2.pNext;
     *next = &c->v11;
     next = &c->v11.pNext;
@@ -238,36 +430,30 @@ static void chain_init(feature_chain *c, uint32_t api, int coop_khr, int coop_nv
         *next = &c->v13;
         next = &c->v13.pNext;
     }
-    if (coop_khr) {
+    if (coop_khr)
         *next = &c->coop_khr;
-        next = &c->coop_khr.pNext;
-    }
-    if (coop_nv)
-        *next = &c->coop_nv;
 }
 
-static uint32_t features_from_chain(const feature_chain *c)
+/* What the device supports of the kernels' features: the chain filled by the driver. */
+static void query_supported(VkPhysicalDevice pd, int coop_khr, feature_chain *supported)
 {
-    uint32_t f = 0;
-    if (c->v11.storageBuffer16BitAccess)
-        f |= HK_FEATURE_STORAGE_16BIT;
-    if (c->v12.storageBuffer8BitAccess)
-        f |= HK_FEATURE_STORAGE_8BIT;
-    if (c->v12.shaderFloat16)
-        f |= HK_FEATURE_FLOAT16;
-    if (c->v12.shaderInt8)
-        f |= HK_FEATURE_INT8;
-    if (c->v13.shaderIntegerDotProduct)
-        f |= HK_FEATURE_INTEGER_DOT;
-    if (c->v13.maintenance4)
-        f |= HK_FEATURE_MAINTENANCE4;
-    if (c->v13.subgroupSizeControl && c->v13.computeFullSubgroups)
-        f |= HK_FEATURE_SUBGROUP_SIZE_CONTROL;
-    if (c->coop_khr.cooperativeMatrix)
-        f |= HK_FEATURE_COOPMAT_KHR;
-    if (c->coop_nv.cooperativeMatrix)
-        f |= HK_FEATURE_COOPMAT_NV;
-    return f;
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(pd, &props);
+    chain_init(supported, props.apiVersion, coop_khr);
+    vkGetPhysicalDeviceFeatures2(pd, &supported->f2);
+}
+
+static int device_has_extension(VkPhysicalDevice pd, const char *name)
+{
+    uint32_t count = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &count, NULL) != VK_SUCCESS || count == 0)
+        return 0;
+    VkExtensionProperties *exts = calloc(count, sizeof *exts);
+    int found = 0;
+    if (exts && vkEnumerateDeviceExtensionProperties(pd, NULL, &count, exts) == VK_SUCCESS)
+        found = has_extension(exts, count, name);
+    free(exts);
+    return found;
 }
 
 static void copy_coop_props(hk_coopmat_props *dst, const VkCooperativeMatrixPropertiesKHR *p)
@@ -283,8 +469,9 @@ static void copy_coop_props(hk_coopmat_props *dst, const VkCooperativeMatrixProp
     dst->scope = (uint32_t)p->scope;
 }
 
-/* Fills context->caps from the physical device, given the features that are enabled. */
-static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
+/* Fills context->caps from the physical device, given the features that are enabled (dropping
+ * subgroup size control where the device cannot require a size in compute shaders). */
+static void probe_caps(hk_context *context, int has_coop_khr)
 {
     hk_caps *caps = &context->caps;
     VkPhysicalDevice pd = context->physical_device;
@@ -324,16 +511,20 @@ static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
     caps->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     caps->min_storage_offset_alignment = p->limits.minStorageBufferOffsetAlignment;
+    /* only the bits kernels use; a required subgroup size needs compute among the stages it
+     * applies to (a property, not a feature) */
+    context->features &= HK_FEATURES_USED;
+    if (!(ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT))
+        context->features &= ~(uint32_t)HK_FEATURE_SUBGROUP_SIZE_CONTROL;
     uint32_t f = context->features;
+    caps->features = f;
     caps->subgroup_size_control = !!(f & HK_FEATURE_SUBGROUP_SIZE_CONTROL);
     caps->storage_16bit = !!(f & HK_FEATURE_STORAGE_16BIT);
-    caps->storage_8bit = !!(f & HK_FEATURE_STORAGE_8BIT);
     caps->float16 = !!(f & HK_FEATURE_FLOAT16);
     caps->int8 = !!(f & HK_FEATURE_INT8);
     caps->integer_dot = !!(f & HK_FEATURE_INTEGER_DOT);
     caps->integer_dot_accelerated = caps->integer_dot && dot.integerDotProduct4x8BitPackedSignedAccelerated;
     caps->coopmat_khr = !!(f & HK_FEATURE_COOPMAT_KHR);
-    caps->coopmat_nv = !!(f & HK_FEATURE_COOPMAT_NV);
 
     if (has_coop_khr) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get =
@@ -354,29 +545,6 @@ static void probe_caps(hk_context *context, int has_coop_khr, int has_coop_nv)
             }
         }
     }
-    if (has_coop_nv && vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
-        uint32_t n = 0;
-        if (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL) == VK_SUCCESS && n) {
-            VkCooperativeMatrixPropertiesNV props[HK_MAX_COOPMAT_PROPS];
-            if (n > HK_MAX_COOPMAT_PROPS)
-                n = HK_MAX_COOPMAT_PROPS;
-            for (uint32_t i = 0; i < n; i++)
-                props[i] = (VkCooperativeMatrixPropertiesNV){.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV};
-            VkResult r = vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, props);
-            if (r == VK_SUCCESS || r == VK_INCOMPLETE) {
-                caps->coopmat_nv_count = n;
-                for (uint32_t i = 0; i < n; i++) {
-                    VkCooperativeMatrixPropertiesKHR k = {
-                        .MSize = props[i].MSize, .NSize = props[i].NSize, .KSize = props[i].KSize,
-                        .AType = (uint32_t)props[i].AType, .BType = (uint32_t)props[i].BType,
-                        .CType = (uint32_t)props[i].CType, .ResultType = (uint32_t)props[i].DType,
-                        .scope = (uint32_t)props[i].scope};
-                    copy_coop_props(&caps->coopmat_nv_props[i], &k);
-                }
-            }
-        }
-    }
-
     uint32_t count = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &count, NULL);
     VkQueueFamilyProperties families[32];
@@ -394,17 +562,20 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
     if (!context->vk.vkGetDeviceQueue)
         volkLoadDeviceTable(&context->vk, context->device);
     if (!(context->features & HK_FEATURE_STORAGE_16BIT))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" lacks storageBuffer16BitAccess, which every kernel needs",
-                        context->caps.device_name);
+        return context->owns_device
+                   ? hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                              "device \"%s\" lacks storageBuffer16BitAccess, which every kernel needs",
+                              context->caps.device_name)
+                   : hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                              "borrowed->enabled_features lacks HK_FEATURE_STORAGE_16BIT (storageBuffer16BitAccess), "
+                              "which every kernel needs: create the device with it (hk_features_enable)");
     if (!context->caps.subgroup_arithmetic)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" lacks subgroup arithmetic in compute shaders",
                         context->caps.device_name);
-    VkCommandPoolCreateInfo pool_info = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                                         .queueFamilyIndex = context->queue_family};
-    VkResult r = context->vk.vkCreateCommandPool(context->device, &pool_info, NULL, &context->command_pool);
-    if (r != VK_SUCCESS)
-        return hk__vk_fail(r, fn, "vkCreateCommandPool");
+    hk__mutex_init(&context->pipeline_lock);
+    hk__mutex_init(&context->queue_lock);
+    hk__mutex_init(&context->immediate_lock);
+    context->locks_ready = 1;
     hk_status st = hk__pipeline_cache_open(context, cache_dir, cache_disabled);
     if (st != HK_OK)
         return st;
@@ -419,8 +590,12 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     *out_context = NULL;
     hk_context_desc desc;
     hk_context_desc_init(&desc);
-    if (desc_in)
-        desc = *desc_in;
+    if (desc_in) {
+        hk_status st = read_sized(fn, "desc", "hk_context_desc_init", desc_in, desc_in->struct_size, DESC_OLDEST, &desc,
+                                  sizeof desc);
+        if (st != HK_OK)
+            return st;
+    }
     hk_status st = load_vulkan(fn, NULL);
     if (st != HK_OK)
         return st;
@@ -431,6 +606,8 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     if (!context)
         return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
     context->owns_device = 1;
+    context->validation_callback = desc.validation_callback;
+    context->validation_user = desc.validation_user;
 
     const char *layers[1];
     const char *inst_exts[1];
@@ -485,45 +662,22 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
         goto fail;
     }
 
-    uint32_t ext_count = 0;
-    vkEnumerateDeviceExtensionProperties(pd, NULL, &ext_count, NULL);
-    VkExtensionProperties *exts = calloc(ext_count ? ext_count : 1, sizeof *exts);
-    if (!exts) {
-        st = hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
-        goto fail;
-    }
-    vkEnumerateDeviceExtensionProperties(pd, NULL, &ext_count, exts);
-    int coop_khr = has_extension(exts, ext_count, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    int coop_nv = has_extension(exts, ext_count, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    free(exts);
-
+    int coop_khr = device_has_extension(pd, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(pd, &props);
-    feature_chain want;
-    chain_init(&want, props.apiVersion, coop_khr, coop_nv);
-    vkGetPhysicalDeviceFeatures2(pd, &want.f2);
-    /* enable only what kernels may use, not every feature the device has */
-    feature_chain on;
-    chain_init(&on, props.apiVersion, coop_khr, coop_nv);
-    on.v11.storageBuffer16BitAccess = want.v11.storageBuffer16BitAccess;
-    on.v12.storageBuffer8BitAccess = want.v12.storageBuffer8BitAccess;
-    on.v12.shaderFloat16 = want.v12.shaderFloat16;
-    on.v12.shaderInt8 = want.v12.shaderInt8;
-    on.v12.vulkanMemoryModel = want.v12.vulkanMemoryModel;
-    on.v13.shaderIntegerDotProduct = want.v13.shaderIntegerDotProduct;
-    on.v13.maintenance4 = want.v13.maintenance4;
-    on.v13.subgroupSizeControl = want.v13.subgroupSizeControl;
-    on.v13.computeFullSubgroups = want.v13.computeFullSubgroups;
-    on.coop_khr.cooperativeMatrix = want.coop_khr.cooperativeMatrix;
-    on.coop_nv.cooperativeMatrix = want.coop_nv.cooperativeMatrix;
-    on.f2.features.shaderInt16 = want.f2.features.shaderInt16;
-    on.f2.features.shaderInt64 = want.f2.features.shaderInt64;
-    const char *dev_exts[2];
+    feature_chain supported, on;
+    query_supported(pd, coop_khr, &supported);
+    /* exactly the members the kernels use (hkernel.h, HK_FEATURE_*), where the device has them */
+    uint32_t bits = supported_bits(&supported.f2, HK_FEATURES_USED);
+    int use_coop = !!(bits & HK_FEATURE_COOPMAT_KHR);
+    chain_init(&on, props.apiVersion, use_coop); /* the extension's struct only with the extension */
+    st = enable_bits(fn, bits, &on.f2);
+    if (st != HK_OK)
+        goto fail;
+    const char *dev_exts[1];
     uint32_t dev_ext_count = 0;
-    if (on.coop_khr.cooperativeMatrix)
+    if (use_coop)
         dev_exts[dev_ext_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
-    if (on.coop_nv.cooperativeMatrix)
-        dev_exts[dev_ext_count++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo queue_info = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -541,10 +695,10 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
         st = hk__vk_fail(r, fn, "vkCreateDevice");
         goto fail;
     }
-    context->features = features_from_chain(&on) & ~desc.disable_features;
+    context->features = bits & ~desc.disable_features;
     volkLoadDeviceTable(&context->vk, context->device);
     context->vk.vkGetDeviceQueue(context->device, context->queue_family, 0, &context->queue);
-    probe_caps(context, on.coop_khr.cooperativeMatrix, on.coop_nv.cooperativeMatrix);
+    probe_caps(context, !!(bits & HK_FEATURE_COOPMAT_KHR));
     st = finish_context(context, fn, desc.pipeline_cache_dir, desc.disable_pipeline_cache);
     if (st != HK_OK)
         goto fail;
@@ -555,17 +709,23 @@ fail:
     return st;
 }
 
-hk_status hk_context_create_borrowed(const hk_borrowed_device *b, hk_context **out_context)
+hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, hk_context **out_context)
 {
     static const char fn[] = "hk_context_create_borrowed";
     if (!out_context)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_context is NULL");
     *out_context = NULL;
-    if (!b)
+    if (!borrowed)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "borrowed is NULL");
+    hk_borrowed_device bd;
+    hk_status st = read_sized(fn, "borrowed", "hk_borrowed_device_init", borrowed, borrowed->struct_size,
+                              BORROWED_OLDEST, &bd, sizeof bd);
+    if (st != HK_OK)
+        return st;
+    const hk_borrowed_device *b = &bd;
     if (!b->instance || !b->physical_device || !b->device || !b->queue)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "instance, physical_device, device and queue must all be set");
-    hk_status st = load_vulkan(fn, b->get_instance_proc_addr);
+    st = load_vulkan(fn, b->get_instance_proc_addr);
     if (st != HK_OK)
         return st;
     volkLoadInstanceOnly(b->instance);
@@ -583,6 +743,20 @@ hk_status hk_context_create_borrowed(const hk_borrowed_device *b, hk_context **o
     if (!compute)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "queue family %u has no compute support (VK_QUEUE_COMPUTE_BIT)",
                         b->queue_family_index);
+    /* a claimed bit the device cannot have been created with is the engine's mistake: say so now
+     * rather than as validation errors (or worse) when a kernel runs */
+    uint32_t claimed = b->enabled_features & HK_FEATURES_USED;
+    int coop_khr = (claimed & HK_FEATURE_COOPMAT_KHR) &&
+                   device_has_extension(b->physical_device, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    feature_chain supported;
+    query_supported(b->physical_device, coop_khr, &supported);
+    for (size_t i = 0; i < FEATURE_MEMBERS; i++) {
+        const feature_member *m = &feature_members[i];
+        if ((claimed & m->bit) && !member_supported(&supported.f2, m))
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
+                            "borrowed->enabled_features has %s, but the device does not support %s%s", feature_name(m->bit),
+                            m->member, m->bit == HK_FEATURE_COOPMAT_KHR && !coop_khr ? " (no VK_KHR_cooperative_matrix)" : "");
+    }
     hk_context *context = calloc(1, sizeof *context);
     if (!context)
         return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
@@ -591,8 +765,8 @@ hk_status hk_context_create_borrowed(const hk_borrowed_device *b, hk_context **o
     context->device = b->device;
     context->queue = b->queue;
     context->queue_family = b->queue_family_index;
-    context->features = b->enabled_features;
-    probe_caps(context, !!(b->enabled_features & HK_FEATURE_COOPMAT_KHR), !!(b->enabled_features & HK_FEATURE_COOPMAT_NV));
+    context->features = claimed;
+    probe_caps(context, !!(claimed & HK_FEATURE_COOPMAT_KHR));
     st = finish_context(context, fn, b->pipeline_cache_dir, b->disable_pipeline_cache);
     if (st != HK_OK) {
         hk_context_destroy(context);
@@ -609,11 +783,9 @@ void hk_context_destroy(hk_context *context)
     if (context->device) {
         hk_stream_destroy(context->immediate);
         if (context->vk.vkDeviceWaitIdle && context->owns_device)
-            context->vk.vkDeviceWaitIdle(context->device);
+            context->vk.vkDeviceWaitIdle(context->device); /* VK_ERROR_DEVICE_LOST here changes nothing */
         hk__pipeline_cache_close(context);
         hk__pipelines_destroy(context);
-        if (context->command_pool)
-            context->vk.vkDestroyCommandPool(context->device, context->command_pool, NULL);
         if (context->owns_device && context->vk.vkDestroyDevice)
             context->vk.vkDestroyDevice(context->device, NULL);
     }
@@ -621,6 +793,11 @@ void hk_context_destroy(hk_context *context)
         if (context->messenger)
             context->destroy_messenger(context->instance, context->messenger, NULL);
         vkDestroyInstance(context->instance, NULL);
+    }
+    if (context->locks_ready) {
+        hk__mutex_destroy(&context->pipeline_lock);
+        hk__mutex_destroy(&context->queue_lock);
+        hk__mutex_destroy(&context->immediate_lock);
     }
     free(context);
 }
@@ -645,13 +822,23 @@ hk_status hk_context_vulkan(const hk_context *context, VkInstance *instance, VkP
 
 uint32_t hk_context_validation_messages(const hk_context *context) { return context ? context->validation_messages : 0; }
 
+int hk_context_device_lost(const hk_context *context) { return context ? context->device_lost : 0; }
+
 int hk_context_validation_active(const hk_context *context) { return context ? context->validation_active : 0; }
 
-hk_status hk_context_caps(const hk_context *context, hk_caps *out_caps)
+hk_status hk_context_caps_sized(const hk_context *context, hk_caps *out_caps, size_t caps_size)
 {
+    static const char fn[] = "hk_context_caps";
     if (!context || !out_caps)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_context_caps", "%s is NULL", context ? "out_caps" : "context");
-    *out_caps = context->caps;
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", context ? "out_caps" : "context");
+    /* the first version's hk_caps ends with timestamp_period_ns */
+    size_t oldest = offsetof(hk_caps, timestamp_period_ns) + sizeof(float);
+    if (caps_size < oldest || caps_size > (1u << 20))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "caps_size=%zu is not the size of any version's hk_caps (this one's: %zu)",
+                        caps_size, sizeof(hk_caps));
+    if (caps_size > sizeof(hk_caps)) /* a newer caller: the fields we do not know read 0 */
+        memset((char *)out_caps + sizeof(hk_caps), 0, caps_size - sizeof(hk_caps));
+    memcpy(out_caps, &context->caps, caps_size < sizeof(hk_caps) ? caps_size : sizeof(hk_caps));
     return HK_OK;
 }
 

@@ -1,15 +1,23 @@
-/* Per-thread error messages, status and type names. */
+/* Per-thread error messages and VkResults, status and type names, the library's version. */
 #include "internal.h"
 #include "hk_ref.h"
 
 #include <stdio.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local VkResult last_vk_result = VK_SUCCESS;
 
 const char *hk_last_error(void) { return last_error; }
 
+VkResult hk_last_vk_result(void) { return last_vk_result; }
+
+void hk__set_vk_result(VkResult result) { last_vk_result = result; }
+
+uint32_t hk_version(void) { return HK_VERSION; }
+
 hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
 {
+    last_vk_result = VK_SUCCESS;
     int n = snprintf(last_error, sizeof last_error, "%s: ", fn);
     if (n < 0 || (size_t)n >= sizeof last_error)
         return status;
@@ -39,6 +47,8 @@ const char *hk__vk_result_name(VkResult result)
     R(VK_ERROR_EXTENSION_NOT_PRESENT) R(VK_ERROR_FEATURE_NOT_PRESENT) R(VK_ERROR_INCOMPATIBLE_DRIVER)
     R(VK_ERROR_TOO_MANY_OBJECTS) R(VK_ERROR_FORMAT_NOT_SUPPORTED) R(VK_ERROR_FRAGMENTED_POOL)
     R(VK_ERROR_OUT_OF_POOL_MEMORY) R(VK_ERROR_INVALID_SHADER_NV) R(VK_ERROR_UNKNOWN)
+    R(VK_ERROR_INVALID_EXTERNAL_HANDLE) R(VK_ERROR_FRAGMENTATION) R(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+    R(VK_PIPELINE_COMPILE_REQUIRED) R(VK_ERROR_NOT_PERMITTED_KHR)
 #undef R
     default: return "VkResult(unknown)";
     }
@@ -48,9 +58,42 @@ hk_status hk__vk_fail(VkResult result, const char *fn, const char *what)
 {
     hk_status status = (result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY)
                            ? HK_ERROR_OUT_OF_MEMORY
-                           : HK_ERROR_VULKAN;
-    return hk__fail(status, fn, "%s failed (%s, %d)", what, hk__vk_result_name(result), (int)result);
+                       : result == VK_ERROR_DEVICE_LOST ? HK_ERROR_DEVICE_LOST
+                                                        : HK_ERROR_VULKAN;
+    hk__fail(status, fn, "%s failed (%s, %d)", what, hk__vk_result_name(result), (int)result);
+    last_vk_result = result;
+    return status;
 }
+
+hk_status hk__vk_fail_on(hk_context *context, VkResult result, const char *fn, const char *what)
+{
+    if (result == VK_ERROR_DEVICE_LOST && context)
+        context->device_lost = 1;
+    return hk__vk_fail(result, fn, what);
+}
+
+hk_status hk__check_alive(const hk_context *context, const char *fn)
+{
+    if (!context || !context->device_lost)
+        return HK_OK;
+    hk__fail(HK_ERROR_DEVICE_LOST, fn, "the context's device was lost (VK_ERROR_DEVICE_LOST earlier): destroy the "
+             "context and create a new one");
+    last_vk_result = VK_ERROR_DEVICE_LOST;
+    return HK_ERROR_DEVICE_LOST;
+}
+
+/* ---- locks ---- */
+#if defined(_WIN32)
+void hk__mutex_init(hk_mutex *m) { InitializeSRWLock(m); }
+void hk__mutex_destroy(hk_mutex *m) { (void)m; }
+void hk__mutex_lock(hk_mutex *m) { AcquireSRWLockExclusive(m); }
+void hk__mutex_unlock(hk_mutex *m) { ReleaseSRWLockExclusive(m); }
+#else
+void hk__mutex_init(hk_mutex *m) { pthread_mutex_init(m, NULL); }
+void hk__mutex_destroy(hk_mutex *m) { pthread_mutex_destroy(m); }
+void hk__mutex_lock(hk_mutex *m) { pthread_mutex_lock(m); }
+void hk__mutex_unlock(hk_mutex *m) { pthread_mutex_unlock(m); }
+#endif
 
 const char *hk_status_name(hk_status status)
 {
@@ -62,6 +105,7 @@ const char *hk_status_name(hk_status status)
     case HK_ERROR_VULKAN: return "HK_ERROR_VULKAN";
     case HK_ERROR_NOT_FOUND: return "HK_ERROR_NOT_FOUND";
     case HK_ERROR_STATE: return "HK_ERROR_STATE";
+    case HK_ERROR_DEVICE_LOST: return "HK_ERROR_DEVICE_LOST";
     }
     return "HK_ERROR_(unknown)";
 }

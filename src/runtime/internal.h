@@ -10,6 +10,19 @@
 
 #include <stdarg.h>
 
+#if defined(_WIN32)
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+typedef SRWLOCK hk_mutex;
+#else
+#include <pthread.h>
+typedef pthread_mutex_t hk_mutex;
+#endif
+void hk__mutex_init(hk_mutex *m);
+void hk__mutex_destroy(hk_mutex *m);
+void hk__mutex_lock(hk_mutex *m);
+void hk__mutex_unlock(hk_mutex *m);
+
 /* VK_KHR_cooperative_matrix postdates Debian 12's headers (1.3.239): its few definitions, from
  * the registry, when the header lacks them. */
 #ifndef VK_KHR_cooperative_matrix
@@ -51,6 +64,14 @@ typedef struct hk_pipeline_entry {
     VkPipeline pipeline;
 } hk_pipeline_entry;
 
+/* Shared mutable state of a context and what guards it (hkernel.h, Threading):
+ *  - pipeline_lock: pipelines, pipeline_count/capacity, set_layout, pipeline_layout (and the
+ *    pipeline cache's use is serialized with them at destroy); pipelines are compiled outside it;
+ *  - queue_lock: every vkQueueSubmit / vkQueueWaitIdle on `queue`;
+ *  - immediate_lock: the immediate stream (NULL-stream calls, hk_buffer_upload/download/fill),
+ *    held from recording to the end of its submit;
+ *  - validation_messages, device_lost: atomics.
+ * Everything else is written at creation and only read afterwards. */
 struct hk_context {
     VkInstance instance;
     VkPhysicalDevice physical_device;
@@ -68,8 +89,14 @@ struct hk_context {
 
     VkDebugUtilsMessengerEXT messenger;
     PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
-    uint32_t validation_messages;
+    _Atomic uint32_t validation_messages;
     int validation_active;
+    hk_message_callback validation_callback;
+    void *validation_user;
+    _Atomic int device_lost;
+
+    hk_mutex pipeline_lock, queue_lock, immediate_lock;
+    int locks_ready;
 
     VkPipelineCache pipeline_cache;
     char *pipeline_cache_file; /* malloc'd; NULL when not persisted */
@@ -78,8 +105,7 @@ struct hk_context {
     hk_pipeline_entry *pipelines;
     uint32_t pipeline_count, pipeline_capacity;
 
-    VkCommandPool command_pool;
-    hk_stream *immediate; /* the stream behind a NULL-stream kernel call */
+    hk_stream *immediate; /* the stream behind a NULL-stream kernel call (immediate_lock) */
 };
 
 struct hk_buffer {
@@ -100,8 +126,15 @@ hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
  * The shape limits of the public header (HK_*_MAX_*): they keep every shader loop under 65535
  * iterations per invocation, which lavapipe enforces by cutting loops short. */
 hk_status hk__check_limit(const char *fn, const char *name, uint64_t value, uint64_t limit);
-/* HK_ERROR_VULKAN with "fn: what failed (VK_ERROR_...)" */
+/* HK_ERROR_VULKAN with "fn: what failed (VK_ERROR_...)" (HK_ERROR_OUT_OF_MEMORY, HK_ERROR_DEVICE_LOST
+ * for those results); hk_last_vk_result() then says result. */
 hk_status hk__vk_fail(VkResult result, const char *fn, const char *what);
+/* hk__vk_fail that also marks the context lost on VK_ERROR_DEVICE_LOST. */
+hk_status hk__vk_fail_on(hk_context *context, VkResult result, const char *fn, const char *what);
+/* Sets this thread's hk_last_vk_result() (after an hk__fail for a failed Vulkan call). */
+void hk__set_vk_result(VkResult result);
+/* HK_ERROR_DEVICE_LOST with a message if the context's device was lost, else HK_OK. */
+hk_status hk__check_alive(const hk_context *context, const char *fn);
 const char *hk__vk_result_name(VkResult result);
 
 /* ---- memory (buffer.c) ---- */
@@ -153,10 +186,26 @@ struct hk_dispatch_desc {
  * waits). Arguments must have been checked. */
 hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, const hk_dispatch_desc *desc);
 
+/* A NULL-stream call of several dispatches (passes that must go in one submit): takes the
+ * context's immediate stream for this thread, to record into with hk__dispatch, then ends it:
+ *     hk_stream *s = stream ? stream : hk__immediate_begin(context);
+ *     st = hk__dispatch(context, s, fn, &pass1); ... pass2 ...
+ *     if (!stream) st = hk__immediate_end(context, fn, st);
+ * hk__immediate_end submits and waits if st is HK_OK, else drops what was recorded, and returns
+ * the result. Between the two the immediate stream is this thread's alone (immediate_lock):
+ * never use context->immediate without them. */
+hk_stream *hk__immediate_begin(hk_context *context);
+hk_status hk__immediate_end(hk_context *context, const char *fn, hk_status st);
+
 /* Records a transfer copy of b[0] into b[1] (same byte count), hazard-tracked like a dispatch. */
 hk_status hk__record_transfer_copy(hk_context *context, hk_stream *stream, const char *fn, const hk_binding b[2]);
 
 hk_status hk__stream_create(hk_context *context, uint32_t max_timestamps, VkCommandBuffer wrapped, hk_stream **out);
+/* A stream that records nothing: kernels dispatched into it only build their pipelines
+ * (hk_context_prepare). Freed with hk_stream_destroy. */
+hk_status hk__stream_create_prepare(hk_context *context, hk_stream **out);
+/* Submits one command buffer to the context's queue under queue_lock. */
+VkResult hk__queue_submit(hk_context *context, VkCommandBuffer cmd, VkFence fence);
 /* Runs a one-off transfer recorded by record(cmd, user) and waits (upload/download/fill). */
 hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(hk_context *, VkCommandBuffer, void *),
                            void *user);

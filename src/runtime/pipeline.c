@@ -1,5 +1,8 @@
-/* Pipelines: created lazily from the embedded SPIR-V, keyed by shader and specialization
- * constants; one pipeline layout per binding count; a VkPipelineCache persisted per device. */
+/* Pipelines: created lazily (or by hk_context_prepare) from the embedded SPIR-V, keyed by shader,
+ * specialization constants and required subgroup size; one pipeline layout per binding count; a
+ * VkPipelineCache persisted per device. The table and the layouts are guarded by the context's
+ * pipeline_lock; pipelines are compiled outside it (VkPipelineCache is internally synchronized),
+ * so threads recording different kernels do not wait on each other's compiles. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
@@ -13,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Under pipeline_lock. */
 static hk_status get_layout(hk_context *context, const char *fn, uint32_t bindings)
 {
     const struct VolkDeviceTable *vk = &context->vk;
@@ -42,39 +46,21 @@ static hk_status get_layout(hk_context *context, const char *fn, uint32_t bindin
     return HK_OK;
 }
 
-hk_status hk__pipeline_get(hk_context *context, const char *fn, const hk_dispatch_desc *d, VkPipeline *out_pipeline,
-                           VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout)
+/* The pipeline of this key in the table, or VK_NULL_HANDLE. Under pipeline_lock. */
+static VkPipeline find_pipeline(const hk_context *context, const hk_dispatch_desc *d)
 {
-    int shader = d->shader;
-    const uint32_t *spec = d->spec;
-    uint32_t spec_count = d->spec_count;
-    if (d->subgroup_size && !(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "internal: a required subgroup size needs subgroupSizeControl");
-    if (shader < 0 || shader >= HK_SHADER_COUNT || spec_count > HK_MAX_SPEC)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "internal: bad shader %d or %u specialization constants", shader,
-                        spec_count);
-    const hk_shader_blob *blob = &hk_shader_table[shader];
-    hk_status st = get_layout(context, fn, blob->bindings);
-    if (st != HK_OK)
-        return st;
-    *out_layout = context->pipeline_layout[blob->bindings];
-    *out_set_layout = context->set_layout[blob->bindings];
     for (uint32_t i = 0; i < context->pipeline_count; i++) {
         const hk_pipeline_entry *e = &context->pipelines[i];
-        if (e->shader == shader && e->spec_count == spec_count && e->subgroup_size == d->subgroup_size &&
-            (spec_count == 0 || memcmp(e->spec, spec, spec_count * sizeof *spec) == 0)) {
-            *out_pipeline = e->pipeline;
-            return HK_OK;
-        }
+        if (e->shader == d->shader && e->spec_count == d->spec_count && e->subgroup_size == d->subgroup_size &&
+            (d->spec_count == 0 || memcmp(e->spec, d->spec, d->spec_count * sizeof *d->spec) == 0))
+            return e->pipeline;
     }
-    if (context->pipeline_count == context->pipeline_capacity) {
-        uint32_t cap = context->pipeline_capacity ? 2 * context->pipeline_capacity : 16;
-        hk_pipeline_entry *grown = realloc(context->pipelines, cap * sizeof *grown);
-        if (!grown)
-            return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
-        context->pipelines = grown;
-        context->pipeline_capacity = cap;
-    }
+    return VK_NULL_HANDLE;
+}
+
+static VkResult create_pipeline(hk_context *context, const hk_shader_blob *blob, const hk_dispatch_desc *d,
+                                VkPipelineLayout layout, VkPipeline *out)
+{
     const struct VolkDeviceTable *vk = &context->vk;
     VkShaderModuleCreateInfo module_info = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                             .codeSize = blob->words * sizeof(uint32_t),
@@ -82,11 +68,11 @@ hk_status hk__pipeline_get(hk_context *context, const char *fn, const hk_dispatc
     VkShaderModule module;
     VkResult r = vk->vkCreateShaderModule(context->device, &module_info, NULL, &module);
     if (r != VK_SUCCESS)
-        return hk__vk_fail(r, fn, "vkCreateShaderModule");
+        return r;
     VkSpecializationMapEntry entries[HK_MAX_SPEC];
-    for (uint32_t i = 0; i < spec_count; i++)
+    for (uint32_t i = 0; i < d->spec_count; i++)
         entries[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-    VkSpecializationInfo spec_info = {spec_count, entries, spec_count * 4, spec};
+    VkSpecializationInfo spec_info = {d->spec_count, entries, d->spec_count * 4, d->spec};
     /* kernels that index rows by subgroup need every subgroup full and of the size they were
      * dispatched for */
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo size_info = {
@@ -100,25 +86,85 @@ hk_status hk__pipeline_get(hk_context *context, const char *fn, const hk_dispatc
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = module,
                   .pName = "main",
-                  .pSpecializationInfo = spec_count ? &spec_info : NULL},
-        .layout = *out_layout};
-    VkPipeline pipeline;
-    r = vk->vkCreateComputePipelines(context->device, context->pipeline_cache, 1, &info, NULL, &pipeline);
+                  .pSpecializationInfo = d->spec_count ? &spec_info : NULL},
+        .layout = layout};
+    r = vk->vkCreateComputePipelines(context->device, context->pipeline_cache, 1, &info, NULL, out);
     vk->vkDestroyShaderModule(context->device, module, NULL);
-    if (r != VK_SUCCESS)
-        return hk__fail(r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ? HK_ERROR_OUT_OF_MEMORY
-                                                                                                : HK_ERROR_VULKAN,
-                        fn, "vkCreateComputePipelines for shader %s failed (%s)", blob->name, hk__vk_result_name(r));
-    hk_pipeline_entry *e = &context->pipelines[context->pipeline_count++];
-    memset(e, 0, sizeof *e);
-    e->shader = shader;
-    e->spec_count = spec_count;
-    e->subgroup_size = d->subgroup_size;
-    if (spec_count)
-        memcpy(e->spec, spec, spec_count * sizeof *spec);
-    e->pipeline = pipeline;
-    *out_pipeline = pipeline;
-    return HK_OK;
+    return r;
+}
+
+hk_status hk__pipeline_get(hk_context *context, const char *fn, const hk_dispatch_desc *d, VkPipeline *out_pipeline,
+                           VkPipelineLayout *out_layout, VkDescriptorSetLayout *out_set_layout)
+{
+    if (d->subgroup_size && !(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "internal: a required subgroup size needs subgroupSizeControl");
+    if (d->shader < 0 || d->shader >= HK_SHADER_COUNT || d->spec_count > HK_MAX_SPEC)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "internal: bad shader %d or %u specialization constants", d->shader,
+                        d->spec_count);
+    const hk_shader_blob *blob = &hk_shader_table[d->shader];
+    hk__mutex_lock(&context->pipeline_lock);
+    hk_status st = get_layout(context, fn, blob->bindings);
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    if (st == HK_OK) {
+        *out_layout = context->pipeline_layout[blob->bindings];
+        *out_set_layout = context->set_layout[blob->bindings];
+        pipeline = find_pipeline(context, d);
+    }
+    hk__mutex_unlock(&context->pipeline_lock);
+    if (st != HK_OK)
+        return st;
+    if (pipeline) {
+        *out_pipeline = pipeline;
+        return HK_OK;
+    }
+
+    VkPipeline created;
+    VkResult r = create_pipeline(context, blob, d, *out_layout, &created);
+    if (r != VK_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "vkCreateComputePipelines for shader %s", blob->name);
+        return hk__vk_fail_on(context, r, fn, what);
+    }
+    hk__mutex_lock(&context->pipeline_lock);
+    /* another thread may have built the same one meanwhile: keep one */
+    pipeline = find_pipeline(context, d);
+    if (!pipeline && context->pipeline_count == context->pipeline_capacity) {
+        uint32_t cap = context->pipeline_capacity ? 2 * context->pipeline_capacity : 16;
+        hk_pipeline_entry *grown = realloc(context->pipelines, cap * sizeof *grown);
+        if (grown) {
+            context->pipelines = grown;
+            context->pipeline_capacity = cap;
+        } else {
+            st = hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+        }
+    }
+    if (!pipeline && st == HK_OK) {
+        hk_pipeline_entry *e = &context->pipelines[context->pipeline_count++];
+        memset(e, 0, sizeof *e);
+        e->shader = d->shader;
+        e->spec_count = d->spec_count;
+        e->subgroup_size = d->subgroup_size;
+        if (d->spec_count)
+            memcpy(e->spec, d->spec, d->spec_count * sizeof *d->spec);
+        e->pipeline = pipeline = created;
+        created = VK_NULL_HANDLE;
+    }
+    hk__mutex_unlock(&context->pipeline_lock);
+    if (created)
+        context->vk.vkDestroyPipeline(context->device, created, NULL);
+    if (st == HK_OK)
+        *out_pipeline = pipeline;
+    return st;
+}
+
+uint32_t hk_context_pipeline_count(const hk_context *context)
+{
+    if (!context)
+        return 0;
+    hk__mutex_lock((hk_mutex *)&context->pipeline_lock);
+    uint32_t n = context->pipeline_count;
+    hk__mutex_unlock((hk_mutex *)&context->pipeline_lock);
+    return n;
 }
 
 void hk__pipelines_destroy(hk_context *context)
@@ -348,7 +394,7 @@ hk_status hk__pipeline_cache_open(hk_context *context, const char *dir, int disa
 
 static void write_cache(const char *file, const void *data, size_t size)
 {
-    static unsigned serial; /* contexts are destroyed one thread at a time (hkernel.h) */
+    static _Atomic unsigned serial;
     char *tmp = format("%s.%ld-%u.tmp", file, (long)getpid(), serial++);
     if (!tmp) {
         warn("out of host memory writing", file, 0);

@@ -12,6 +12,12 @@ Writes, into OUT_DIR (the build tree; nothing here is committed):
                               f32), numpy's double-precision matvec deq(W) @ x, the MoE outputs of
                               the routing, and the f32 rows gguf-py quantized to Q8_0
 
+For hk-check --gguf (tests/gguf/check.sh), also from the model file: hk-gguf-test-v2.gguf (the same
+bytes as GGUF version 2, which differs from 3 only for big-endian files), hk-gguf-truncated.gguf
+(cut inside the last tensor's data), hk-gguf-bad-count.gguf (a tensor count of 2^60 in the header)
+and hk-gguf-bad-magic.gguf. The model file also holds tensors no kernel takes (Q5_K, IQ4_NL, a 1-D
+F32 norm) that hk-check must list as skipped.
+
 The expectations live in a second GGUF file rather than in the model file or a binary of our own:
 the model file's tensor data region stays exactly a model's (tests/test_gguf.c uploads that region
 to the GPU as it is, so it should hold weights and inputs only), while one reader, the test's own,
@@ -159,6 +165,11 @@ def main():
             tensors[name] = (raw_blocks(rng, qtype, (experts, n), k), qtype)
         x_of[name] = xname
 
+    # tensors no kernel takes, which hk-check lists as skipped: raw K-quant and IQ blocks, a norm
+    tensors["q5_k.unsupported"] = (rng.integers(0, 256, size=(2, 176), dtype=np.uint8), T.Q5_K)
+    tensors["iq4_nl.unsupported"] = (rng.integers(0, 256, size=(3, 2 * 18), dtype=np.uint8), T.IQ4_NL)
+    tensors["blk.0.attn_norm.weight"] = (rng.uniform(0.5, 1.5, size=256).astype(np.float32), None)
+
     # every f16 bit pattern once (subnormals, infinities, NaNs), and an f32 router gate
     tensors["f16.all"] = (np.arange(65536, dtype=np.uint16).view(np.float16).reshape(32, 2048), None)
     tensors["f32.router"] = (rng.uniform(-0.1, 0.1, size=(16, 2048)).astype(np.float32), None)
@@ -238,6 +249,14 @@ def main():
     e.write_kv_data_to_file()
     e.write_tensors_to_file()
     e.close()
+
+    # damaged and older-version copies of the model file for hk-check --gguf
+    model_bytes = open(os.path.join(out, MODEL), "rb").read()
+    assert model_bytes[4:8] == (3).to_bytes(4, "little")
+    open(os.path.join(out, "hk-gguf-test-v2.gguf"), "wb").write(model_bytes[:4] + (2).to_bytes(4, "little") + model_bytes[8:])
+    open(os.path.join(out, "hk-gguf-truncated.gguf"), "wb").write(model_bytes[:len(model_bytes) - 1000])
+    open(os.path.join(out, "hk-gguf-bad-count.gguf"), "wb").write(model_bytes[:8] + (1 << 60).to_bytes(8, "little") + model_bytes[16:])
+    open(os.path.join(out, "hk-gguf-bad-magic.gguf"), "wb").write(b"GGUG" + model_bytes[4:])
 
     size = os.path.getsize(os.path.join(out, MODEL))
     assert size < 1 << 20, f"{MODEL} is {size} bytes: keep it small"

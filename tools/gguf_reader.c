@@ -1,11 +1,8 @@
 /* gguf_reader.c — see gguf_reader.h. Every read goes through `take`, which checks the length
  * against the bytes left first; counts are bounded by the bytes left before anything is allocated
  * or looped over, so no input can make the reader read outside the buffer or allocate more than a
- * few times the file's size. (The duplicate-name checks are quadratic in the counts: fine for test
- * files, not for a loader of untrusted multi-gigabyte files.) */
+ * few times the file's size. Duplicate keys and names are found by sorting (O(n log n)). */
 #include "gguf_reader.h"
-
-#include "hk_ref.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -150,18 +147,92 @@ static int key_is(const gguf_kv *kv, const char *key)
     return kv->key_len == n && memcmp(kv->key, key, n) == 0;
 }
 
-/* (bytes per block, values per block) of a tensor type; 0 if unsupported */
+/* ggml's type table (ggml.c type_traits, GGML_TYPE_* ids as stored in GGUF files): name, values
+ * per block, bytes per block. Ids 4, 5 (Q4_2, Q4_3) and 31-33, 36-38 were removed from ggml. */
+static const gguf_type_info type_table[] = {
+    [0] = {"f32", 1, 4},         [1] = {"f16", 1, 2},         [2] = {"q4_0", 32, 18},
+    [3] = {"q4_1", 32, 20},      [6] = {"q5_0", 32, 22},      [7] = {"q5_1", 32, 24},
+    [8] = {"q8_0", 32, 34},      [9] = {"q8_1", 32, 36},      [10] = {"q2_k", 256, 84},
+    [11] = {"q3_k", 256, 110},   [12] = {"q4_k", 256, 144},   [13] = {"q5_k", 256, 176},
+    [14] = {"q6_k", 256, 210},   [15] = {"q8_k", 256, 292},   [16] = {"iq2_xxs", 256, 66},
+    [17] = {"iq2_xs", 256, 74},  [18] = {"iq3_xxs", 256, 98}, [19] = {"iq1_s", 256, 50},
+    [20] = {"iq4_nl", 32, 18},   [21] = {"iq3_s", 256, 110},  [22] = {"iq2_s", 256, 82},
+    [23] = {"iq4_xs", 256, 136}, [24] = {"i8", 1, 1},         [25] = {"i16", 1, 2},
+    [26] = {"i32", 1, 4},        [27] = {"i64", 1, 8},        [28] = {"f64", 1, 8},
+    [29] = {"iq1_m", 256, 56},   [30] = {"bf16", 1, 2},       [34] = {"tq1_0", 256, 54},
+    [35] = {"tq2_0", 256, 66},   [39] = {"mxfp4", 32, 17},
+};
+
+int gguf_type_info_of(uint32_t ggml_type, gguf_type_info *out)
+{
+    if (ggml_type >= sizeof type_table / sizeof type_table[0] || !type_table[ggml_type].name) {
+        *out = (gguf_type_info){NULL, 0, 0};
+        return 0;
+    }
+    *out = type_table[ggml_type];
+    return 1;
+}
+
+const char *gguf_type_name(uint32_t ggml_type)
+{
+    static _Thread_local char unknown[24];
+    gguf_type_info info;
+    if (gguf_type_info_of(ggml_type, &info))
+        return info.name;
+    snprintf(unknown, sizeof unknown, "type %u", ggml_type);
+    return unknown;
+}
+
+/* (bytes per block, values per block) of a tensor type; 0 if unknown */
 static uint32_t type_block(uint32_t ggml_type, uint32_t *values)
 {
-    if (ggml_type == GGML_TYPE_I32 || ggml_type == GGML_TYPE_F64) {
-        *values = 1;
-        return ggml_type == GGML_TYPE_I32 ? 4 : 8;
-    }
-    const hk_type_traits *t = hk_ref_type(hk_ref_type_from_ggml(ggml_type));
-    if (!t)
+    gguf_type_info info;
+    if (!gguf_type_info_of(ggml_type, &info))
         return 0;
-    *values = t->block_values;
-    return t->block_bytes;
+    *values = info.block_values;
+    return info.block_bytes;
+}
+
+/* ---- duplicates, by sorting ---- */
+
+static int cmp_bytes(const uint8_t *a, uint64_t na, const uint8_t *b, uint64_t nb)
+{
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+
+static _Thread_local const gguf_file *sort_file; /* qsort has no context argument */
+
+static int cmp_kv(const void *x, const void *y)
+{
+    const gguf_kv *a = &sort_file->kv[*(const uint64_t *)x], *b = &sort_file->kv[*(const uint64_t *)y];
+    return cmp_bytes(a->key, a->key_len, b->key, b->key_len);
+}
+
+static int cmp_tensor(const void *x, const void *y)
+{
+    return strcmp(sort_file->tensors[*(const uint64_t *)x].name, sort_file->tensors[*(const uint64_t *)y].name);
+}
+
+/* the index of one of two equal entries, or -1 */
+static int64_t find_duplicate(const gguf_file *f, uint64_t n, int (*cmp)(const void *, const void *))
+{
+    if (n < 2)
+        return -1;
+    uint64_t *order = malloc(n * sizeof *order);
+    if (!order)
+        return -2;
+    for (uint64_t i = 0; i < n; i++)
+        order[i] = i;
+    sort_file = f;
+    qsort(order, n, sizeof *order, cmp);
+    int64_t dup = -1;
+    for (uint64_t i = 1; i < n && dup < 0; i++)
+        if (cmp(&order[i - 1], &order[i]) == 0)
+            dup = (int64_t)order[i];
+    sort_file = NULL;
+    free(order);
+    return dup;
 }
 
 static int mul_ok(uint64_t a, uint64_t b, uint64_t *out)
@@ -181,8 +252,9 @@ static int parse(gguf_file *f, cursor *c)
         return fail(c, "not a GGUF file (magic %02x %02x %02x %02x)", magic[0], magic[1], magic[2], magic[3]);
     if (read_u32(c, &f->version, "the version") != 0)
         return -1;
-    if (f->version != 3)
-        return fail(c, "GGUF version %u, this reader reads version 3", f->version);
+    if (f->version != 2 && f->version != 3)
+        return fail(c, "GGUF version %u, this reader reads versions 2 and 3%s", f->version,
+                    f->version == 1 ? " (version 1 had 32-bit counts)" : "");
     if (read_u64(c, &f->n_tensors, "the tensor count") != 0 || read_u64(c, &f->n_kv, "the key/value count") != 0)
         return -1;
     /* a key/value takes at least 13 bytes (key length, type, a u8), a tensor info at least 32 */
@@ -202,9 +274,6 @@ static int parse(gguf_file *f, cursor *c)
         gguf_kv *kv = &f->kv[i];
         if (read_string(c, &kv->key, &kv->key_len, "a key") != 0 || read_u32(c, &kv->type, "a value type") != 0)
             return -1;
-        for (uint64_t j = 0; j < i; j++)
-            if (f->kv[j].key_len == kv->key_len && memcmp(f->kv[j].key, kv->key, kv->key_len) == 0)
-                return fail(c, "duplicate key '%.*s'", (int)(kv->key_len < 200 ? kv->key_len : 200), kv->key);
         uint64_t start = c->pos;
         if (skip_value(c, kv->type, 0) != 0)
             return -1;
@@ -233,9 +302,6 @@ static int parse(gguf_file *f, cursor *c)
         t->name[name_len] = 0;
         if (strlen(t->name) != name_len)
             return fail(c, "tensor %llu: name holds a NUL byte", (unsigned long long)i);
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(f->tensors[j].name, t->name) == 0)
-                return fail(c, "duplicate tensor name '%s'", t->name);
         if (read_u32(c, &t->n_dims, "a tensor's dims") != 0)
             return -1;
         if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
@@ -252,7 +318,7 @@ static int parse(gguf_file *f, cursor *c)
             return -1;
         uint32_t block_values, block_bytes = type_block(t->ggml_type, &block_values);
         if (!block_bytes)
-            return fail(c, "tensor '%s': type %u is not one this reader supports", t->name, t->ggml_type);
+            return fail(c, "tensor '%s': type %u is not a ggml type this reader supports", t->name, t->ggml_type);
         if (t->ne[0] % block_values)
             return fail(c, "tensor '%s': %llu values per row is not a multiple of the type's block (%u)", t->name,
                         (unsigned long long)t->ne[0], block_values);
@@ -263,6 +329,17 @@ static int parse(gguf_file *f, cursor *c)
             return fail(c, "tensor '%s': offset %llu is not a multiple of the alignment %u", t->name,
                         (unsigned long long)t->offset, f->alignment);
     }
+
+    int64_t dup = find_duplicate(f, f->n_kv, cmp_kv);
+    if (dup >= 0)
+        return fail(c, "duplicate key '%.*s'", (int)(f->kv[dup].key_len < 200 ? f->kv[dup].key_len : 200),
+                    f->kv[dup].key);
+    if (dup == -1)
+        dup = find_duplicate(f, f->n_tensors, cmp_tensor);
+    if (dup >= 0)
+        return fail(c, "duplicate tensor name '%s'", f->tensors[dup].name);
+    if (dup == -2)
+        return fail(c, "out of memory");
 
     /* the data region starts at the next multiple of the alignment; tensors follow one another in
      * order, each padded to the alignment (ggml's rule), and each must lie inside the file */

@@ -1,16 +1,21 @@
-/* gguf_reader.h — a minimal, careful GGUF v3 reader for the tests (tests/test_gguf.c).
+/* gguf_reader.h — a minimal, careful GGUF v2/v3 reader for the tests (tests/test_gguf.c) and
+ * hk-check --gguf (tools/gguf_check.c).
  *
- * It parses a whole file held in memory: the header, every metadata key/value (skipped by type,
+ * It parses a whole file held in memory (read or memory-mapped): the header, every metadata key/value (skipped by type,
  * strings and arrays included, arrays nested at most GGUF_MAX_NESTING deep), the tensor infos, the
  * general.alignment rule (a u32 power of two; 32 if absent) and the data offsets. Every count and
  * length is checked against the bytes left before it is used, so a truncated or malformed file gives
- * an error message, never a read outside the buffer or a huge allocation. The rules are ggml's:
- * version 3, names shorter than 64 bytes, 1..4 dims, no duplicate keys or tensor names, each
+ * an error message, never a read outside the buffer or a huge allocation, and the work is
+ * O(n log n) in the counts (a real model has thousands of tensors). The rules are ggml's: version 2
+ * or 3 (they differ only in that version 3 may be big-endian; version 1 had 32-bit counts and is
+ * refused), names shorter than 64 bytes, 1..4 dims, no duplicate keys or tensor names, each
  * tensor's offset a multiple of the alignment and equal to the previous tensor's end padded to it,
  * and each tensor's bytes inside the file (the padding after the last one may be missing).
  *
- * Tensor types are the ones the library knows (F32, F16, Q8_0, Q4_K, Q6_K, through hk_ref_type),
- * plus I32 and F64 (test data); any other type is refused as unsupported. Little-endian files only.
+ * Tensor types: every GGML_TYPE_* whose block size this reader knows (gguf_type_info: F32, F16,
+ * BF16, the legacy quants, the K-quants, the IQ quants, TQ, MXFP4, the integer types, F64); a type
+ * id it does not know is refused, since the tensor's bytes, and so every later offset, cannot be
+ * checked. Whether a kernel exists for a type is the caller's business. Little-endian files only.
  */
 #ifndef HK_GGUF_READER_H
 #define HK_GGUF_READER_H
@@ -30,6 +35,16 @@ enum {
 };
 /* tensor types beyond the library's (GGML_TYPE_*) */
 enum { GGML_TYPE_I32 = 26, GGML_TYPE_F64 = 28 };
+
+/* A GGML_TYPE_*'s name ("q4_k", as ggml writes it) and block: values and bytes per block. 0 (and
+ * name NULL) for a type id this reader does not know. */
+typedef struct gguf_type_info {
+    const char *name;
+    uint32_t block_values, block_bytes;
+} gguf_type_info;
+int gguf_type_info_of(uint32_t ggml_type, gguf_type_info *out);
+/* The type's name, "type <id>" (in a static buffer) when unknown. */
+const char *gguf_type_name(uint32_t ggml_type);
 
 typedef struct gguf_kv {
     const uint8_t *key;   /* not NUL-terminated */

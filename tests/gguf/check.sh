@@ -1,0 +1,86 @@
+#!/bin/sh
+# ctest's gguf_check test: hk-check --gguf on GGUF files written by gguf-py (tests/gguf/make_gguf.py):
+#   check.sh PYTHON make_gguf.py OUT_DIR HK_CHECK
+# the model (v3, and the same as v2): every tensor a kernel takes within its gate, the others listed
+# as skipped with their type; one tensor timed, in row slices; a truncated file, a corrupted tensor
+# count, a wrong magic and a missing file: exit 2 with a clear message, no crash.
+# No Python or no gguf: SKIP (77) unless HK_REQUIRE_GGUF=1, as the gguf test.
+python=$1 script=$2 out=$3 hkcheck=$4
+missing=""
+if [ -z "$python" ] || [ ! -x "$python" ]; then
+    missing="no Python (HK_PYTHON='$python')"
+elif ! why=$(env -u LD_PRELOAD "$python" -c "import gguf, numpy" 2>&1); then
+    missing="$python cannot import gguf and numpy: $(printf '%s\n' "$why" | tail -n 1)"
+fi
+if [ -n "$missing" ]; then
+    if [ "${HK_REQUIRE_GGUF:-0}" = 1 ]; then
+        echo "FAIL gguf_check: $missing (HK_REQUIRE_GGUF=1)"
+        exit 1
+    fi
+    echo "SKIP gguf_check: $missing (pip install gguf, or set HK_PYTHON; HK_REQUIRE_GGUF=1 makes this a failure)"
+    exit 77
+fi
+env -u LD_PRELOAD "$python" "$script" "$out" >/dev/null || exit 1
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+pass() { echo "PASS $*"; }
+
+# expect NAME EXIT_CODE PATTERN... -- ARGS: runs hk-check ARGS, wants that exit code and every
+# pattern (grep -E) somewhere in its output
+expect() {
+    name=$1 want=$2
+    shift 2
+    patterns=""
+    while [ "$1" != "--" ]; do
+        patterns="$patterns
+$1"
+        shift
+    done
+    shift
+    "$hkcheck" "$@" >"$out/last.txt" 2>&1
+    rc=$?
+    ok=1
+    [ "$rc" = "$want" ] || ok=0
+    echo "$patterns" | while IFS= read -r p; do
+        [ -z "$p" ] && continue
+        grep -Eq -- "$p" "$out/last.txt" || { echo "    missing: $p"; exit 1; }
+    done || ok=0
+    if [ "$ok" = 1 ]; then
+        pass "$name (exit $rc)"
+    else
+        fail "$name: exit $rc, want $want"
+        sed 's/^/    /' "$out/last.txt" | tail -40
+    fi
+}
+
+m=$out/hk-gguf-test.gguf
+expect "model: every tensor a kernel takes, within its gate" 0 \
+    "GGUF v3, 29 tensors" \
+    "^q4_k\.2048 +q4_k +2048x6 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
+    "^blk\.0\.ffn_down_exps\.weight +q6_k +768x16x8 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
+    "^q8_0\.edge_big +q8_0 .* ok .* ok" \
+    "^f32\.router +f32 +2048x16 +[0-9.e+-]+ ok" \
+    "^q5_k\.unsupported +q5_k +256x2 +skipped: no kernel takes this type" \
+    "^iq4_nl\.unsupported +iq4_nl +64x3 +skipped" \
+    "^f16\.all +f16 .*skipped: no kernel multiplies" \
+    "^blk\.0\.attn_norm\.weight +f32 +256 +skipped: a vector" \
+    "^OK: 20 tensor\(s\) checked, 0 failed, 9 skipped" \
+    -- --gguf "$m" --no-time
+if grep -q "FAIL" "$out/last.txt"; then fail "model: a FAIL row"; fi
+expect "model as GGUF v2" 0 "GGUF v2, 29 tensors" "^OK: 20 tensor\(s\) checked, 0 failed" \
+    -- --gguf "$out/hk-gguf-test-v2.gguf" --no-time
+expect "timed, in row slices" 0 \
+    "^q4_k\.2048 +q4_k +2048x6 +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +\(3 row slices\)" \
+    "^OK: 1 tensor\(s\) checked" \
+    -- --gguf "$m" --match q4_k.2048 --slice-bytes 3000
+expect "truncated file" 2 "hk-gguf-truncated.gguf: not a valid GGUF file: .*runs past the file's end" \
+    -- --gguf "$out/hk-gguf-truncated.gguf"
+expect "corrupted tensor count" 2 "hk-gguf-bad-count.gguf: not a valid GGUF file: .*tensor infos cannot fit" \
+    -- --gguf "$out/hk-gguf-bad-count.gguf"
+expect "wrong magic" 2 "not a valid GGUF file: .*not a GGUF file \(magic 47 47 55 47\)" \
+    -- --gguf "$out/hk-gguf-bad-magic.gguf"
+expect "missing file" 2 "hk-gguf-none.gguf: cannot open" -- --gguf "$out/hk-gguf-none.gguf"
+expect "--gguf without a file" 2 "usage: hk-check --gguf" -- --gguf
+expect "--gguf --help" 0 "--slice-bytes" -- --gguf "$m" --help
+echo "gguf_check: $failures failure(s)"
+[ "$failures" = 0 ]
