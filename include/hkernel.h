@@ -328,16 +328,20 @@ HK_API int hk_context_validation_active(const hk_context *context);
  * every call that needs the device fails with HK_ERROR_DEVICE_LOST. */
 HK_API int hk_context_device_lost(const hk_context *context);
 
-/* Builds, ahead of time, every pipeline the named kernels can need on this device, so that no
- * later call compiles one mid-decode (a first recording otherwise builds them: 28-36 ms for a
- * decode step's kernels on an H200). kernels: NULL for every kernel of the library, or a
- * comma-separated list of public function names ("hk_matvec_int8,hk_rmsnorm"; hk_matvec,
- * hk_matvec_int8, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_route, hk_gemv_f32, hk_rmsnorm,
- * hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope; a name that is none of them is
- * HK_ERROR_INVALID_ARGUMENT listing them). Every variant each kernel may pick for any shape is
- * built (kernels the device cannot run are skipped). Records nothing and allocates no device
- * memory; safe to call while other threads record. Built pipelines also land in the pipeline
- * cache, so the next process on this device builds them faster. */
+/* Builds, ahead of time, the pipelines the named kernels need for typical model shapes (decode and
+ * 64-token prefill chunks, the KV types and head sizes 64/128/256, GQA groups of 2; the matvec
+ * row classes; every weight type), so that a first recording does not compile them mid-decode
+ * (28-36 ms for a decode step's kernels on an H200). Kernels whose variants follow the exact shape
+ * (head size, GQA group, tile) may still build one for a shape outside that list: for exactly the
+ * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
+ * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
+ * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_moe_matvec, hk_moe_matvec_int8,
+ * hk_moe_route, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq,
+ * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16; a name that is none of them is
+ * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
+ * nothing and allocates no device memory; safe to call while other threads record. Built
+ * pipelines also land in the pipeline cache, so the next process on this device builds them
+ * faster. */
 HK_API hk_status hk_context_prepare(hk_context *context, const char *kernels);
 
 /* Number of pipelines the context has built so far (hk_context_prepare, or first use). */
@@ -481,6 +485,14 @@ HK_API hk_status hk_stream_wrap(hk_context *context, VkCommandBuffer command_buf
  * into the command buffer; hk_stream_elapsed_ms reads them once the engine's submit completed. */
 HK_API hk_status hk_stream_wrap_timed(hk_context *context, VkCommandBuffer command_buffer, uint32_t max_timestamps,
                                       hk_stream **out_stream);
+
+/* Creates a prepare stream: a kernel recorded into it checks its arguments and builds (and
+ * caches) the pipelines that exact call needs, then returns HK_OK having recorded nothing. Record
+ * an engine's decode and prefill steps into one at load time, on the real buffers or on any
+ * buffers of the right sizes (no memory is touched), and no later recording of those shapes
+ * builds a pipeline. hk_stream_submit and hk_stream_reset do nothing on it, timestamps are
+ * accepted and do nothing, transfers (hk_stream_upload/download) are refused. */
+HK_API hk_status hk_stream_create_prepare(hk_context *context, hk_stream **out_stream);
 
 /* Frees a stream. NULL is ignored. An owned stream's submits have all completed (hk_stream_submit
  * waits); what was recorded but not submitted is dropped. A wrapped stream is freed at once, its

@@ -544,6 +544,24 @@ int main(int argc, char **argv)
     hk_check_status("empty submit", hk_stream_submit(s), HK_OK, NULL);
     hk_stream_destroy(s);
     hk_check_status("stream null out", hk_stream_create(ctx, 0, NULL), HK_ERROR_INVALID_ARGUMENT, "out_stream is NULL");
+    {
+        hk_stream *ps = NULL;
+        hk_check_status("prepare stream null out", hk_stream_create_prepare(ctx, NULL), HK_ERROR_INVALID_ARGUMENT,
+                        "out_stream is NULL");
+        hk_check_status("prepare stream null context", hk_stream_create_prepare(NULL, &ps), HK_ERROR_INVALID_ARGUMENT,
+                        "context is NULL");
+        hk_check(ps == NULL, "failed prepare stream leaves NULL", NULL);
+        hk_check_status("prepare stream", hk_stream_create_prepare(ctx, &ps), HK_OK, NULL);
+        uint8_t byte = 0;
+        hk_check_status("prepare stream refuses uploads", hk_stream_upload(ps, (hk_view){w, 0}, &byte, 1),
+                        HK_ERROR_STATE, "a prepare stream records no transfers");
+        /* a bad argument fails in a prepare stream as anywhere */
+        hk_check_status("prepare stream checks arguments", hk_matvec_q4k(ctx, ps, (hk_view){w, 0}, (hk_view){x, 0},
+                                                                         (hk_view){y, 0}, rows, 1000),
+                        HK_ERROR_INVALID_ARGUMENT, "k=1000");
+        hk_check_status("prepare stream submit does nothing", hk_stream_submit(ps), HK_OK, NULL);
+        hk_stream_destroy(ps);
+    }
     hk_check_status("submit null", hk_stream_submit(NULL), HK_ERROR_INVALID_ARGUMENT, "stream is NULL");
 
     /* buffers */

@@ -1244,12 +1244,11 @@ static void test_stream_transfers(void)
 
 /* ---- pipelines ahead of time ---- */
 
-/* Records every case of the kernel table on its test shapes in every placement (nothing is
- * submitted): the pipelines the context builds meanwhile are the ones hk_context_prepare missed. */
-static uint32_t record_every_case(hk_context *c)
+/* Records every case of the kernel table on its test shapes in every placement into stream s
+ * (a prepare stream, or a real one that is reset after each); returns how many were recorded and
+ * counts in *late the cases that built a pipeline meanwhile (printed). */
+static uint32_t record_every_case(hk_context *c, hk_stream *s, uint32_t *late)
 {
-    hk_stream *s = NULL;
-    hk_stream_create(c, 0, &s);
     uint32_t recorded = 0;
     for (size_t k = 0; k < hk_case_count; k++) {
         const hk_case *kc = hk_cases[k];
@@ -1267,15 +1266,16 @@ static uint32_t record_every_case(hk_context *c)
                 uint32_t before = hk_context_pipeline_count(c);
                 if (hk_case_record(&run, &bound, s, 0, 0) == HK_OK)
                     recorded++;
-                if (hk_context_pipeline_count(c) != before)
+                if (late && hk_context_pipeline_count(c) != before) {
                     printf("    not prepared: %s %s %s\n", kc->name, run.label, hk_case_place_name(p));
+                    ++*late;
+                }
                 hk_stream_reset(s);
                 hk_case_unbind(&bound);
             }
             hk_case_release(&run);
         }
     }
-    hk_stream_destroy(s);
     return recorded;
 }
 
@@ -1295,10 +1295,21 @@ static void prepare_case(hk_context *c, const char *label)
     hk_context_prepare(c, NULL);
     snprintf(name, sizeof name, "hk_context_prepare again builds nothing (%s)", label);
     hk_check(hk_context_pipeline_count(c) == prepared, name, NULL);
-    uint32_t recorded = record_every_case(c);
-    snprintf(name, sizeof name, "after hk_context_prepare no kernel builds a pipeline (%s)", label);
-    hk_check(hk_context_pipeline_count(c) == prepared && recorded > 0, name, "%u recorded, %u pipelines built later",
-             recorded, hk_context_pipeline_count(c) - prepared);
+    /* the exact shapes: every case recorded into a prepare stream records nothing and builds what
+     * it needs; recorded for real afterwards, nothing more is built */
+    hk_stream *ps = NULL, *s = NULL;
+    hk_status sp = hk_stream_create_prepare(c, &ps), sr = hk_stream_create(c, 0, &s);
+    uint32_t recorded = sp == HK_OK ? record_every_case(c, ps, NULL) : 0;
+    snprintf(name, sizeof name, "a prepare stream records nothing (%s)", label);
+    hk_check(sp == HK_OK && recorded > 0 && hk_stream_kernel_count(ps) == 0 && hk_stream_submit(ps) == HK_OK, name,
+             "%u calls", recorded);
+    uint32_t built = hk_context_pipeline_count(c), late = 0;
+    recorded = sr == HK_OK ? record_every_case(c, s, &late) : 0;
+    snprintf(name, sizeof name, "after a prepare stream no kernel builds a pipeline (%s)", label);
+    hk_check(recorded > 0 && late == 0 && hk_context_pipeline_count(c) == built, name,
+             "%u recorded, %u pipelines built later", recorded, hk_context_pipeline_count(c) - built);
+    hk_stream_destroy(ps);
+    hk_stream_destroy(s);
 }
 
 /* A side context's end: its validation messages count as failures, like the suite's own. */

@@ -337,15 +337,9 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
     if (st != HK_OK)
         return st;
     /* without a stream, both passes go in one submit */
-    hk_stream *s = stream ? stream : context->immediate;
+    hk_stream *s = stream ? stream : hk__immediate_begin(context);
     st = hk__dispatch(context, s, fn, &d1);
     if (st == HK_OK && !direct)
         st = hk__dispatch(context, s, fn, &d2);
-    if (!stream) {
-        if (st == HK_OK)
-            st = hk_stream_submit(s);
-        else
-            hk_stream_reset(s);
-    }
-    return st;
+    return stream ? st : hk__immediate_end(context, fn, st);
 }

@@ -164,17 +164,12 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
 #endif
     /* A k longer than one dispatch's loop budget runs as passes that add to out. Without a
      * stream they are recorded together and submitted once. */
-    hk_stream *s = stream ? stream : context->immediate;
-    for (uint32_t k0 = 0; k0 < k; k0 += k_per_dispatch) {
+    hk_stream *s = stream ? stream : hk__immediate_begin(context);
+    for (uint32_t k0 = 0; k0 < k && st == HK_OK; k0 += k_per_dispatch) {
         uint32_t k1 = k - k0 < k_per_dispatch ? k : k0 + k_per_dispatch;
         uint32_t params[7] = {m, n, k, k0, k1, k0 > 0, tiles_n};
         d.params = params;
         st = hk__dispatch(context, s, fn, &d);
-        if (st != HK_OK) {
-            if (!stream)
-                hk_stream_reset(s);
-            return st;
-        }
     }
-    return stream ? HK_OK : hk_stream_submit(s);
+    return stream ? st : hk__immediate_end(context, fn, st);
 }

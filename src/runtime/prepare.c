@@ -179,6 +179,45 @@ static hk_status prep_rope(prep *p)
     return HK_OK;
 }
 
+/* Prefill: the int8 GEMM dense and expert-indexed per weight type, the slot grouping, the f16
+ * GEMM per weight type with 16-byte aligned x and not. */
+static hk_status prep_mmq(prep *p)
+{
+    for (int t = 0; t < 3; t++) {
+        uint32_t k = hk_type_block_values(weight_types[t]);
+        TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), 64, 64, k));
+    }
+    return HK_OK;
+}
+
+static hk_status prep_moe_expert_rows(prep *p)
+{
+    TRY(hk_moe_expert_rows(p->ctx, p->s, view(p, 0), view(p, 1), view(p, 2), view(p, 3), 64, 8));
+    return HK_OK;
+}
+
+static hk_status prep_mmq_id(prep *p)
+{
+    for (int t = 0; t < 3; t++) {
+        hk_mmq_id_shape shape = {8, 64, hk_type_block_values(weight_types[t]), 64, 8};
+        TRY(hk_mmq_id(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), view(p, 3), view(p, 4),
+                      &shape));
+    }
+    return HK_OK;
+}
+
+static hk_status prep_gemm_f16(prep *p)
+{
+    for (int t = 0; t < 3; t++)
+        for (int aligned = 0; aligned < 2; aligned++) {
+            uint32_t k = hk_type_block_values(weight_types[t]);
+            hk_view x = view(p, 1);
+            x.offset += aligned ? 0 : 4;
+            TRY(hk_gemm_f16(p->ctx, p->s, weight_types[t], view(p, 0), x, view(p, 2), 64, 64, k));
+        }
+    return HK_OK;
+}
+
 typedef struct prep_kernel {
     const char *name;
     hk_status (*run)(prep *p);
@@ -197,6 +236,10 @@ static const prep_kernel kernels[] = {
     {"hk_copy", prep_copy},
     {"hk_sdpa_blk", prep_sdpa},
     {"hk_rope", prep_rope},
+    {"hk_mmq", prep_mmq},
+    {"hk_moe_expert_rows", prep_moe_expert_rows},
+    {"hk_mmq_id", prep_mmq_id},
+    {"hk_gemm_f16", prep_gemm_f16},
 };
 #define KERNELS (sizeof kernels / sizeof kernels[0])
 

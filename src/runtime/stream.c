@@ -173,11 +173,23 @@ hk_status hk__stream_create_prepare(hk_context *context, hk_stream **out)
 {
     hk_stream *s = calloc(1, sizeof *s);
     if (!s)
-        return hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_context_prepare", "out of host memory");
+        return hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_stream_create_prepare", "out of host memory");
     s->context = context;
     s->prepare_only = 1;
     *out = s;
     return HK_OK;
+}
+
+hk_status hk_stream_create_prepare(hk_context *context, hk_stream **out_stream)
+{
+    static const char fn[] = "hk_stream_create_prepare";
+    if (!out_stream)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_stream is NULL");
+    *out_stream = NULL;
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    hk_status st = hk__check_alive(context, fn);
+    return st != HK_OK ? st : hk__stream_create_prepare(context, out_stream);
 }
 
 static hk_status check_timestamps(hk_context *context, const char *fn, uint32_t max_timestamps)
@@ -376,8 +388,8 @@ hk_status hk_stream_submit(hk_stream *s)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "stream is NULL");
     if (s->wrapped)
         return hk__fail(HK_ERROR_STATE, fn, "a wrapped stream is submitted by the engine that owns its command buffer");
-    if (s->prepare_only)
-        return hk__fail(HK_ERROR_STATE, fn, "internal: a prepare stream records nothing");
+    if (s->prepare_only) /* nothing was recorded: nothing to run */
+        return HK_OK;
     return submit_and_wait(s, fn);
 }
 
@@ -411,6 +423,8 @@ hk_status hk_stream_timestamp(hk_stream *s, uint32_t *out_index)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "stream is NULL");
     if (!s->max_timestamps)
         return hk__fail(HK_ERROR_STATE, fn, "the stream was created without timestamps");
+    if (s->prepare_only)
+        return HK_OK;
     if (s->mark_count == s->max_timestamps)
         return hk__fail(HK_ERROR_STATE, fn, "all %u timestamps of this %s are used", s->max_timestamps,
                         s->wrapped ? "recording" : "submit");
@@ -786,7 +800,7 @@ static hk_status check_transfer(hk_stream *s, const char *fn, const char *name, 
     if (!s)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "stream is NULL");
     if (s->prepare_only)
-        return hk__fail(HK_ERROR_STATE, fn, "internal: a prepare stream records nothing");
+        return hk__fail(HK_ERROR_STATE, fn, "a prepare stream records no transfers");
     if (!view.buffer)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s.buffer is NULL", name);
     if (view.buffer->context != s->context)
