@@ -112,7 +112,7 @@ function(hk_shader)
   endforeach()
   file(GLOB _includes ${HK_SHADER_DIR}/*.glsl)
   add_custom_command(OUTPUT ${_spv}
-    COMMAND ${HK_SHADER_ENV} ${HK_GLSLANG} -V --target-env ${HK_SHADER_TARGET_ENV} -I${HK_SHADER_DIR} ${_defs}
+    COMMAND ${HK_SHADER_ENV} ${HK_GLSLANG} --quiet -V --target-env ${HK_SHADER_TARGET_ENV} -I${HK_SHADER_DIR} ${_defs}
             -o ${_spv} ${HK_SHADER_DIR}/${S_SOURCE}
     COMMAND ${HK_SHADER_ENV} ${HK_SPIRV_VAL} --target-env ${HK_SHADER_TARGET_ENV} ${_spv}
     DEPENDS ${HK_SHADER_DIR}/${S_SOURCE} ${_includes}
