@@ -1,0 +1,402 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#ifdef HK_COOPMAT
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+// Flash attention for prefill: out = softmax(scale * Q K^T) V per query head, K and V read in
+// place from a strided KV cache (HK_KV_F32 / HK_KV_F16 / HK_KV_Q8_0).
+//
+// A workgroup owns BR rows of one kv head: (query token, query head of the group) pairs, so the
+// group's heads share every K/V tile it stages. It walks the keys in tiles of BC, each tile
+//   1. staged (K) into shared memory, rows past seq_k as zeros (never read);
+//   2. S = Q K^T for the tile, into shared memory;
+//   3. online softmax by threads, TPR per row: running max m and sum l per row (base-2 logits,
+//      scale * log2(e) folded into Q), P = 2^(S - m), alpha = 2^(m_old - m); masked keys (past
+//      the row's causal limit or seq_k) get P = 0. Meanwhile V is staged where K was;
+//   4. O = alpha O + P V.
+// Tiles past the workgroup's last visible key are not visited; the diagonal tile is masked.
+// Keys may be split in chunks over workgroups (n_split > 1): each writes its unnormalised O with
+// (m, l) to the workspace and flash_combine.comp merges them.
+//
+// HK_COOPMAT: the two products on the matrix cores (KHR cooperative matrix, 16x16x16 f16 x f16
+// -> f32). Subgroup s owns MR 16-row blocks; its O stays in accumulators across the tiles and is
+// rescaled by a matrix whose row i holds alpha of row i (component-wise product). Q (scaled), K,
+// V and P are f16 in shared memory. Needs full subgroups (WG = subgroups x subgroup size).
+// Default (the portable twin): the same staging, loop, masking and softmax in f32, the products
+// by threads: each thread owns D/TPR columns of its row of O (quads p, p + TPR, ...).
+#include "common.glsl"
+#include "flash_push.glsl"
+
+layout(constant_id = 1) const uint D = 128;     // head_dim, a multiple of 16
+layout(constant_id = 2) const uint BR = 64;     // rows per workgroup (WG / BR threads per row)
+layout(constant_id = 3) const uint BC = 32;     // keys per tile
+layout(constant_id = 4) const uint ALIGNED = 0; // K and V rows start on 16 bytes: vector loads
+layout(constant_id = 5) const uint MR = 2;      // HK_COOPMAT: 16-row blocks per subgroup
+
+const uint TPR = WG / BR; // threads per row in the softmax (and the twin's products)
+const uint CPT = BC / TPR; // keys of a tile per thread in the softmax
+const uint Q4 = D / 4;
+
+layout(binding = 0) readonly buffer Qb { float q[]; };
+#ifdef HK_KV_F32
+layout(binding = 1) readonly buffer Kb { float k32[]; };
+layout(binding = 1) readonly buffer Kb4 { vec4 k4[]; };
+layout(binding = 2) readonly buffer Vb { float v32[]; };
+layout(binding = 2) readonly buffer Vb4 { vec4 v4[]; };
+#else // f16 values, or Q8_0 blocks (2-byte aligned: 16-bit reads)
+layout(binding = 1) readonly buffer Kb { uint16_t k16[]; };
+layout(binding = 1) readonly buffer Kb4 { uvec4 k4[]; };
+layout(binding = 2) readonly buffer Vb { uint16_t v16[]; };
+layout(binding = 2) readonly buffer Vb4 { uvec4 v4[]; };
+#endif
+layout(binding = 3) writeonly buffer Ob { float o[]; };
+layout(binding = 4) writeonly buffer Wb { float ws[]; };
+layout(binding = 5) readonly buffer Cb { uint counter[]; };
+
+// Shared-memory element: 4 values. Rows are padded (16 bytes) so that the 8 rows of a 16-byte
+// column hit different banks.
+#ifdef HK_COOPMAT
+#define SHV f16vec4
+#define HK_HALVES(w0, w1) f16vec4(unpackFloat2x16(w0), unpackFloat2x16(w1))
+const uint STR4 = (D + 8) / 4; // Q and K/V rows, in elements
+#else
+#define SHV vec4
+#define HK_HALVES(w0, w1) vec4(unpackHalf2x16(w0), unpackHalf2x16(w1))
+const uint STR4 = (D + 4) / 4;
+#endif
+const uint SSTR = BC + 4; // S rows (floats)
+shared SHV Qsh[BR * STR4];
+shared SHV KVsh[BC * STR4];
+shared float Ssh[BR * SSTR]; // S; the twin's P in place
+#ifdef HK_COOPMAT
+const uint PSTR4 = (BC + 8) / 4;
+shared f16vec4 Psh[BR * PSTR4];
+shared float Ash[BR * 16]; // per row, 16 copies of its factor (alpha, then 1/l): one 16x16 tile per block
+coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> oacc[MR][D / 16];
+#else
+vec4 oreg[D / 4 / TPR]; // row tid / TPR, quads tid % TPR + TPR * i
+#endif
+
+// Eight values c .. c+7 of the cache row starting at byte b (c a multiple of 8).
+#if defined(HK_KV_F32)
+#define HK_LOAD8(B1, B4, b, c, lo, hi)                                                          \
+    if (ALIGNED != 0u) {                                                                        \
+        uint i_ = ((b) >> 4) + ((c) >> 2);                                                      \
+        lo = SHV(B4[i_]);                                                                       \
+        hi = SHV(B4[i_ + 1u]);                                                                  \
+    } else {                                                                                    \
+        uint i_ = ((b) >> 2) + (c);                                                             \
+        lo = SHV(vec4(B1[i_], B1[i_ + 1u], B1[i_ + 2u], B1[i_ + 3u]));                          \
+        hi = SHV(vec4(B1[i_ + 4u], B1[i_ + 5u], B1[i_ + 6u], B1[i_ + 7u]));                     \
+    }
+#elif defined(HK_KV_F16)
+#define HK_LOAD8(B1, B4, b, c, lo, hi)                                                          \
+    if (ALIGNED != 0u) {                                                                        \
+        uvec4 w_ = B4[((b) >> 4) + ((c) >> 3)];                                                 \
+        lo = HK_HALVES(w_.x, w_.y);                                                             \
+        hi = HK_HALVES(w_.z, w_.w);                                                             \
+    } else {                                                                                    \
+        uint i_ = ((b) >> 1) + (c);                                                             \
+        lo = HK_HALVES(uint(B1[i_]) | (uint(B1[i_ + 1u]) << 16), uint(B1[i_ + 2u]) | (uint(B1[i_ + 3u]) << 16)); \
+        hi = HK_HALVES(uint(B1[i_ + 4u]) | (uint(B1[i_ + 5u]) << 16), uint(B1[i_ + 6u]) | (uint(B1[i_ + 7u]) << 16)); \
+    }
+#elif defined(HK_KV_Q8_0)
+// a row is D/32 blocks of 17 u16 (f16 d, 32 x i8); 8 values never straddle two blocks
+#define HK_LOAD8(B1, B4, b, c, lo, hi)                                                          \
+    {                                                                                           \
+        uint i_ = ((b) >> 1) + ((c) >> 5) * 17u;                                                \
+        float d_ = hk_half(uint(B1[i_]));                                                       \
+        uint j_ = i_ + 1u + (((c) & 31u) >> 1);                                                 \
+        uint w0_ = uint(B1[j_]), w1_ = uint(B1[j_ + 1u]), w2_ = uint(B1[j_ + 2u]), w3_ = uint(B1[j_ + 3u]); \
+        lo = SHV(d_ * vec4(hk_lo_i8(w0_), hk_hi_i8(w0_), hk_lo_i8(w1_), hk_hi_i8(w1_)));        \
+        hi = SHV(d_ * vec4(hk_lo_i8(w2_), hk_hi_i8(w2_), hk_lo_i8(w3_), hk_hi_i8(w3_)));        \
+    }
+#else
+#error "define HK_KV_F32, HK_KV_F16 or HK_KV_Q8_0"
+#endif
+
+#ifdef HK_KV_F32
+#define K1 k32
+#define V1 v32
+#else
+#define K1 k16
+#define V1 v16
+#endif
+
+uint seq_k_now()
+{
+    if (pc.seq_k != 0u)
+        return pc.seq_k;
+    // the host checked 1 <= n_q <= capacity when causal
+    return clamp(counter[pc.view_offset[5] / 4u], pc.causal != 0u ? pc.n_q : 1u, pc.capacity);
+}
+
+// Stages rows j*BC .. j*BC+BC-1 of K (is_v 0) or V (1) of kv head kvh into KVsh; rows at or past
+// sk are zeros and are not read.
+void stage_kv(uint is_v, uint kvh, uint j, uint sk)
+{
+    const uint O8 = D / 8;
+    for (uint e = gl_LocalInvocationIndex; e < BC * O8; e += WG) {
+        uint c = e / O8, c8 = (e % O8) * 8u, key = j * BC + c;
+        SHV lo = SHV(0.0), hi = SHV(0.0);
+        if (key < sk) {
+            if (is_v == 0u) {
+                uint b = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
+                HK_LOAD8(K1, k4, b, c8, lo, hi)
+            } else {
+                uint b = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
+                HK_LOAD8(V1, v4, b, c8, lo, hi)
+            }
+        }
+        KVsh[c * STR4 + c8 / 4u] = lo;
+        KVsh[c * STR4 + c8 / 4u + 1u] = hi;
+    }
+}
+
+#ifdef HK_COOPMAT
+// S for the subgroup's row blocks: each K tile loaded once serves MR blocks.
+void scores()
+{
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> sacc[MR][BC / 16];
+    [[unroll]] for (uint mr = 0; mr < MR; mr++)
+        [[unroll]] for (uint cb = 0; cb < BC / 16; cb++)
+            sacc[mr][cb] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+    [[unroll]] for (uint kd = 0; kd < D / 16; kd++) {
+        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> qa[MR];
+        [[unroll]] for (uint mr = 0; mr < MR; mr++)
+            coopMatLoad(qa[mr], Qsh, (gl_SubgroupID * MR + mr) * 16u * STR4 + kd * 4u, STR4,
+                        gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint cb = 0; cb < BC / 16; cb++) {
+            // B[k][n] = K[key n][dim k]: K's rows are B's columns
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> kb;
+            coopMatLoad(kb, KVsh, cb * 16u * STR4 + kd * 4u, STR4, gl_CooperativeMatrixLayoutColumnMajor);
+            [[unroll]] for (uint mr = 0; mr < MR; mr++)
+                sacc[mr][cb] = coopMatMulAdd(qa[mr], kb, sacc[mr][cb]);
+        }
+    }
+    [[unroll]] for (uint mr = 0; mr < MR; mr++)
+        [[unroll]] for (uint cb = 0; cb < BC / 16; cb++)
+            coopMatStore(sacc[mr][cb], Ssh, (gl_SubgroupID * MR + mr) * 16u * SSTR + cb * 16u, SSTR,
+                         gl_CooperativeMatrixLayoutRowMajor);
+}
+
+// O = O * (the rows' factors in Ash), component-wise.
+void scale_o()
+{
+    [[unroll]] for (uint mr = 0; mr < MR; mr++) {
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> f;
+        coopMatLoad(f, Ash, (gl_SubgroupID * MR + mr) * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint dt = 0; dt < D / 16; dt++)
+            oacc[mr][dt] = oacc[mr][dt] * f;
+    }
+}
+
+void accumulate_pv()
+{
+    scale_o();
+    [[unroll]] for (uint kc = 0; kc < BC / 16; kc++) {
+        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> pa[MR];
+        [[unroll]] for (uint mr = 0; mr < MR; mr++)
+            coopMatLoad(pa[mr], Psh, (gl_SubgroupID * MR + mr) * 16u * PSTR4 + kc * 4u, PSTR4,
+                        gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint dt = 0; dt < D / 16; dt++) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> vb;
+            coopMatLoad(vb, KVsh, kc * 16u * STR4 + dt * 4u, STR4, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint mr = 0; mr < MR; mr++)
+                oacc[mr][dt] = coopMatMulAdd(pa[mr], vb, oacc[mr][dt]);
+        }
+    }
+}
+#else
+// S for this thread's keys of its row (the softmax's own mapping).
+void scores()
+{
+    uint r = gl_LocalInvocationIndex / TPR, c0 = (gl_LocalInvocationIndex % TPR) * CPT;
+    for (uint i = 0; i < CPT; i++) {
+        float s = 0.0;
+        [[unroll]] for (uint k = 0; k < Q4; k++)
+            s += dot(Qsh[r * STR4 + k], KVsh[(c0 + i) * STR4 + k]);
+        Ssh[r * SSTR + c0 + i] = s;
+    }
+}
+
+void accumulate_pv(float alpha)
+{
+    uint r = gl_LocalInvocationIndex / TPR, p = gl_LocalInvocationIndex % TPR;
+    [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
+        oreg[i] *= alpha;
+    for (uint c = 0; c < BC; c++) {
+        float pc_ = Ssh[r * SSTR + c];
+        [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
+            oreg[i] += pc_ * KVsh[c * STR4 + p + TPR * i];
+    }
+}
+#endif
+
+void main()
+{
+    const uint tid = gl_LocalInvocationIndex;
+    uint gid = hk_group_id();
+    uint n_kv = pc.n_heads / pc.group;
+    if (gid >= n_kv * pc.n_split * pc.row_tiles)
+        return;
+    // the last row tiles first: under a causal mask they see the most keys
+    uint rt = pc.row_tiles - 1u - gid % pc.row_tiles;
+    uint split = (gid / pc.row_tiles) % pc.n_split;
+    uint kvh = gid / (pc.row_tiles * pc.n_split);
+    uint n_rows = pc.n_q * pc.group, r0 = rt * BR;
+    uint sk = seq_k_now();
+
+    // this thread's softmax row and its keys' exclusive bound; rows past the end act as the last
+    // row (computed, never stored)
+    uint r = tid / TPR, part = tid % TPR;
+    uint row = min(r0 + r, n_rows - 1u);
+    uint lim = pc.causal != 0u ? sk - pc.n_q + row / pc.group + 1u : sk;
+    uint last_row = min(r0 + BR - 1u, n_rows - 1u);
+    uint kend = pc.causal != 0u ? sk - pc.n_q + last_row / pc.group + 1u : sk;
+    uint j0 = split * pc.split_tiles;
+    uint j1 = min(j0 + pc.split_tiles, (kend + BC - 1u) / BC);
+
+    for (uint e = tid; e < BR * Q4; e += WG) {
+        uint rr = e / Q4, c4 = e % Q4;
+        vec4 v = vec4(0.0);
+        if (r0 + rr < n_rows) {
+            uint i = pc.view_offset[0] / 4u + hk_out_row(r0 + rr, kvh) * D + 4u * c4;
+            v = vec4(q[i], q[i + 1u], q[i + 2u], q[i + 3u]) * pc.scale;
+        }
+        Qsh[rr * STR4 + c4] = SHV(v);
+    }
+#ifdef HK_COOPMAT
+    [[unroll]] for (uint mr = 0; mr < MR; mr++)
+        [[unroll]] for (uint dt = 0; dt < D / 16; dt++)
+            oacc[mr][dt] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+#else
+    [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
+        oreg[i] = vec4(0.0);
+#endif
+    // finite start: 2^(m_old - m) is 0, not NaN, when the first keys arrive
+    float m_run = -1e30, l_run = 0.0;
+
+    for (uint j = j0; j < j1; j++) {
+        stage_kv(0u, kvh, j, sk);
+        barrier(); // K (and Q) staged
+        scores();
+        barrier(); // S complete; K no longer read
+        stage_kv(1u, kvh, j, sk);
+
+        uint key0 = j * BC + part * CPT;
+        uint valid = lim > key0 ? min(lim - key0, CPT) : 0u; // this thread's visible keys, a prefix
+        float sv[CPT];
+        float mx = -1e30;
+        [[unroll]] for (uint i = 0; i < CPT; i++) {
+            sv[i] = Ssh[r * SSTR + part * CPT + i];
+            if (i < valid)
+                mx = max(mx, sv[i]);
+        }
+        if (TPR > 1u) {
+            hk_partial[tid] = mx;
+            barrier();
+            for (uint k = 0; k < TPR; k++)
+                mx = max(mx, hk_partial[r * TPR + k]);
+        }
+        float m_new = max(m_run, mx);
+        float alpha = exp2(m_run - m_new);
+        m_run = m_new;
+        float lsum = 0.0;
+#ifdef HK_COOPMAT
+        [[unroll]] for (uint i = 0; i < CPT; i += 4) {
+            vec4 p4;
+            [[unroll]] for (uint k = 0; k < 4; k++)
+                p4[k] = i + k < valid ? exp2(sv[i + k] - m_new) : 0.0;
+            f16vec4 h = f16vec4(p4);
+            lsum += dot(vec4(h), vec4(1.0)); // l sums the P that V is weighted with
+            Psh[r * PSTR4 + (part * CPT + i) / 4u] = h;
+        }
+        [[unroll]] for (uint k = 0; k < 16 / TPR; k++)
+            Ash[r * 16u + part * (16u / TPR) + k] = alpha;
+#else
+        [[unroll]] for (uint i = 0; i < CPT; i++) {
+            float p = i < valid ? exp2(sv[i] - m_new) : 0.0;
+            lsum += p;
+            Ssh[r * SSTR + part * CPT + i] = p;
+        }
+#endif
+        l_run = l_run * alpha + lsum;
+        barrier(); // V, P and the factors staged
+#ifdef HK_COOPMAT
+        accumulate_pv();
+#else
+        accumulate_pv(alpha);
+#endif
+        barrier(); // KVsh, P and Ash free for the next tile
+    }
+
+    // epilogue: l over the row's threads; normalise, or hand (O, m, l) to the combine pass
+    if (TPR > 1u) {
+        hk_partial[tid] = l_run;
+        barrier();
+        l_run = 0.0;
+        for (uint k = 0; k < TPR; k++)
+            l_run += hk_partial[r * TPR + k];
+    }
+    uint nr = pc.n_q * pc.n_heads;
+    uint ws0 = pc.view_offset[4] / 4u;
+    bool split_out = pc.n_split > 1u;
+    if (split_out && part == 0u && r0 + r < n_rows) {
+        uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(r0 + r, kvh)) * 2u;
+        ws[i] = m_run;
+        ws[i + 1u] = l_run;
+    }
+    // without a split every row saw key 0, and its largest P is 1: l >= 1
+    float f = split_out ? 1.0 : 1.0 / l_run;
+#ifdef HK_COOPMAT
+    [[unroll]] for (uint k = 0; k < 16 / TPR; k++)
+        Ash[r * 16u + part * (16u / TPR) + k] = f;
+    barrier();
+    scale_o();
+    // out through Ssh, BC columns at a time
+    const uint TILES = BC / 16;
+    [[unroll]] for (uint g = 0; g < (D / 16 + TILES - 1) / TILES; g++) {
+        [[unroll]] for (uint mr = 0; mr < MR; mr++)
+            [[unroll]] for (uint k = 0; k < TILES; k++)
+                if (g * TILES + k < D / 16)
+                    coopMatStore(oacc[mr][g * TILES + k], Ssh, (gl_SubgroupID * MR + mr) * 16u * SSTR + k * 16u,
+                                 SSTR, gl_CooperativeMatrixLayoutRowMajor);
+        barrier();
+        for (uint e = tid; e < BR * BC; e += WG) {
+            uint rr = e / BC, c = e % BC, col = g * BC + c;
+            if (col < D && r0 + rr < n_rows) {
+                uint orow = hk_out_row(r0 + rr, kvh);
+                if (split_out)
+                    ws[ws0 + (split * nr + orow) * D + col] = Ssh[rr * SSTR + c];
+                else
+                    o[pc.view_offset[3] / 4u + orow * D + col] = Ssh[rr * SSTR + c];
+            }
+        }
+        barrier();
+    }
+#else
+    if (r0 + r < n_rows) {
+        uint orow = hk_out_row(r0 + r, kvh);
+        uint base = split_out ? ws0 + (split * nr + orow) * D : pc.view_offset[3] / 4u + orow * D;
+        [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++) {
+            vec4 v = oreg[i] * f;
+            uint c = 4u * (part + TPR * i);
+            if (split_out) {
+                ws[base + c] = v.x;
+                ws[base + c + 1u] = v.y;
+                ws[base + c + 2u] = v.z;
+                ws[base + c + 3u] = v.w;
+            } else {
+                o[base + c] = v.x;
+                o[base + c + 1u] = v.y;
+                o[base + c + 2u] = v.z;
+                o[base + c + 3u] = v.w;
+            }
+        }
+    }
+#endif
+}

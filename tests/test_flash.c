@@ -1,0 +1,371 @@
+/* Flash attention for prefill (hk_sdpa_blk with n_q > 1) against hk_ref_sdpa: seeded inputs, a
+ * padded KV cache whose unused rows (and the bytes between rows) are NaN, head-major and
+ * token-major layouts, aligned and unaligned strides, K/V views flush against their buffer's end,
+ * seq_k from a device counter (clamped), poisoned outputs with guard words, a poisoned workspace.
+ *
+ * The matrix-core arm runs on the default context where the device has KHR cooperative matrix
+ * (f16 16x16x16 -> f32), gated at 5e-3 (Q*scale, K, V and P rounded to f16); the portable twin
+ * on a context without HK_FEATURE_COOPMAT_KHR (and everywhere else, lavapipe included), gated at
+ * 1e-4 (f32 throughout).
+ *
+ * Each case is (1) flash_prepare: host inputs and the reference, (2) flash_record: the kernel
+ * recorded from device views, (3) flash_compare; flash_run ties them together. */
+#include "hk_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* f16 inputs on the matrix cores: Q*scale, K, V and P each carry up to 2^-11 relative rounding */
+#define GATE_F16_COOPMAT 5e-3
+#define GUARD 16
+
+/* ---- bench shapes (hk-bench): the issue's targets, llama.cpp's Vulkan flash attention
+ * (coopmat2) on the same H200 in brackets. Useful FLOPs: flash_useful_flops. ---- */
+typedef struct flash_bench_shape {
+    uint32_t n_q, seq_k, n_heads, n_kv_heads, head_dim;
+    int causal;
+    double llama_ms;
+} flash_bench_shape;
+static const flash_bench_shape flash_bench_shapes[] = {
+    {512, 512, 32, 8, 128, 1, 0.053},   /* 40 TFLOP/s -> goal >= 60 */
+    {512, 4096, 32, 8, 128, 1, 0.196},  /* 164 TFLOP/s -> goal >= 200 */
+    {2048, 2048, 32, 8, 128, 1, 0.283}, /* 121 TFLOP/s -> goal >= 200 */
+};
+
+/* 4 * head_dim * n_heads per (query, key) pair a query sees: 2 * d for q.k and 2 * d for p.v. */
+static double flash_useful_flops(uint32_t n_q, uint32_t seq_k, uint32_t n_heads, uint32_t head_dim, int causal)
+{
+    double pairs = causal ? (double)n_q * (seq_k - n_q) + (double)n_q * (n_q + 1) / 2 : (double)n_q * seq_k;
+    return 4.0 * head_dim * n_heads * pairs;
+}
+
+/* ---- one case ---- */
+typedef struct flash_case {
+    uint32_t n_q, n_heads, n_kv_heads, head_dim;
+    uint32_t seq_k;    /* keys attended (after the counter's clamp) */
+    uint32_t capacity; /* cache rows; rows seq_k .. capacity-1 are NaN */
+    int causal;
+    hk_type type;
+    int token_major;    /* [row][kv_head][d], else [kv_head][row][d] */
+    uint32_t row_pad;   /* bytes between rows (NaN); a multiple of the type's alignment */
+    uint32_t kv_offset; /* byte offset of the K and V views */
+    int flush;          /* K and V views end exactly at their buffer's end */
+    int counter;        /* seq_k from a device counter holding counter_value */
+    uint32_t counter_value;
+    uint64_t seed;
+} flash_case;
+
+typedef struct flash_data {
+    flash_case c;
+    hk_sdpa_desc desc;
+    float *q;               /* [n_q, n_heads, d] */
+    uint8_t *k, *v;         /* the caches, desc.kv's layout */
+    uint64_t k_bytes, v_bytes;
+    float *ref;             /* [n_q, n_heads, d] */
+    size_t n_out;
+} flash_data;
+
+static void put_row(uint8_t *dst, hk_type type, const float *x, uint32_t d)
+{
+    if (type == HK_TYPE_F32) {
+        memcpy(dst, x, d * sizeof(float));
+    } else if (type == HK_TYPE_F16) {
+        for (uint32_t i = 0; i < d; i++) {
+            uint16_t h = hk_f32_to_f16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+    } else {
+        hk_block_q8_0 blocks[8];
+        hk_quant_row_q8_0(x, blocks, d);
+        memcpy(dst, blocks, d / 32 * sizeof(hk_block_q8_0));
+    }
+}
+
+/* The values a row holds, as the kernel must see them. */
+static void get_row(const uint8_t *src, hk_type type, float *x, uint32_t d)
+{
+    if (type == HK_TYPE_F32) {
+        memcpy(x, src, d * sizeof(float));
+    } else if (type == HK_TYPE_F16) {
+        for (uint32_t i = 0; i < d; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            x[i] = hk_f16_to_f32(h);
+        }
+    } else {
+        hk_block_q8_0 blocks[8];
+        memcpy(blocks, src, d / 32 * sizeof(hk_block_q8_0));
+        hk_dequant_row_q8_0(blocks, x, d);
+    }
+}
+
+/* (1) Seeded inputs in the case's cache layout and the reference output. */
+static void flash_prepare(const flash_case *c, flash_data *fd)
+{
+    memset(fd, 0, sizeof *fd);
+    fd->c = *c;
+    hk_rng rng = {c->seed};
+    uint32_t d = c->head_dim, nkv = c->n_kv_heads;
+    uint64_t row = hk_type_bytes(c->type, d), stride = row + c->row_pad;
+    hk_kv_layout kv = {c->type, c->capacity, 0, 0, 0, 0};
+    if (c->token_major) {
+        kv.k_head_stride = kv.v_head_stride = stride;
+        kv.k_row_stride = kv.v_row_stride = stride * nkv;
+    } else {
+        kv.k_row_stride = kv.v_row_stride = stride;
+        kv.k_head_stride = kv.v_head_stride = stride * c->capacity;
+    }
+    fd->desc = (hk_sdpa_desc){.n_q = c->n_q,
+                              .n_heads = c->n_heads,
+                              .n_kv_heads = nkv,
+                              .head_dim = d,
+                              .seq_k = c->counter ? 0 : c->seq_k, /* ignored with a counter */
+                              .scale = 1.0f / sqrtf((float)d),
+                              .causal = c->causal,
+                              .kv = kv};
+    fd->k_bytes = fd->v_bytes = (uint64_t)(nkv - 1) * kv.k_head_stride + (uint64_t)(c->capacity - 1) * kv.k_row_stride + row;
+    fd->n_out = (size_t)c->n_q * c->n_heads * d;
+    fd->q = malloc(fd->n_out * sizeof(float));
+    fd->ref = malloc(fd->n_out * sizeof(float));
+    fd->k = malloc(fd->k_bytes);
+    fd->v = malloc(fd->v_bytes);
+    /* every byte NaN (f32 and f16 all-ones are NaN; so is a Q8_0 block's d), then the rows in use */
+    memset(fd->k, 0xFF, fd->k_bytes);
+    memset(fd->v, 0xFF, fd->v_bytes);
+    /* logits of a few units (peaked softmax), a few outlier keys */
+    hk_rng_fill(&rng, fd->q, fd->n_out, -2.0f, 2.0f);
+    size_t packed = (size_t)nkv * c->seq_k * d;
+    float *kp = malloc(packed * sizeof(float)), *vp = malloc(packed * sizeof(float)), x[256];
+    for (uint32_t h = 0; h < nkv; h++)
+        for (uint32_t j = 0; j < c->seq_k; j++) {
+            uint64_t at = h * kv.k_head_stride + (uint64_t)j * kv.k_row_stride;
+            hk_rng_fill(&rng, x, d, -2.0f, 2.0f);
+            if (j % 37 == 5)
+                for (uint32_t i = 0; i < d; i++)
+                    x[i] *= 3.0f;
+            put_row(fd->k + at, c->type, x, d);
+            get_row(fd->k + at, c->type, kp + ((size_t)h * c->seq_k + j) * d, d);
+            hk_rng_fill(&rng, x, d, -1.0f, 1.0f);
+            put_row(fd->v + at, c->type, x, d);
+            get_row(fd->v + at, c->type, vp + ((size_t)h * c->seq_k + j) * d, d);
+        }
+    hk_ref_sdpa(fd->q, kp, vp, fd->ref, c->n_q, c->n_heads, nkv, c->seq_k, d, fd->desc.scale, c->causal);
+    free(kp);
+    free(vp);
+}
+
+static void flash_free(flash_data *fd)
+{
+    free(fd->q);
+    free(fd->ref);
+    free(fd->k);
+    free(fd->v);
+}
+
+/* (2) The kernel, recorded from the device views of the case's tensors. */
+static hk_status flash_record(hk_context *ctx, hk_stream *stream, const flash_data *fd, hk_view q, hk_view k,
+                              hk_view v, hk_view out, hk_view workspace, hk_view counter)
+{
+    return hk_sdpa_blk(ctx, stream, &fd->desc, q, k, v, out, workspace, counter);
+}
+
+/* (3) */
+static int flash_compare(const char *name, const float *got, const flash_data *fd, double gate)
+{
+    return hk_check_close(name, got, fd->ref, fd->n_out, gate);
+}
+
+/* ---- the harness ---- */
+static hk_buffer *buffer_with(hk_context *ctx, uint64_t size, uint64_t at, const void *data, uint64_t bytes)
+{
+    hk_buffer *b = hk_test_buffer(ctx, size, NULL);
+    if (hk_buffer_upload(b, at, data, bytes) != HK_OK)
+        hk_check(0, "upload", "%s", hk_last_error());
+    return b;
+}
+
+static const char *arm_name;
+static double arm_gate;
+static double worst_rel; /* largest scale_rel of the context's cases, to see that the arm ran */
+
+static void flash_run(hk_context *ctx, const flash_case *c)
+{
+    flash_data fd;
+    flash_prepare(c, &fd);
+    char name[200];
+    snprintf(name, sizeof name, "flash %s q%u h%u/%u d%u k%u/%u%s %s%s%s%s", hk_type_name(c->type), c->n_q,
+             c->n_heads, c->n_kv_heads, c->head_dim, c->seq_k, c->capacity, c->causal ? " causal" : "",
+             c->token_major ? "token-major" : "head-major", c->row_pad ? " padded-rows" : "",
+             c->flush ? " flush" : "", c->counter ? " counter" : "");
+    uint64_t koff = c->kv_offset, qoff = 4;
+    hk_buffer *qb = buffer_with(ctx, qoff + fd.n_out * 4 + 8, qoff, fd.q, fd.n_out * 4);
+    uint64_t tail = c->flush ? 0 : 64;
+    hk_buffer *kb = buffer_with(ctx, koff + fd.k_bytes + tail, koff, fd.k, fd.k_bytes);
+    hk_buffer *vb = buffer_with(ctx, koff + fd.v_bytes + tail, koff, fd.v, fd.v_bytes);
+    /* output between poisoned guards */
+    size_t out_words = fd.n_out + 2 * GUARD;
+    float *host = malloc(out_words * sizeof(float));
+    hk_poison(host, out_words);
+    hk_buffer *ob = hk_test_buffer(ctx, out_words * 4, host);
+    uint64_t ws_bytes = 0;
+    hk_status st = hk_sdpa_workspace_bytes(ctx, &fd.desc, &ws_bytes);
+    hk_buffer *wb = NULL, *cb = NULL;
+    hk_view ws = {NULL, 0}, counter = {NULL, 0};
+    if (st == HK_OK && ws_bytes) { /* poisoned: a chunk read before it is written shows */
+        wb = hk_test_buffer(ctx, ws_bytes + 16, NULL);
+        st = hk_buffer_fill(wb, 0, (ws_bytes + 16) / 4 * 4, HK_POISON_WORD);
+        ws = (hk_view){wb, 16};
+        if (ws_bytes + 16 > hk_buffer_size(wb))
+            hk_check(0, name, "workspace buffer too small");
+    }
+    if (c->counter) {
+        uint32_t words[2] = {0xDEADBEEFu, c->counter_value};
+        cb = hk_test_buffer(ctx, sizeof words, words);
+        counter = (hk_view){cb, 4};
+    }
+    if (st == HK_OK)
+        st = flash_record(ctx, NULL, &fd, (hk_view){qb, qoff}, (hk_view){kb, koff}, (hk_view){vb, koff},
+                          (hk_view){ob, GUARD * 4}, ws, counter);
+    if (st != HK_OK) {
+        hk_check(0, name, "%s", hk_last_error());
+    } else if (hk_buffer_download(ob, 0, host, out_words * 4) != HK_OK) {
+        hk_check(0, name, "download: %s", hk_last_error());
+    } else {
+        uint32_t bad = 0;
+        for (size_t i = 0; i < GUARD; i++) {
+            uint32_t a, b;
+            memcpy(&a, &host[i], 4);
+            memcpy(&b, &host[GUARD + fd.n_out + i], 4);
+            bad += (a != HK_POISON_WORD) + (b != HK_POISON_WORD);
+        }
+        char label[240];
+        snprintf(label, sizeof label, "%s guards", name);
+        hk_check(bad == 0, label, "%u words written outside the output", bad);
+        flash_compare(name, host + GUARD, &fd, arm_gate);
+        double rel = hk_scale_rel(host + GUARD, fd.ref, fd.n_out);
+        if (rel > worst_rel)
+            worst_rel = rel;
+    }
+    free(host);
+    hk_buffer_destroy(qb);
+    hk_buffer_destroy(kb);
+    hk_buffer_destroy(vb);
+    hk_buffer_destroy(ob);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(cb);
+    flash_free(&fd);
+}
+
+/* Whether hk_sdpa_blk runs prefill on the matrix cores on this context: the KHR cooperative
+ * matrix variants were built, and the device lists 16x16x16 f16 x f16 -> f32 at subgroup scope
+ * with the features src/kernels/flash.c asks for (every head_dim fits 48 KiB of shared memory). */
+static int expect_coopmat(hk_context *ctx)
+{
+#if HK_TEST_HAVE_COOPMAT
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    int listed = 0;
+    for (uint32_t i = 0; i < caps.coopmat_khr_count && i < HK_MAX_COOPMAT_PROPS; i++) {
+        const hk_coopmat_props *p = &caps.coopmat_khr_props[i];
+        listed |= p->m == 16 && p->n == 16 && p->k == 16 && p->a_type == 0 && p->b_type == 0 && p->c_type == 1 &&
+                  p->result_type == 1 && p->scope == 3;
+    }
+    uint32_t sg = caps.subgroup_size;
+    return caps.coopmat_khr && listed && caps.subgroup_size_control && caps.float16 && sg >= 16 && sg <= 128 &&
+           !(sg & (sg - 1)) && caps.shared_memory_bytes >= 48 * 1024;
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
+
+static void run_cases(hk_context *ctx, int full)
+{
+    uint64_t seed = 100;
+    const hk_type types[3] = {HK_TYPE_F16, HK_TYPE_F32, HK_TYPE_Q8_0};
+    /* every supported head dim, GQA 1/4/8, causal or not, both layouts; tails everywhere
+     * (n_q x group rows and seq_k off every tile size) */
+    static const struct {
+        uint32_t n_q, n_heads, n_kv, d, seq_k, cap;
+        int causal, token_major;
+        uint32_t row_pad, offset;
+        int flush;
+    } shapes[] = {
+        {17, 8, 2, 128, 17, 40, 1, 0, 0, 16, 0},    /* square causal, GQA 4, NaN rows past seq_k */
+        {64, 4, 4, 128, 100, 100, 0, 1, 0, 16, 1},  /* GQA 1, token-major, flush */
+        {100, 8, 1, 64, 131, 160, 1, 1, 0, 4, 1},   /* GQA 8: rows 800, several row tiles */
+        {2, 4, 1, 64, 1, 9, 0, 0, 2, 2, 0},         /* one key, unaligned rows */
+        {2, 2, 2, 64, 2, 2, 1, 0, 0, 16, 1},        /* the smallest causal prefill */
+        {33, 8, 2, 256, 70, 96, 1, 0, 0, 16, 0},    /* head_dim 256 */
+        {9, 4, 2, 80, 77, 80, 0, 1, 4, 4, 1},       /* head_dim 80 */
+        {23, 6, 2, 96, 23, 64, 1, 0, 0, 16, 0},     /* head_dim 96 */
+        {5, 2, 1, 160, 50, 51, 1, 1, 0, 16, 1},     /* head_dim 160 */
+        {40, 16, 2, 128, 333, 340, 1, 1, 4, 8, 1},  /* GQA 8, many key tiles */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int t = 0; t < 3; t++) {
+            if (!full && t != 0 && i % 3 != 0)
+                continue;
+            uint32_t d = shapes[i].d;
+            if (types[t] == HK_TYPE_Q8_0 && d % 32)
+                continue;
+            uint32_t pad = shapes[i].row_pad, off = shapes[i].offset;
+            if (types[t] == HK_TYPE_F32) { /* f32 views and strides need 4 bytes */
+                pad = (pad + 3) / 4 * 4;
+                off = (off + 3) / 4 * 4;
+            }
+            flash_case c = {shapes[i].n_q, shapes[i].n_heads, shapes[i].n_kv, d, shapes[i].seq_k, shapes[i].cap,
+                            shapes[i].causal, types[t], shapes[i].token_major, pad, off, shapes[i].flush, 0, 0,
+                            ++seed};
+            flash_run(ctx, &c);
+        }
+    /* long caches: keys split in chunks over workgroups (for occupancy, and past the loop bound
+     * of one workgroup), merged through the workspace */
+    flash_case split_a = {3, 8, 2, 128, 1000, 1100, 1, HK_TYPE_F16, 0, 0, 16, 1, 0, 0, ++seed};
+    flash_run(ctx, &split_a);
+    flash_case split_b = {4, 4, 1, 64, 2300, 2500, 0, HK_TYPE_F32, 1, 0, 16, 0, 0, 0, ++seed};
+    flash_run(ctx, &split_b);
+    /* seq_k from the device: a count past the capacity is clamped to it; a count of 0 to n_q
+     * (causal) */
+    flash_case ctr_a = {6, 4, 2, 64, 48, 48, 1, HK_TYPE_F16, 0, 0, 16, 1, 1, 1000, ++seed};
+    flash_run(ctx, &ctr_a);
+    flash_case ctr_b = {6, 4, 2, 64, 6, 48, 1, HK_TYPE_F16, 1, 0, 16, 0, 1, 0, ++seed};
+    flash_run(ctx, &ctr_b);
+    flash_case ctr_c = {7, 4, 1, 128, 700, 2100, 1, HK_TYPE_F16, 0, 0, 16, 0, 1, 700, ++seed};
+    flash_run(ctx, &ctr_c); /* counter and split chunks, some of them empty */
+}
+
+int main(void)
+{
+    hk_context *ctx = hk_test_context();
+    for (size_t i = 0; i < sizeof flash_bench_shapes / sizeof flash_bench_shapes[0]; i++) {
+        const flash_bench_shape *b = &flash_bench_shapes[i];
+        double flops = flash_useful_flops(b->n_q, b->seq_k, b->n_heads, b->head_dim, b->causal);
+        printf("bench shape: q%u k%u h%u/%u d%u%s: %.3f GFLOP useful (llama.cpp-vk %.3f ms = %.0f TFLOP/s)\n", b->n_q,
+               b->seq_k, b->n_heads, b->n_kv_heads, b->head_dim, b->causal ? " causal" : "", flops * 1e-9, b->llama_ms,
+               flops / (b->llama_ms * 1e-3) * 1e-12);
+    }
+    int coop = expect_coopmat(ctx);
+    arm_name = coop ? "matrix cores (KHR cooperative matrix)" : "portable twin";
+    arm_gate = coop ? GATE_F16_COOPMAT : HK_GATE_F32;
+    printf("-- default context: prefill runs on the %s, gate %.0e\n", arm_name, arm_gate);
+    worst_rel = 0;
+    run_cases(ctx, 1);
+    if (coop) {
+        /* f16 rounding shows: the matrix-core arm really ran (the f32 twin stays near 1e-7) */
+        hk_check(worst_rel > 1e-5, "flash: the matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
+        hk_context *twin = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
+        if (twin) {
+            arm_name = "portable twin";
+            arm_gate = HK_GATE_F32;
+            printf("-- without HK_FEATURE_COOPMAT_KHR: the %s, gate %.0e\n", arm_name, arm_gate);
+            run_cases(twin, 0);
+            uint32_t messages = hk_context_validation_messages(twin);
+            hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
+            hk_context_destroy(twin);
+        }
+    }
+    return hk_test_finish(ctx);
+}
