@@ -1,9 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#ifdef HK_COOPMAT
+#if defined(HK_COOPMAT) && !defined(HK_COOPMAT_EMU)
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
+#endif
+#ifdef HK_COOPMAT
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 // Flash attention for prefill: out = softmax(scale * Q K^T) V per query head, K and V read in
@@ -25,6 +27,9 @@
 // -> f32). Subgroup s owns MR 16-row blocks; its O stays in accumulators across the tiles and is
 // rescaled by a matrix whose row i holds alpha of row i (component-wise product). Q (scaled), K,
 // V and P are f16 in shared memory. Needs full subgroups (WG = subgroups x subgroup size).
+// HK_COOPMAT_EMU (with HK_COOPMAT, testing only): the matrix-core arm with its five matrix
+// operations emulated as the KHR specification defines them (flash_coopmat_emu.glsl), so that a
+// device without matrix cores runs this arm's tiling, layouts and strides.
 // Default (the portable twin): the same staging, loop, masking and softmax in f32, the products
 // by threads: each thread owns D/TPR columns of its row of O (quads p, p + TPR, ...).
 #include "common.glsl"
@@ -75,7 +80,26 @@ shared float Ssh[BR * SSTR]; // S; the twin's P in place
 const uint PSTR4 = (BC + 8) / 4;
 shared f16vec4 Psh[BR * PSTR4];
 shared float Ash[BR * 16]; // per row, 16 copies of its factor (alpha, then 1/l): one 16x16 tile per block
-coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> oacc[MR][D / 16];
+#ifdef HK_COOPMAT_EMU
+#include "flash_coopmat_emu.glsl"
+#else
+// 16x16 tiles: f16 operands, f32 accumulators; CM_LOAD4 from arrays of f16vec4, CM_LOAD1 and
+// CM_STORE1 with arrays of float (strides in those elements)
+#define CM_ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define CM_ZERO CM_ACC(0.0)
+#define CM_ROWS gl_CooperativeMatrixLayoutRowMajor
+#define CM_COLS gl_CooperativeMatrixLayoutColumnMajor
+#define CM_LOAD4(m, arr, off, stride, layout) coopMatLoad(m, arr, off, stride, layout)
+#define CM_LOAD1(m, arr, off, stride, layout) coopMatLoad(m, arr, off, stride, layout)
+#define CM_STORE1(m, arr, off, stride, layout) coopMatStore(m, arr, off, stride, layout)
+#define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
+#define CM_MUL(c, f) ((c) * (f))
+#define CM_SUBGROUP gl_SubgroupID
+#define CM_UNROLL [[unroll]] // the matrices stay in registers
+#endif
+CM_ACC oacc[MR][D / 16];
 #else
 vec4 oreg[D / 4 / TPR]; // row tid / TPR, quads tid % TPR + TPR * i
 #endif
@@ -160,53 +184,50 @@ void stage_kv(uint is_v, uint kvh, uint j, uint sk)
 // S for the subgroup's row blocks: each K tile loaded once serves MR blocks.
 void scores()
 {
-    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> sacc[MR][BC / 16];
-    [[unroll]] for (uint mr = 0; mr < MR; mr++)
-        [[unroll]] for (uint cb = 0; cb < BC / 16; cb++)
-            sacc[mr][cb] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
-    [[unroll]] for (uint kd = 0; kd < D / 16; kd++) {
-        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> qa[MR];
-        [[unroll]] for (uint mr = 0; mr < MR; mr++)
-            coopMatLoad(qa[mr], Qsh, (gl_SubgroupID * MR + mr) * 16u * STR4 + kd * 4u, STR4,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint cb = 0; cb < BC / 16; cb++) {
+    CM_ACC sacc[MR][BC / 16];
+    CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+        CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
+            sacc[mr][cb] = CM_ZERO;
+    CM_UNROLL for (uint kd = 0; kd < D / 16; kd++) {
+        CM_A qa[MR];
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_LOAD4(qa[mr], Qsh, (CM_SUBGROUP * MR + mr) * 16u * STR4 + kd * 4u, STR4, CM_ROWS);
+        CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++) {
             // B[k][n] = K[key n][dim k]: K's rows are B's columns
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> kb;
-            coopMatLoad(kb, KVsh, cb * 16u * STR4 + kd * 4u, STR4, gl_CooperativeMatrixLayoutColumnMajor);
-            [[unroll]] for (uint mr = 0; mr < MR; mr++)
-                sacc[mr][cb] = coopMatMulAdd(qa[mr], kb, sacc[mr][cb]);
+            CM_B kb;
+            CM_LOAD4(kb, KVsh, cb * 16u * STR4 + kd * 4u, STR4, CM_COLS);
+            CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+                sacc[mr][cb] = CM_MULADD(qa[mr], kb, sacc[mr][cb]);
         }
     }
-    [[unroll]] for (uint mr = 0; mr < MR; mr++)
-        [[unroll]] for (uint cb = 0; cb < BC / 16; cb++)
-            coopMatStore(sacc[mr][cb], Ssh, (gl_SubgroupID * MR + mr) * 16u * SSTR + cb * 16u, SSTR,
-                         gl_CooperativeMatrixLayoutRowMajor);
+    CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+        CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
+            CM_STORE1(sacc[mr][cb], Ssh, (CM_SUBGROUP * MR + mr) * 16u * SSTR + cb * 16u, SSTR, CM_ROWS);
 }
 
 // O = O * (the rows' factors in Ash), component-wise.
 void scale_o()
 {
-    [[unroll]] for (uint mr = 0; mr < MR; mr++) {
-        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> f;
-        coopMatLoad(f, Ash, (gl_SubgroupID * MR + mr) * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint dt = 0; dt < D / 16; dt++)
-            oacc[mr][dt] = oacc[mr][dt] * f;
+    CM_UNROLL for (uint mr = 0; mr < MR; mr++) {
+        CM_ACC f;
+        CM_LOAD1(f, Ash, (CM_SUBGROUP * MR + mr) * 256u, 16u, CM_ROWS);
+        CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
+            oacc[mr][dt] = CM_MUL(oacc[mr][dt], f);
     }
 }
 
 void accumulate_pv()
 {
     scale_o();
-    [[unroll]] for (uint kc = 0; kc < BC / 16; kc++) {
-        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> pa[MR];
-        [[unroll]] for (uint mr = 0; mr < MR; mr++)
-            coopMatLoad(pa[mr], Psh, (gl_SubgroupID * MR + mr) * 16u * PSTR4 + kc * 4u, PSTR4,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint dt = 0; dt < D / 16; dt++) {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> vb;
-            coopMatLoad(vb, KVsh, kc * 16u * STR4 + dt * 4u, STR4, gl_CooperativeMatrixLayoutRowMajor);
-            [[unroll]] for (uint mr = 0; mr < MR; mr++)
-                oacc[mr][dt] = coopMatMulAdd(pa[mr], vb, oacc[mr][dt]);
+    CM_UNROLL for (uint kc = 0; kc < BC / 16; kc++) {
+        CM_A pa[MR];
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_LOAD4(pa[mr], Psh, (CM_SUBGROUP * MR + mr) * 16u * PSTR4 + kc * 4u, PSTR4, CM_ROWS);
+        CM_UNROLL for (uint dt = 0; dt < D / 16; dt++) {
+            CM_B vb;
+            CM_LOAD4(vb, KVsh, kc * 16u * STR4 + dt * 4u, STR4, CM_ROWS);
+            CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+                oacc[mr][dt] = CM_MULADD(pa[mr], vb, oacc[mr][dt]);
         }
     }
 }
@@ -270,9 +291,9 @@ void main()
         Qsh[rr * STR4 + c4] = SHV(v);
     }
 #ifdef HK_COOPMAT
-    [[unroll]] for (uint mr = 0; mr < MR; mr++)
-        [[unroll]] for (uint dt = 0; dt < D / 16; dt++)
-            oacc[mr][dt] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+    CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+        CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
+            oacc[mr][dt] = CM_ZERO;
 #else
     [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
         oreg[i] = vec4(0.0);
@@ -359,12 +380,12 @@ void main()
     scale_o();
     // out through Ssh, BC columns at a time
     const uint TILES = BC / 16;
-    [[unroll]] for (uint g = 0; g < (D / 16 + TILES - 1) / TILES; g++) {
-        [[unroll]] for (uint mr = 0; mr < MR; mr++)
-            [[unroll]] for (uint k = 0; k < TILES; k++)
+    CM_UNROLL for (uint g = 0; g < (D / 16 + TILES - 1) / TILES; g++) {
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_UNROLL for (uint k = 0; k < TILES; k++)
                 if (g * TILES + k < D / 16)
-                    coopMatStore(oacc[mr][g * TILES + k], Ssh, (gl_SubgroupID * MR + mr) * 16u * SSTR + k * 16u,
-                                 SSTR, gl_CooperativeMatrixLayoutRowMajor);
+                    CM_STORE1(oacc[mr][g * TILES + k], Ssh, (CM_SUBGROUP * MR + mr) * 16u * SSTR + k * 16u, SSTR,
+                              CM_ROWS);
         barrier();
         for (uint e = tid; e < BR * BC; e += WG) {
             uint rr = e / BC, c = e % BC, col = g * BC + c;

@@ -10,6 +10,7 @@
  *
  * Each case is (1) flash_prepare: host inputs and the reference, (2) flash_record: the kernel
  * recorded from device views, (3) flash_compare; flash_run ties them together. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "hk_test.h"
 
 #include <math.h>
@@ -281,60 +282,62 @@ static int expect_coopmat(hk_context *ctx)
 #endif
 }
 
-static void run_cases(hk_context *ctx, int full)
+/* The cases: every head dim the kernel serves (64, 80, 96, 128, 160, 256), GQA 1, 4 and 8, causal
+ * or not, both layouts, f16 / f32 / Q8_0 caches, aligned (vector loads) and unaligned rows and
+ * views, NaN rows past seq_k, flush views, tails everywhere (n_q x group rows and seq_k off every
+ * tile size), key chunks split over workgroups and a seq_k counter. Few distinct pipelines:
+ * lavapipe compiles each in seconds. Fields: n_q, n_heads, n_kv_heads, head_dim, seq_k,
+ * capacity, causal, type, token_major, row_pad, kv_offset, flush, counter, counter_value. */
+#define F16 HK_TYPE_F16
+#define F32 HK_TYPE_F32
+#define Q80 HK_TYPE_Q8_0
+static const flash_case cases[] = {
+    {17, 8, 2, 128, 17, 40, 1, F16, 0, 0, 16, 0, 0, 0, 0},  /* square causal, GQA 4, a tail of rows */
+    {17, 8, 2, 128, 17, 40, 1, F32, 0, 0, 16, 0, 0, 0, 0},
+    {17, 8, 2, 128, 17, 40, 1, Q80, 0, 0, 16, 0, 0, 0, 0},
+    {64, 4, 4, 128, 100, 100, 0, F16, 1, 0, 16, 1, 0, 0, 0},  /* GQA 1, token-major, flush */
+    {100, 8, 1, 64, 131, 160, 1, F16, 1, 0, 4, 1, 0, 0, 0},  /* GQA 8: 800 rows; unaligned views */
+    {100, 8, 1, 64, 131, 160, 1, Q80, 1, 0, 4, 1, 0, 0, 0},
+    {2, 4, 1, 64, 1, 9, 0, F32, 0, 4, 4, 0, 0, 0, 0},        /* one key; f32 rows off 16 bytes */
+    {2, 2, 2, 64, 2, 2, 1, F16, 0, 0, 16, 1, 0, 0, 0},       /* the smallest causal prefill */
+    {33, 8, 2, 256, 70, 96, 1, F16, 0, 0, 16, 0, 0, 0, 0},   /* head_dim 256 */
+    {9, 4, 2, 80, 77, 80, 0, F16, 1, 2, 2, 1, 0, 0, 0},      /* head_dim 80, f16 rows off 16 bytes */
+    {23, 6, 2, 96, 23, 64, 1, Q80, 0, 0, 16, 0, 0, 0, 0},    /* head_dim 96 */
+    {5, 2, 1, 160, 50, 51, 1, F32, 1, 0, 16, 1, 0, 0, 0},    /* head_dim 160 */
+    {40, 16, 2, 128, 333, 340, 1, F16, 1, 4, 8, 1, 0, 0, 0}, /* GQA 8, 11 key tiles */
+    /* long caches: key chunks split over workgroups (for occupancy, and past the loop bound of
+     * one workgroup), merged through the workspace */
+    {3, 8, 2, 128, 1000, 1100, 1, F16, 0, 0, 16, 1, 0, 0, 0},
+    {4, 4, 1, 64, 2300, 2500, 0, F32, 1, 0, 16, 0, 0, 0, 0},
+    /* seq_k from the device: a count past the capacity is clamped to it, a count of 0 to n_q
+     * (causal); with split chunks, some of them empty */
+    {6, 4, 2, 64, 48, 48, 1, F16, 0, 0, 16, 1, 1, 1000, 0},
+    {6, 4, 2, 64, 6, 48, 1, F16, 1, 0, 16, 0, 1, 0, 0},
+    {7, 4, 1, 128, 700, 2100, 1, F16, 0, 0, 16, 0, 1, 700, 0},
+};
+/* The emulated matrix-core arm (f16 caches): one pipeline per tiling */
+static const flash_case emulated_128[] = { /* "2,1": two 16-row blocks per subgroup */
+    {17, 8, 2, 128, 17, 40, 1, F16, 0, 0, 16, 0, 0, 0, 0},
+    {40, 16, 2, 128, 333, 340, 1, F16, 1, 0, 16, 1, 0, 0, 0},
+    {3, 8, 2, 128, 1000, 1100, 1, F16, 0, 0, 16, 1, 0, 0, 0},
+    {7, 4, 1, 128, 700, 2100, 1, F16, 0, 0, 16, 0, 1, 700, 0},
+};
+static const flash_case emulated_80[] = { /* "1,2": two subgroups; 5 column tiles of O */
+    {9, 4, 2, 80, 77, 80, 0, F16, 1, 2, 2, 1, 0, 0, 0},
+    {19, 8, 2, 80, 50, 64, 1, F16, 0, 2, 2, 0, 0, 0, 0},
+    {2, 2, 2, 80, 2, 2, 1, F16, 0, 2, 2, 1, 1, 0, 0},
+};
+#undef F16
+#undef F32
+#undef Q80
+
+static void run_cases(hk_context *ctx, const flash_case *list, size_t count)
 {
-    uint64_t seed = 100;
-    const hk_type types[3] = {HK_TYPE_F16, HK_TYPE_F32, HK_TYPE_Q8_0};
-    /* every supported head dim, GQA 1/4/8, causal or not, both layouts; tails everywhere
-     * (n_q x group rows and seq_k off every tile size) */
-    static const struct {
-        uint32_t n_q, n_heads, n_kv, d, seq_k, cap;
-        int causal, token_major;
-        uint32_t row_pad, offset;
-        int flush;
-    } shapes[] = {
-        {17, 8, 2, 128, 17, 40, 1, 0, 0, 16, 0},    /* square causal, GQA 4, NaN rows past seq_k */
-        {64, 4, 4, 128, 100, 100, 0, 1, 0, 16, 1},  /* GQA 1, token-major, flush */
-        {100, 8, 1, 64, 131, 160, 1, 1, 0, 4, 1},   /* GQA 8: rows 800, several row tiles */
-        {2, 4, 1, 64, 1, 9, 0, 0, 2, 2, 0},         /* one key, unaligned rows */
-        {2, 2, 2, 64, 2, 2, 1, 0, 0, 16, 1},        /* the smallest causal prefill */
-        {33, 8, 2, 256, 70, 96, 1, 0, 0, 16, 0},    /* head_dim 256 */
-        {9, 4, 2, 80, 77, 80, 0, 1, 4, 4, 1},       /* head_dim 80 */
-        {23, 6, 2, 96, 23, 64, 1, 0, 0, 16, 0},     /* head_dim 96 */
-        {5, 2, 1, 160, 50, 51, 1, 1, 0, 16, 1},     /* head_dim 160 */
-        {40, 16, 2, 128, 333, 340, 1, 1, 4, 8, 1},  /* GQA 8, many key tiles */
-    };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int t = 0; t < 3; t++) {
-            if (!full && t != 0 && i % 3 != 0)
-                continue;
-            uint32_t d = shapes[i].d;
-            if (types[t] == HK_TYPE_Q8_0 && d % 32)
-                continue;
-            uint32_t pad = shapes[i].row_pad, off = shapes[i].offset;
-            if (types[t] == HK_TYPE_F32) { /* f32 views and strides need 4 bytes */
-                pad = (pad + 3) / 4 * 4;
-                off = (off + 3) / 4 * 4;
-            }
-            flash_case c = {shapes[i].n_q, shapes[i].n_heads, shapes[i].n_kv, d, shapes[i].seq_k, shapes[i].cap,
-                            shapes[i].causal, types[t], shapes[i].token_major, pad, off, shapes[i].flush, 0, 0,
-                            ++seed};
-            flash_run(ctx, &c);
-        }
-    /* long caches: keys split in chunks over workgroups (for occupancy, and past the loop bound
-     * of one workgroup), merged through the workspace */
-    flash_case split_a = {3, 8, 2, 128, 1000, 1100, 1, HK_TYPE_F16, 0, 0, 16, 1, 0, 0, ++seed};
-    flash_run(ctx, &split_a);
-    flash_case split_b = {4, 4, 1, 64, 2300, 2500, 0, HK_TYPE_F32, 1, 0, 16, 0, 0, 0, ++seed};
-    flash_run(ctx, &split_b);
-    /* seq_k from the device: a count past the capacity is clamped to it; a count of 0 to n_q
-     * (causal) */
-    flash_case ctr_a = {6, 4, 2, 64, 48, 48, 1, HK_TYPE_F16, 0, 0, 16, 1, 1, 1000, ++seed};
-    flash_run(ctx, &ctr_a);
-    flash_case ctr_b = {6, 4, 2, 64, 6, 48, 1, HK_TYPE_F16, 1, 0, 16, 0, 1, 0, ++seed};
-    flash_run(ctx, &ctr_b);
-    flash_case ctr_c = {7, 4, 1, 128, 700, 2100, 1, HK_TYPE_F16, 0, 0, 16, 0, 1, 700, ++seed};
-    flash_run(ctx, &ctr_c); /* counter and split chunks, some of them empty */
+    for (size_t i = 0; i < count; i++) {
+        flash_case c = list[i];
+        c.seed = 100 + i;
+        flash_run(ctx, &c);
+    }
 }
 
 int main(void)
@@ -352,7 +355,7 @@ int main(void)
     arm_gate = coop ? GATE_F16_COOPMAT : HK_GATE_F32;
     printf("-- default context: prefill runs on the %s, gate %.0e\n", arm_name, arm_gate);
     worst_rel = 0;
-    run_cases(ctx, 1);
+    run_cases(ctx, cases, sizeof cases / sizeof cases[0]);
     if (coop) {
         /* f16 rounding shows: the matrix-core arm really ran (the f32 twin stays near 1e-7) */
         hk_check(worst_rel > 1e-5, "flash: the matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
@@ -361,11 +364,29 @@ int main(void)
             arm_name = "portable twin";
             arm_gate = HK_GATE_F32;
             printf("-- without HK_FEATURE_COOPMAT_KHR: the %s, gate %.0e\n", arm_name, arm_gate);
-            run_cases(twin, 0);
+            run_cases(twin, cases, sizeof cases / sizeof cases[0]);
             uint32_t messages = hk_context_validation_messages(twin);
             hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
             hk_context_destroy(twin);
         }
+    }
+    if (!coop) {
+        /* no matrix cores here: the matrix-core arm's code with its matrix operations emulated
+         * (HK_FLASH_EMULATE_COOPMAT, f16 caches): the tiling of the GPU (2 blocks of 16 rows per
+         * subgroup, then 2 subgroups), f16 rounding, the f16 gate */
+        static const char *const configs[] = {"2,1", "1,2"};
+        const flash_case *lists[] = {emulated_128, emulated_80};
+        size_t counts[] = {sizeof emulated_128 / sizeof emulated_128[0], sizeof emulated_80 / sizeof emulated_80[0]};
+        for (int i = 0; i < 2; i++) {
+            setenv("HK_FLASH_EMULATE_COOPMAT", configs[i], 1);
+            arm_name = "matrix-core arm, emulated";
+            arm_gate = GATE_F16_COOPMAT;
+            printf("-- HK_FLASH_EMULATE_COOPMAT=%s: the %s, gate %.0e\n", configs[i], arm_name, arm_gate);
+            worst_rel = 0;
+            run_cases(ctx, lists[i], counts[i]);
+            hk_check(worst_rel > 1e-5, "flash: the emulated matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
+        }
+        unsetenv("HK_FLASH_EMULATE_COOPMAT");
     }
     return hk_test_finish(ctx);
 }

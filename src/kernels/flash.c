@@ -6,6 +6,8 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Keys per tile of the matrix-core arm; its workgroup is FLASH_COOP_SUBGROUPS subgroups, each
@@ -93,6 +95,25 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     return 0;
 }
 
+/* Testing only: HK_FLASH_EMULATE_COOPMAT="MR,SUBGROUPS" (e.g. "2,1") runs the matrix-core arm's
+ * code with its matrix operations emulated (flash_coopmat_emu.glsl) on a device without matrix
+ * cores, f16 caches only: MR 16-row blocks per virtual 32-wide subgroup, SUBGROUPS (1..4) of them
+ * per workgroup. Slow (barriers in every product); for small shapes. */
+static int plan_emulated(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
+{
+    const char *env = getenv("HK_FLASH_EMULATE_COOPMAT");
+    unsigned mr = 0, nsg = 0;
+    if (!env || desc->kv.type != HK_TYPE_F16 || !(context->features & HK_FEATURE_FLOAT16) ||
+        sscanf(env, "%u,%u", &mr, &nsg) != 2 || mr < 1 || mr > 2 || nsg < 1 || nsg > 4)
+        return 0;
+    uint32_t wg = 32 * nsg, br = 16 * mr * nsg, d = desc->head_dim;
+    uint64_t shared = coop_shared_bytes(d, br, FLASH_BC, wg) + 2ull * nsg * 256 * 4;
+    if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
+        return 0;
+    *p = (flash_plan){.shader = HK_SHADER_FLASH_EMU_F16, .wg = wg, .br = br, .bc = FLASH_BC, .mr = mr};
+    return 1;
+}
+
 static int plan_twin(const hk_context *context, uint32_t d, flash_plan *p)
 {
     for (uint32_t bc = FLASH_BC; bc >= 8; bc /= 2)
@@ -112,17 +133,19 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
     uint32_t d = desc->head_dim;
     if (d % 16 || d > 256 || !isfinite((double)desc->scale * LOG2E) || !isfinite((float)(desc->scale * LOG2E)))
         return 0;
-    int coop = plan_coop(context, d, p);
-    if (!coop && !plan_twin(context, d, p))
-        return 0;
-    int t = type_index(desc->kv.type);
+    int t = type_index(desc->kv.type), coop = plan_coop(context, d, p);
+    if (coop) {
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-    static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16, HK_SHADER_FLASH_COOP_Q8_0};
-    p->shader = coop ? coop_shaders[t] : 0;
+        static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16,
+                                            HK_SHADER_FLASH_COOP_Q8_0};
+        p->shader = coop_shaders[t];
 #endif
-    static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
-    if (!coop)
+    } else if (!plan_emulated(context, desc, p)) {
+        static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
+        if (!plan_twin(context, d, p))
+            return 0;
         p->shader = twin_shaders[t];
+    }
 
     uint32_t group = desc->n_heads / desc->n_kv_heads;
     uint64_t row_tiles = div_up((uint64_t)desc->n_q * group, p->br);
