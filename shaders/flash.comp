@@ -26,7 +26,10 @@
 // HK_COOPMAT: the two products on the matrix cores (KHR cooperative matrix, 16x16x16 f16 x f16
 // -> f32). Subgroup s owns MR 16-row blocks; its O stays in accumulators across the tiles and is
 // rescaled by a matrix whose row i holds alpha of row i (component-wise product). Q (scaled), K,
-// V and P are f16 in shared memory. Needs full subgroups (WG = subgroups x subgroup size).
+// V and P are f16 in shared memory, 8 to a uvec4; S and the factors are vec4 arrays: every
+// matrix load and store starts and strides on 16 bytes, as Vulkan requires
+// (VUID-RuntimeSpirv-OpCooperativeMatrixLoadKHR-08986). Needs full subgroups (WG = subgroups x
+// subgroup size).
 // HK_COOPMAT_EMU (with HK_COOPMAT, testing only): the matrix-core arm with its five matrix
 // operations emulated as the KHR specification defines them (flash_coopmat_emu.glsl), so that a
 // device without matrix cores runs this arm's tiling, layouts and strides.
@@ -37,13 +40,12 @@
 
 layout(constant_id = 1) const uint D = 128;     // head_dim, a multiple of 16
 layout(constant_id = 2) const uint BR = 64;     // rows per workgroup (WG / BR threads per row)
-layout(constant_id = 3) const uint BC = 32;     // keys per tile
+layout(constant_id = 3) const uint BC = 32;     // keys per tile, a multiple of 8
 layout(constant_id = 4) const uint ALIGNED = 0; // K and V rows start on 16 bytes: vector loads
 layout(constant_id = 5) const uint MR = 2;      // HK_COOPMAT: 16-row blocks per subgroup
 
-const uint TPR = WG / BR; // threads per row in the softmax (and the twin's products)
-const uint CPT = BC / TPR; // keys of a tile per thread in the softmax
-const uint Q4 = D / 4;
+const uint TPR = WG / BR;  // threads per row in the softmax (and the twin's products)
+const uint CPT = BC / TPR; // keys of a tile per thread in the softmax (HK_COOPMAT: a multiple of 8)
 
 layout(binding = 0) readonly buffer Qb { float q[]; };
 #ifdef HK_KV_F32
@@ -51,49 +53,68 @@ layout(binding = 1) readonly buffer Kb { float k32[]; };
 layout(binding = 1) readonly buffer Kb4 { vec4 k4[]; };
 layout(binding = 2) readonly buffer Vb { float v32[]; };
 layout(binding = 2) readonly buffer Vb4 { vec4 v4[]; };
+#define K1 k32
+#define V1 v32
 #else // f16 values, or Q8_0 blocks (2-byte aligned: 16-bit reads)
 layout(binding = 1) readonly buffer Kb { uint16_t k16[]; };
 layout(binding = 1) readonly buffer Kb4 { uvec4 k4[]; };
 layout(binding = 2) readonly buffer Vb { uint16_t v16[]; };
 layout(binding = 2) readonly buffer Vb4 { uvec4 v4[]; };
+#define K1 k16
+#define V1 v16
 #endif
 layout(binding = 3) writeonly buffer Ob { float o[]; };
 layout(binding = 4) writeonly buffer Wb { float ws[]; };
 layout(binding = 5) readonly buffer Cb { uint counter[]; };
 
-// Shared-memory element: 4 values. Rows are padded (16 bytes) so that the 8 rows of a 16-byte
-// column hit different banks.
+// Q and K/V rows in shared memory, in units of 8 values, padded by 8 values (16 bytes of f16)
+// so that the 8 rows of a 16-byte column hit different banks.
+const uint STR8 = (D + 8) / 8;
+const uint SSTR = BC + 4; // S rows, in floats (a multiple of 4)
 #ifdef HK_COOPMAT
-#define SHV f16vec4
-#define HK_HALVES(w0, w1) f16vec4(unpackFloat2x16(w0), unpackFloat2x16(w1))
-const uint STR4 = (D + 8) / 4; // Q and K/V rows, in elements
+shared uvec4 Qsh[BR * STR8]; // 8 f16 each
+shared uvec4 KVsh[BC * STR8];
+const uint PSTR8 = (BC + 8) / 8;
+shared uvec4 Psh[BR * PSTR8];
+shared vec4 Ash[BR * 4]; // per row, 16 copies of its factor (alpha, then 1/l): a 16x16 tile per block
+uvec4 hk_pack8(vec4 lo, vec4 hi)
+{
+    return uvec4(packFloat2x16(f16vec2(lo.xy)), packFloat2x16(f16vec2(lo.zw)), packFloat2x16(f16vec2(hi.xy)),
+                 packFloat2x16(f16vec2(hi.zw)));
+}
+#define HK_PUT8(arr, slot, lo, hi) arr[slot] = hk_pack8(lo, hi)
+#define HK_PUT8_F16(arr, slot, u4) arr[slot] = (u4)
 #else
-#define SHV vec4
-#define HK_HALVES(w0, w1) vec4(unpackHalf2x16(w0), unpackHalf2x16(w1))
-const uint STR4 = (D + 4) / 4;
+shared vec4 Qsh[BR * STR8 * 2]; // 8 values = 2 vec4
+shared vec4 KVsh[BC * STR8 * 2];
+#define HK_PUT8(arr, slot, lo, hi)                                                              \
+    {                                                                                           \
+        arr[2u * (slot)] = (lo);                                                                \
+        arr[2u * (slot) + 1u] = (hi);                                                           \
+    }
+#define HK_PUT8_F16(arr, slot, u4)                                                              \
+    HK_PUT8(arr, slot, vec4(unpackHalf2x16((u4).x), unpackHalf2x16((u4).y)),                    \
+            vec4(unpackHalf2x16((u4).z), unpackHalf2x16((u4).w)))
 #endif
-const uint SSTR = BC + 4; // S rows (floats)
-shared SHV Qsh[BR * STR4];
-shared SHV KVsh[BC * STR4];
-shared float Ssh[BR * SSTR]; // S; the twin's P in place
+shared vec4 Ssh[BR * SSTR / 4]; // S; the twin's P in place
+#define S_(i) Ssh[(i) >> 2][(i) & 3u]
+
 #ifdef HK_COOPMAT
-const uint PSTR4 = (BC + 8) / 4;
-shared f16vec4 Psh[BR * PSTR4];
-shared float Ash[BR * 16]; // per row, 16 copies of its factor (alpha, then 1/l): one 16x16 tile per block
+#define A_(i) Ash[(i) >> 2][(i) & 3u]
 #ifdef HK_COOPMAT_EMU
 #include "flash_coopmat_emu.glsl"
 #else
-// 16x16 tiles: f16 operands, f32 accumulators; CM_LOAD4 from arrays of f16vec4, CM_LOAD1 and
-// CM_STORE1 with arrays of float (strides in those elements)
+// 16x16 tiles: f16 operands, f32 accumulators. CM_LOAD8 from uvec4 arrays of 8 f16, CM_LOAD4F
+// and CM_STORE4 with vec4 arrays; offsets and strides in those elements.
 #define CM_ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define CM_ZERO CM_ACC(0.0)
 #define CM_ROWS gl_CooperativeMatrixLayoutRowMajor
 #define CM_COLS gl_CooperativeMatrixLayoutColumnMajor
-#define CM_LOAD4(m, arr, off, stride, layout) coopMatLoad(m, arr, off, stride, layout)
-#define CM_LOAD1(m, arr, off, stride, layout) coopMatLoad(m, arr, off, stride, layout)
-#define CM_STORE1(m, arr, off, stride, layout) coopMatStore(m, arr, off, stride, layout)
+#define CM_LOAD8(m, arr, off, stride, layout) coopMatLoad(m, arr, off, stride, layout)
+#define CM_LOAD4F(m, arr, off, stride, layout) coopMatLoad(m, arr, off, stride, layout)
+#define CM_STORE4(m, arr, off, stride, layout) coopMatStore(m, arr, off, stride, layout)
 #define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
 #define CM_MUL(c, f) ((c) * (f))
 #define CM_SUBGROUP gl_SubgroupID
@@ -104,50 +125,48 @@ CM_ACC oacc[MR][D / 16];
 vec4 oreg[D / 4 / TPR]; // row tid / TPR, quads tid % TPR + TPR * i
 #endif
 
-// Eight values c .. c+7 of the cache row starting at byte b (c a multiple of 8).
+// Stages 8 values c .. c+7 (c a multiple of 8) of the cache row starting at byte b into KVsh.
 #if defined(HK_KV_F32)
-#define HK_LOAD8(B1, B4, b, c, lo, hi)                                                          \
-    if (ALIGNED != 0u) {                                                                        \
-        uint i_ = ((b) >> 4) + ((c) >> 2);                                                      \
-        lo = SHV(B4[i_]);                                                                       \
-        hi = SHV(B4[i_ + 1u]);                                                                  \
-    } else {                                                                                    \
-        uint i_ = ((b) >> 2) + (c);                                                             \
-        lo = SHV(vec4(B1[i_], B1[i_ + 1u], B1[i_ + 2u], B1[i_ + 3u]));                          \
-        hi = SHV(vec4(B1[i_ + 4u], B1[i_ + 5u], B1[i_ + 6u], B1[i_ + 7u]));                     \
+#define HK_STAGE8(B1, B4, b, c, slot)                                                           \
+    {                                                                                           \
+        vec4 lo_, hi_;                                                                          \
+        if (ALIGNED != 0u) {                                                                    \
+            uint i_ = ((b) >> 4) + ((c) >> 2);                                                  \
+            lo_ = B4[i_];                                                                       \
+            hi_ = B4[i_ + 1u];                                                                  \
+        } else {                                                                                \
+            uint i_ = ((b) >> 2) + (c);                                                         \
+            lo_ = vec4(B1[i_], B1[i_ + 1u], B1[i_ + 2u], B1[i_ + 3u]);                          \
+            hi_ = vec4(B1[i_ + 4u], B1[i_ + 5u], B1[i_ + 6u], B1[i_ + 7u]);                     \
+        }                                                                                       \
+        HK_PUT8(KVsh, slot, lo_, hi_);                                                          \
     }
 #elif defined(HK_KV_F16)
-#define HK_LOAD8(B1, B4, b, c, lo, hi)                                                          \
-    if (ALIGNED != 0u) {                                                                        \
-        uvec4 w_ = B4[((b) >> 4) + ((c) >> 3)];                                                 \
-        lo = HK_HALVES(w_.x, w_.y);                                                             \
-        hi = HK_HALVES(w_.z, w_.w);                                                             \
-    } else {                                                                                    \
-        uint i_ = ((b) >> 1) + (c);                                                             \
-        lo = HK_HALVES(uint(B1[i_]) | (uint(B1[i_ + 1u]) << 16), uint(B1[i_ + 2u]) | (uint(B1[i_ + 3u]) << 16)); \
-        hi = HK_HALVES(uint(B1[i_ + 4u]) | (uint(B1[i_ + 5u]) << 16), uint(B1[i_ + 6u]) | (uint(B1[i_ + 7u]) << 16)); \
+#define HK_U16X2(B1, i) (uint(B1[i]) | (uint(B1[(i) + 1u]) << 16))
+#define HK_STAGE8(B1, B4, b, c, slot)                                                           \
+    {                                                                                           \
+        uvec4 w_;                                                                               \
+        if (ALIGNED != 0u) {                                                                    \
+            w_ = B4[((b) >> 4) + ((c) >> 3)];                                                   \
+        } else {                                                                                \
+            uint i_ = ((b) >> 1) + (c);                                                         \
+            w_ = uvec4(HK_U16X2(B1, i_), HK_U16X2(B1, i_ + 2u), HK_U16X2(B1, i_ + 4u), HK_U16X2(B1, i_ + 6u)); \
+        }                                                                                       \
+        HK_PUT8_F16(KVsh, slot, w_);                                                            \
     }
 #elif defined(HK_KV_Q8_0)
 // a row is D/32 blocks of 17 u16 (f16 d, 32 x i8); 8 values never straddle two blocks
-#define HK_LOAD8(B1, B4, b, c, lo, hi)                                                          \
+#define HK_STAGE8(B1, B4, b, c, slot)                                                           \
     {                                                                                           \
         uint i_ = ((b) >> 1) + ((c) >> 5) * 17u;                                                \
         float d_ = hk_half(uint(B1[i_]));                                                       \
         uint j_ = i_ + 1u + (((c) & 31u) >> 1);                                                 \
         uint w0_ = uint(B1[j_]), w1_ = uint(B1[j_ + 1u]), w2_ = uint(B1[j_ + 2u]), w3_ = uint(B1[j_ + 3u]); \
-        lo = SHV(d_ * vec4(hk_lo_i8(w0_), hk_hi_i8(w0_), hk_lo_i8(w1_), hk_hi_i8(w1_)));        \
-        hi = SHV(d_ * vec4(hk_lo_i8(w2_), hk_hi_i8(w2_), hk_lo_i8(w3_), hk_hi_i8(w3_)));        \
+        HK_PUT8(KVsh, slot, d_ * vec4(hk_lo_i8(w0_), hk_hi_i8(w0_), hk_lo_i8(w1_), hk_hi_i8(w1_)),       \
+                d_ * vec4(hk_lo_i8(w2_), hk_hi_i8(w2_), hk_lo_i8(w3_), hk_hi_i8(w3_)));                \
     }
 #else
 #error "define HK_KV_F32, HK_KV_F16 or HK_KV_Q8_0"
-#endif
-
-#ifdef HK_KV_F32
-#define K1 k32
-#define V1 v32
-#else
-#define K1 k16
-#define V1 v16
 #endif
 
 uint seq_k_now()
@@ -164,19 +183,16 @@ void stage_kv(uint is_v, uint kvh, uint j, uint sk)
 {
     const uint O8 = D / 8;
     for (uint e = gl_LocalInvocationIndex; e < BC * O8; e += WG) {
-        uint c = e / O8, c8 = (e % O8) * 8u, key = j * BC + c;
-        SHV lo = SHV(0.0), hi = SHV(0.0);
-        if (key < sk) {
-            if (is_v == 0u) {
-                uint b = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
-                HK_LOAD8(K1, k4, b, c8, lo, hi)
-            } else {
-                uint b = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
-                HK_LOAD8(V1, v4, b, c8, lo, hi)
-            }
+        uint c = e / O8, c8 = (e % O8) * 8u, key = j * BC + c, slot = c * STR8 + c8 / 8u;
+        if (key >= sk) {
+            HK_PUT8(KVsh, slot, vec4(0.0), vec4(0.0));
+        } else if (is_v == 0u) {
+            uint b = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
+            HK_STAGE8(K1, k4, b, c8, slot)
+        } else {
+            uint b = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
+            HK_STAGE8(V1, v4, b, c8, slot)
         }
-        KVsh[c * STR4 + c8 / 4u] = lo;
-        KVsh[c * STR4 + c8 / 4u + 1u] = hi;
     }
 }
 
@@ -191,18 +207,18 @@ void scores()
     CM_UNROLL for (uint kd = 0; kd < D / 16; kd++) {
         CM_A qa[MR];
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_LOAD4(qa[mr], Qsh, (CM_SUBGROUP * MR + mr) * 16u * STR4 + kd * 4u, STR4, CM_ROWS);
+            CM_LOAD8(qa[mr], Qsh, (CM_SUBGROUP * MR + mr) * 16u * STR8 + kd * 2u, STR8, CM_ROWS);
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++) {
             // B[k][n] = K[key n][dim k]: K's rows are B's columns
             CM_B kb;
-            CM_LOAD4(kb, KVsh, cb * 16u * STR4 + kd * 4u, STR4, CM_COLS);
+            CM_LOAD8(kb, KVsh, cb * 16u * STR8 + kd * 2u, STR8, CM_COLS);
             CM_UNROLL for (uint mr = 0; mr < MR; mr++)
                 sacc[mr][cb] = CM_MULADD(qa[mr], kb, sacc[mr][cb]);
         }
     }
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
-            CM_STORE1(sacc[mr][cb], Ssh, (CM_SUBGROUP * MR + mr) * 16u * SSTR + cb * 16u, SSTR, CM_ROWS);
+            CM_STORE4(sacc[mr][cb], Ssh, ((CM_SUBGROUP * MR + mr) * 16u * SSTR + cb * 16u) / 4u, SSTR / 4u, CM_ROWS);
 }
 
 // O = O * (the rows' factors in Ash), component-wise.
@@ -210,7 +226,7 @@ void scale_o()
 {
     CM_UNROLL for (uint mr = 0; mr < MR; mr++) {
         CM_ACC f;
-        CM_LOAD1(f, Ash, (CM_SUBGROUP * MR + mr) * 256u, 16u, CM_ROWS);
+        CM_LOAD4F(f, Ash, (CM_SUBGROUP * MR + mr) * 64u, 4u, CM_ROWS);
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
             oacc[mr][dt] = CM_MUL(oacc[mr][dt], f);
     }
@@ -222,10 +238,10 @@ void accumulate_pv()
     CM_UNROLL for (uint kc = 0; kc < BC / 16; kc++) {
         CM_A pa[MR];
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_LOAD4(pa[mr], Psh, (CM_SUBGROUP * MR + mr) * 16u * PSTR4 + kc * 4u, PSTR4, CM_ROWS);
+            CM_LOAD8(pa[mr], Psh, (CM_SUBGROUP * MR + mr) * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++) {
             CM_B vb;
-            CM_LOAD4(vb, KVsh, kc * 16u * STR4 + dt * 4u, STR4, CM_ROWS);
+            CM_LOAD8(vb, KVsh, kc * 16u * STR8 + dt * 2u, STR8, CM_ROWS);
             CM_UNROLL for (uint mr = 0; mr < MR; mr++)
                 oacc[mr][dt] = CM_MULADD(pa[mr], vb, oacc[mr][dt]);
         }
@@ -238,9 +254,9 @@ void scores()
     uint r = gl_LocalInvocationIndex / TPR, c0 = (gl_LocalInvocationIndex % TPR) * CPT;
     for (uint i = 0; i < CPT; i++) {
         float s = 0.0;
-        [[unroll]] for (uint k = 0; k < Q4; k++)
-            s += dot(Qsh[r * STR4 + k], KVsh[(c0 + i) * STR4 + k]);
-        Ssh[r * SSTR + c0 + i] = s;
+        [[unroll]] for (uint k = 0; k < D / 4; k++)
+            s += dot(Qsh[2u * r * STR8 + k], KVsh[2u * (c0 + i) * STR8 + k]);
+        S_(r * SSTR + c0 + i) = s;
     }
 }
 
@@ -250,9 +266,9 @@ void accumulate_pv(float alpha)
     [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
         oreg[i] *= alpha;
     for (uint c = 0; c < BC; c++) {
-        float pc_ = Ssh[r * SSTR + c];
+        float pc_ = S_(r * SSTR + c);
         [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
-            oreg[i] += pc_ * KVsh[c * STR4 + p + TPR * i];
+            oreg[i] += pc_ * KVsh[2u * c * STR8 + p + TPR * i];
     }
 }
 #endif
@@ -281,14 +297,15 @@ void main()
     uint j0 = split * pc.split_tiles;
     uint j1 = min(j0 + pc.split_tiles, (kend + BC - 1u) / BC);
 
-    for (uint e = tid; e < BR * Q4; e += WG) {
-        uint rr = e / Q4, c4 = e % Q4;
-        vec4 v = vec4(0.0);
+    for (uint e = tid; e < BR * (D / 8); e += WG) {
+        uint rr = e / (D / 8), c8 = (e % (D / 8)) * 8u;
+        vec4 lo = vec4(0.0), hi = vec4(0.0);
         if (r0 + rr < n_rows) {
-            uint i = pc.view_offset[0] / 4u + hk_out_row(r0 + rr, kvh) * D + 4u * c4;
-            v = vec4(q[i], q[i + 1u], q[i + 2u], q[i + 3u]) * pc.scale;
+            uint i = pc.view_offset[0] / 4u + hk_out_row(r0 + rr, kvh) * D + c8;
+            lo = vec4(q[i], q[i + 1u], q[i + 2u], q[i + 3u]) * pc.scale;
+            hi = vec4(q[i + 4u], q[i + 5u], q[i + 6u], q[i + 7u]) * pc.scale;
         }
-        Qsh[rr * STR4 + c4] = SHV(v);
+        HK_PUT8(Qsh, rr * STR8 + c8 / 8u, lo, hi);
     }
 #ifdef HK_COOPMAT
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
@@ -313,7 +330,7 @@ void main()
         float sv[CPT];
         float mx = -1e30;
         [[unroll]] for (uint i = 0; i < CPT; i++) {
-            sv[i] = Ssh[r * SSTR + part * CPT + i];
+            sv[i] = S_(r * SSTR + part * CPT + i);
             if (i < valid)
                 mx = max(mx, sv[i]);
         }
@@ -328,21 +345,23 @@ void main()
         m_run = m_new;
         float lsum = 0.0;
 #ifdef HK_COOPMAT
-        [[unroll]] for (uint i = 0; i < CPT; i += 4) {
-            vec4 p4;
-            [[unroll]] for (uint k = 0; k < 4; k++)
-                p4[k] = i + k < valid ? exp2(sv[i + k] - m_new) : 0.0;
-            f16vec4 h = f16vec4(p4);
-            lsum += dot(vec4(h), vec4(1.0)); // l sums the P that V is weighted with
-            Psh[r * PSTR4 + (part * CPT + i) / 4u] = h;
+        [[unroll]] for (uint i = 0; i < CPT; i += 8) {
+            vec4 lo, hi;
+            [[unroll]] for (uint k = 0; k < 4; k++) {
+                lo[k] = i + k < valid ? exp2(sv[i + k] - m_new) : 0.0;
+                hi[k] = i + k + 4u < valid ? exp2(sv[i + k + 4u] - m_new) : 0.0;
+            }
+            // l sums the P that V is weighted with: rounded to f16 first
+            lsum += dot(vec4(f16vec4(lo)), vec4(1.0)) + dot(vec4(f16vec4(hi)), vec4(1.0));
+            HK_PUT8(Psh, r * PSTR8 + (part * CPT + i) / 8u, lo, hi);
         }
         [[unroll]] for (uint k = 0; k < 16 / TPR; k++)
-            Ash[r * 16u + part * (16u / TPR) + k] = alpha;
+            A_(r * 16u + part * (16u / TPR) + k) = alpha;
 #else
         [[unroll]] for (uint i = 0; i < CPT; i++) {
             float p = i < valid ? exp2(sv[i] - m_new) : 0.0;
             lsum += p;
-            Ssh[r * SSTR + part * CPT + i] = p;
+            S_(r * SSTR + part * CPT + i) = p;
         }
 #endif
         l_run = l_run * alpha + lsum;
@@ -375,7 +394,7 @@ void main()
     float f = split_out ? 1.0 : 1.0 / l_run;
 #ifdef HK_COOPMAT
     [[unroll]] for (uint k = 0; k < 16 / TPR; k++)
-        Ash[r * 16u + part * (16u / TPR) + k] = f;
+        A_(r * 16u + part * (16u / TPR) + k) = f;
     barrier();
     scale_o();
     // out through Ssh, BC columns at a time
@@ -384,17 +403,17 @@ void main()
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
             CM_UNROLL for (uint k = 0; k < TILES; k++)
                 if (g * TILES + k < D / 16)
-                    CM_STORE1(oacc[mr][g * TILES + k], Ssh, (CM_SUBGROUP * MR + mr) * 16u * SSTR + k * 16u, SSTR,
-                              CM_ROWS);
+                    CM_STORE4(oacc[mr][g * TILES + k], Ssh, ((CM_SUBGROUP * MR + mr) * 16u * SSTR + k * 16u) / 4u,
+                              SSTR / 4u, CM_ROWS);
         barrier();
         for (uint e = tid; e < BR * BC; e += WG) {
             uint rr = e / BC, c = e % BC, col = g * BC + c;
             if (col < D && r0 + rr < n_rows) {
                 uint orow = hk_out_row(r0 + rr, kvh);
                 if (split_out)
-                    ws[ws0 + (split * nr + orow) * D + col] = Ssh[rr * SSTR + c];
+                    ws[ws0 + (split * nr + orow) * D + col] = S_(rr * SSTR + c);
                 else
-                    o[pc.view_offset[3] / 4u + orow * D + col] = Ssh[rr * SSTR + c];
+                    o[pc.view_offset[3] / 4u + orow * D + col] = S_(rr * SSTR + c);
             }
         }
         barrier();

@@ -22,24 +22,26 @@ struct cm_emu {
 
 uint cm_lane() { return gl_LocalInvocationIndex % 32u; }
 
-// m from an array of 4-vectors (f16vec4): value (r, c) is component c % 4 of element
-// off + r * stride + c / 4 (row-major), component r % 4 of off + c * stride + r / 4 (column-major)
-#define CM_LOAD4(m, arr, off, stride, layout)                                                   \
-    [[unroll]] for (uint e_ = 0; e_ < 8u; e_++) {                                                          \
+// m from an array of uvec4, 8 f16 each: value (r, c) is f16 number c % 8 of element
+// off + r * stride + c / 8 (row-major), number r % 8 of element off + c * stride + r / 8
+// (column-major)
+float cm_half(uvec4 w, uint k) { return unpackHalf2x16(w[k >> 1])[k & 1u]; }
+#define CM_LOAD8(m, arr, off, stride, layout)                                                   \
+    [[unroll]] for (uint e_ = 0; e_ < 8u; e_++) {                                               \
         uint i_ = cm_lane() * 8u + e_, r_ = i_ / 16u, c_ = i_ % 16u;                            \
-        m.v[e_] = (layout) == CM_ROWS ? float(arr[(off) + r_ * (stride) + c_ / 4u][c_ % 4u])    \
-                                      : float(arr[(off) + c_ * (stride) + r_ / 4u][r_ % 4u]);   \
+        m.v[e_] = (layout) == CM_ROWS ? cm_half(arr[(off) + r_ * (stride) + c_ / 8u], c_ % 8u)  \
+                                      : cm_half(arr[(off) + c_ * (stride) + r_ / 8u], r_ % 8u); \
     }
-// m from / to an array of floats, row-major (the only layout flash.comp uses with them)
-#define CM_LOAD1(m, arr, off, stride, layout)                                                   \
-    [[unroll]] for (uint e_ = 0; e_ < 8u; e_++) {                                                          \
-        uint i_ = cm_lane() * 8u + e_;                                                          \
-        m.v[e_] = arr[(off) + (i_ / 16u) * (stride) + i_ % 16u];                                \
+// m from / to an array of vec4, row-major (the only layout flash.comp uses with them)
+#define CM_LOAD4F(m, arr, off, stride, layout)                                                  \
+    [[unroll]] for (uint e_ = 0; e_ < 8u; e_++) {                                               \
+        uint i_ = cm_lane() * 8u + e_, r_ = i_ / 16u, c_ = i_ % 16u;                            \
+        m.v[e_] = arr[(off) + r_ * (stride) + c_ / 4u][c_ % 4u];                                \
     }
-#define CM_STORE1(m, arr, off, stride, layout)                                                  \
-    [[unroll]] for (uint e_ = 0; e_ < 8u; e_++) {                                                          \
-        uint i_ = cm_lane() * 8u + e_;                                                          \
-        arr[(off) + (i_ / 16u) * (stride) + i_ % 16u] = m.v[e_];                                \
+#define CM_STORE4(m, arr, off, stride, layout)                                                  \
+    [[unroll]] for (uint e_ = 0; e_ < 8u; e_++) {                                               \
+        uint i_ = cm_lane() * 8u + e_, r_ = i_ / 16u, c_ = i_ % 16u;                            \
+        arr[(off) + r_ * (stride) + c_ / 4u][c_ % 4u] = m.v[e_];                                \
     }
 
 shared float cm_a[WG / 32u * 256u];

@@ -54,7 +54,7 @@ static uint64_t coop_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t
 
 static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t wg)
 {
-    return (uint64_t)br * (d + 4) * 4 + (uint64_t)bc * (d + 4) * 4 + (uint64_t)br * (bc + 4) * 4 + (uint64_t)wg * 4;
+    return (uint64_t)br * (d + 8) * 4 + (uint64_t)bc * (d + 8) * 4 + (uint64_t)br * (bc + 4) * 4 + (uint64_t)wg * 4;
 }
 
 /* The device lists 16x16x16 f16 x f16 -> f32 at subgroup scope (VkComponentTypeKHR: FLOAT16 0,
@@ -80,6 +80,8 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     if ((context->features & need) != need || !coop_tile_listed(caps) || sg < 16 || sg > 128 || (sg & (sg - 1)))
         return 0;
     uint32_t mr = d <= 128 && sg >= 32 ? 2 : 1; /* so that sg is a multiple of 16 * mr rows */
+    if (sg / (16 * mr) > 4) /* the softmax writes P 8 keys at a time: at most 4 threads per row */
+        return 0;
     for (uint32_t nsg = FLASH_COOP_SUBGROUPS; nsg >= 1; nsg--) {
         uint32_t wg = nsg * sg, br = 16 * mr * nsg;
         if (wg <= caps->max_workgroup_size && coop_shared_bytes(d, br, FLASH_BC, wg) <= caps->shared_memory_bytes) {
