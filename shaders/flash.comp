@@ -100,7 +100,6 @@ shared vec4 Ssh[BR * SSTR / 4]; // S; the twin's P in place
 #define S_(i) Ssh[(i) >> 2][(i) & 3u]
 
 #ifdef HK_COOPMAT
-#define A_(i) Ash[(i) >> 2][(i) & 3u]
 #ifdef HK_COOPMAT_EMU
 #include "flash_coopmat_emu.glsl"
 #else
@@ -355,8 +354,8 @@ void main()
             lsum += dot(vec4(f16vec4(lo)), vec4(1.0)) + dot(vec4(f16vec4(hi)), vec4(1.0));
             HK_PUT8(Psh, r * PSTR8 + (part * CPT + i) / 8u, lo, hi);
         }
-        [[unroll]] for (uint k = 0; k < 16 / TPR; k++)
-            A_(r * 16u + part * (16u / TPR) + k) = alpha;
+        [[unroll]] for (uint k = 0; k < 4 / TPR; k++) // TPR <= 4
+            Ash[r * 4u + part * (4u / TPR) + k] = vec4(alpha);
 #else
         [[unroll]] for (uint i = 0; i < CPT; i++) {
             float p = i < valid ? exp2(sv[i] - m_new) : 0.0;
@@ -393,8 +392,8 @@ void main()
     // without a split every row saw key 0, and its largest P is 1: l >= 1
     float f = split_out ? 1.0 : 1.0 / l_run;
 #ifdef HK_COOPMAT
-    [[unroll]] for (uint k = 0; k < 16 / TPR; k++)
-        A_(r * 16u + part * (16u / TPR) + k) = f;
+    [[unroll]] for (uint k = 0; k < 4 / TPR; k++)
+        Ash[r * 4u + part * (4u / TPR) + k] = vec4(f);
     barrier();
     scale_o();
     // out through Ssh, BC columns at a time
