@@ -340,6 +340,53 @@ static void run_cases(hk_context *ctx, const flash_case *list, size_t count)
     }
 }
 
+/* The workspace of split key chunks: sized from kv.capacity (never seq_k); a missing or short
+ * workspace is refused and nothing is written. */
+static void test_workspace_errors(hk_context *ctx)
+{
+    flash_case c = {3, 8, 2, 64, 900, 1100, 1, HK_TYPE_F16, 0, 0, 16, 0, 0, 0, 7};
+    flash_data fd;
+    flash_prepare(&c, &fd);
+    uint64_t ws = 0, ws_other = 0, ws_small = 0;
+    hk_sdpa_desc other = fd.desc, small = fd.desc;
+    other.seq_k = 17;
+    small.kv.capacity = 40; /* one tile: no chunks */
+    small.kv.k_head_stride = small.kv.v_head_stride = small.kv.k_row_stride * 40;
+    hk_check_status("flash workspace bytes", hk_sdpa_workspace_bytes(ctx, &fd.desc, &ws), HK_OK, NULL);
+    hk_check_status("flash workspace bytes, other seq_k", hk_sdpa_workspace_bytes(ctx, &other, &ws_other), HK_OK, NULL);
+    hk_check_status("flash workspace bytes, one tile", hk_sdpa_workspace_bytes(ctx, &small, &ws_small), HK_OK, NULL);
+    hk_check(ws > 0 && ws == ws_other && ws_small == 0, "flash workspace: chunks of a long cache, none for a short one",
+             "%llu, %llu with another seq_k, %llu for 40 rows", (unsigned long long)ws, (unsigned long long)ws_other,
+             (unsigned long long)ws_small);
+    hk_buffer *qb = hk_test_buffer(ctx, fd.n_out * 4, fd.q), *kb = hk_test_buffer(ctx, fd.k_bytes, fd.k);
+    hk_buffer *vb = hk_test_buffer(ctx, fd.v_bytes, fd.v), *ob = hk_test_buffer(ctx, fd.n_out * 4, NULL);
+    hk_buffer *short_ws = hk_test_buffer(ctx, ws > 4 ? ws - 4 : 4, NULL);
+    hk_buffer_fill(ob, 0, fd.n_out * 4, HK_POISON_WORD);
+    hk_view q = {qb, 0}, k = {kb, 0}, v = {vb, 0}, out = {ob, 0}, none = {NULL, 0};
+    hk_check_status("flash: split chunks without a workspace",
+                    hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none), HK_ERROR_INVALID_ARGUMENT, "workspace");
+    hk_check_status("flash: a workspace 4 bytes short",
+                    hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, (hk_view){short_ws, 0}, none),
+                    HK_ERROR_INVALID_ARGUMENT, "workspace");
+    float *host = malloc(fd.n_out * 4);
+    uint32_t untouched = 0;
+    if (hk_buffer_download(ob, 0, host, fd.n_out * 4) == HK_OK)
+        for (size_t i = 0; i < fd.n_out; i++) {
+            uint32_t w;
+            memcpy(&w, &host[i], 4);
+            untouched += w == HK_POISON_WORD;
+        }
+    hk_check(untouched == fd.n_out, "flash: refused calls write nothing", "%u of %zu words untouched", untouched,
+             fd.n_out);
+    free(host);
+    hk_buffer_destroy(qb);
+    hk_buffer_destroy(kb);
+    hk_buffer_destroy(vb);
+    hk_buffer_destroy(ob);
+    hk_buffer_destroy(short_ws);
+    flash_free(&fd);
+}
+
 int main(void)
 {
     hk_context *ctx = hk_test_context();
@@ -356,6 +403,7 @@ int main(void)
     printf("-- default context: prefill runs on the %s, gate %.0e\n", arm_name, arm_gate);
     worst_rel = 0;
     run_cases(ctx, cases, sizeof cases / sizeof cases[0]);
+    test_workspace_errors(ctx);
     if (coop) {
         /* f16 rounding shows: the matrix-core arm really ran (the f32 twin stays near 1e-7) */
         hk_check(worst_rel > 1e-5, "flash: the matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
