@@ -71,30 +71,32 @@ layout(binding = 5) readonly buffer Cb { uint counter[]; };
 // so that the 8 rows of a 16-byte column hit different banks.
 const uint STR8 = (D + 8) / 8;
 const uint SSTR = BC + 4; // S rows, in floats (a multiple of 4)
+// An oct: 8 values of a row as shared memory holds them (HK_OCT from two vec4, HK_OCT_F16 from 8
+// f16 in a uvec4), HK_PUT8 stores one at slot (in octs).
 #ifdef HK_COOPMAT
 shared uvec4 Qsh[BR * STR8]; // 8 f16 each
 shared uvec4 KVsh[BC * STR8];
 const uint PSTR8 = (BC + 8) / 8;
 shared uvec4 Psh[BR * PSTR8];
 shared vec4 Ash[BR * 4]; // per row, 16 copies of its factor (alpha, then 1/l): a 16x16 tile per block
-uvec4 hk_pack8(vec4 lo, vec4 hi)
-{
-    return uvec4(packFloat2x16(f16vec2(lo.xy)), packFloat2x16(f16vec2(lo.zw)), packFloat2x16(f16vec2(hi.xy)),
-                 packFloat2x16(f16vec2(hi.zw)));
-}
-#define HK_PUT8(arr, slot, lo, hi) arr[slot] = hk_pack8(lo, hi)
-#define HK_PUT8_F16(arr, slot, u4) arr[slot] = (u4)
+#define OCT uvec4
+#define HK_OCT(lo, hi)                                                                          \
+    uvec4(packFloat2x16(f16vec2((lo).xy)), packFloat2x16(f16vec2((lo).zw)), packFloat2x16(f16vec2((hi).xy)), \
+          packFloat2x16(f16vec2((hi).zw)))
+#define HK_OCT_F16(u4) (u4)
+#define HK_PUT8(arr, slot, oct) arr[slot] = (oct)
 #else
 shared vec4 Qsh[BR * STR8 * 2]; // 8 values = 2 vec4
 shared vec4 KVsh[BC * STR8 * 2];
-#define HK_PUT8(arr, slot, lo, hi)                                                              \
+#define OCT mat2x4
+#define HK_OCT(lo, hi) mat2x4(lo, hi)
+#define HK_OCT_F16(u4)                                                                          \
+    mat2x4(vec4(unpackHalf2x16((u4).x), unpackHalf2x16((u4).y)), vec4(unpackHalf2x16((u4).z), unpackHalf2x16((u4).w)))
+#define HK_PUT8(arr, slot, oct)                                                                 \
     {                                                                                           \
-        arr[2u * (slot)] = (lo);                                                                \
-        arr[2u * (slot) + 1u] = (hi);                                                           \
+        arr[2u * (slot)] = (oct)[0];                                                            \
+        arr[2u * (slot) + 1u] = (oct)[1];                                                       \
     }
-#define HK_PUT8_F16(arr, slot, u4)                                                              \
-    HK_PUT8(arr, slot, vec4(unpackHalf2x16((u4).x), unpackHalf2x16((u4).y)),                    \
-            vec4(unpackHalf2x16((u4).z), unpackHalf2x16((u4).w)))
 #endif
 shared vec4 Ssh[BR * SSTR / 4]; // S; the twin's P in place
 #define S_(i) Ssh[(i) >> 2][(i) & 3u]
@@ -124,45 +126,36 @@ CM_ACC oacc[MR][D / 16];
 vec4 oreg[D / 4 / TPR]; // row tid / TPR, quads tid % TPR + TPR * i
 #endif
 
-// Stages 8 values c .. c+7 (c a multiple of 8) of the cache row starting at byte b into KVsh.
+// dst = the 8 values c .. c+7 (c a multiple of 8) of the cache row starting at byte b, as an oct.
 #if defined(HK_KV_F32)
-#define HK_STAGE8(B1, B4, b, c, slot)                                                           \
-    {                                                                                           \
-        vec4 lo_, hi_;                                                                          \
-        if (ALIGNED != 0u) {                                                                    \
-            uint i_ = ((b) >> 4) + ((c) >> 2);                                                  \
-            lo_ = B4[i_];                                                                       \
-            hi_ = B4[i_ + 1u];                                                                  \
-        } else {                                                                                \
-            uint i_ = ((b) >> 2) + (c);                                                         \
-            lo_ = vec4(B1[i_], B1[i_ + 1u], B1[i_ + 2u], B1[i_ + 3u]);                          \
-            hi_ = vec4(B1[i_ + 4u], B1[i_ + 5u], B1[i_ + 6u], B1[i_ + 7u]);                     \
-        }                                                                                       \
-        HK_PUT8(KVsh, slot, lo_, hi_);                                                          \
+#define HK_LOAD8(dst, B1, B4, b, c)                                                             \
+    if (ALIGNED != 0u) {                                                                        \
+        uint i_ = ((b) >> 4) + ((c) >> 2);                                                      \
+        dst = HK_OCT(B4[i_], B4[i_ + 1u]);                                                      \
+    } else {                                                                                    \
+        uint i_ = ((b) >> 2) + (c);                                                             \
+        dst = HK_OCT(vec4(B1[i_], B1[i_ + 1u], B1[i_ + 2u], B1[i_ + 3u]),                       \
+                     vec4(B1[i_ + 4u], B1[i_ + 5u], B1[i_ + 6u], B1[i_ + 7u]));                 \
     }
 #elif defined(HK_KV_F16)
 #define HK_U16X2(B1, i) (uint(B1[i]) | (uint(B1[(i) + 1u]) << 16))
-#define HK_STAGE8(B1, B4, b, c, slot)                                                           \
-    {                                                                                           \
-        uvec4 w_;                                                                               \
-        if (ALIGNED != 0u) {                                                                    \
-            w_ = B4[((b) >> 4) + ((c) >> 3)];                                                   \
-        } else {                                                                                \
-            uint i_ = ((b) >> 1) + (c);                                                         \
-            w_ = uvec4(HK_U16X2(B1, i_), HK_U16X2(B1, i_ + 2u), HK_U16X2(B1, i_ + 4u), HK_U16X2(B1, i_ + 6u)); \
-        }                                                                                       \
-        HK_PUT8_F16(KVsh, slot, w_);                                                            \
+#define HK_LOAD8(dst, B1, B4, b, c)                                                             \
+    if (ALIGNED != 0u) {                                                                        \
+        dst = HK_OCT_F16(B4[((b) >> 4) + ((c) >> 3)]);                                          \
+    } else {                                                                                    \
+        uint i_ = ((b) >> 1) + (c);                                                             \
+        dst = HK_OCT_F16(uvec4(HK_U16X2(B1, i_), HK_U16X2(B1, i_ + 2u), HK_U16X2(B1, i_ + 4u), HK_U16X2(B1, i_ + 6u))); \
     }
 #elif defined(HK_KV_Q8_0)
 // a row is D/32 blocks of 17 u16 (f16 d, 32 x i8); 8 values never straddle two blocks
-#define HK_STAGE8(B1, B4, b, c, slot)                                                           \
+#define HK_LOAD8(dst, B1, B4, b, c)                                                             \
     {                                                                                           \
         uint i_ = ((b) >> 1) + ((c) >> 5) * 17u;                                                \
         float d_ = hk_half(uint(B1[i_]));                                                       \
         uint j_ = i_ + 1u + (((c) & 31u) >> 1);                                                 \
         uint w0_ = uint(B1[j_]), w1_ = uint(B1[j_ + 1u]), w2_ = uint(B1[j_ + 2u]), w3_ = uint(B1[j_ + 3u]); \
-        HK_PUT8(KVsh, slot, d_ * vec4(hk_lo_i8(w0_), hk_hi_i8(w0_), hk_lo_i8(w1_), hk_hi_i8(w1_)),       \
-                d_ * vec4(hk_lo_i8(w2_), hk_hi_i8(w2_), hk_lo_i8(w3_), hk_hi_i8(w3_)));                \
+        dst = HK_OCT(d_ * vec4(hk_lo_i8(w0_), hk_hi_i8(w0_), hk_lo_i8(w1_), hk_hi_i8(w1_)),       \
+                     d_ * vec4(hk_lo_i8(w2_), hk_hi_i8(w2_), hk_lo_i8(w3_), hk_hi_i8(w3_)));      \
     }
 #else
 #error "define HK_KV_F32, HK_KV_F16 or HK_KV_Q8_0"
@@ -177,21 +170,31 @@ uint seq_k_now()
 }
 
 // Stages rows j*BC .. j*BC+BC-1 of K (is_v 0) or V (1) of kv head kvh into KVsh; rows at or past
-// sk are zeros and are not read.
+// sk are zeros and are not read. Each invocation issues all its loads before its stores, so
+// their latencies overlap (the trip counts are constants).
+const uint KV8 = BC * (D / 8);            // octs of a tile
+const uint KV_PER = (KV8 + WG - 1) / WG; // per invocation
 void stage_kv(uint is_v, uint kvh, uint j, uint sk)
 {
-    const uint O8 = D / 8;
-    for (uint e = gl_LocalInvocationIndex; e < BC * O8; e += WG) {
-        uint c = e / O8, c8 = (e % O8) * 8u, key = j * BC + c, slot = c * STR8 + c8 / 8u;
-        if (key >= sk) {
-            HK_PUT8(KVsh, slot, vec4(0.0), vec4(0.0));
-        } else if (is_v == 0u) {
-            uint b = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
-            HK_STAGE8(K1, k4, b, c8, slot)
-        } else {
-            uint b = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
-            HK_STAGE8(V1, v4, b, c8, slot)
+    OCT buf[KV_PER];
+    [[unroll]] for (uint i = 0; i < KV_PER; i++) {
+        uint e = gl_LocalInvocationIndex + i * WG;
+        uint c = e / (D / 8), c8 = (e % (D / 8)) * 8u, key = j * BC + c;
+        buf[i] = HK_OCT(vec4(0.0), vec4(0.0));
+        if (e < KV8 && key < sk) {
+            if (is_v == 0u) {
+                uint b = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
+                HK_LOAD8(buf[i], K1, k4, b, c8)
+            } else {
+                uint b = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
+                HK_LOAD8(buf[i], V1, v4, b, c8)
+            }
         }
+    }
+    [[unroll]] for (uint i = 0; i < KV_PER; i++) {
+        uint e = gl_LocalInvocationIndex + i * WG;
+        if (e < KV8)
+            HK_PUT8(KVsh, (e / (D / 8)) * STR8 + e % (D / 8), buf[i]);
     }
 }
 
@@ -296,15 +299,17 @@ void main()
     uint j0 = split * pc.split_tiles;
     uint j1 = min(j0 + pc.split_tiles, (kend + BC - 1u) / BC);
 
-    for (uint e = tid; e < BR * (D / 8); e += WG) {
-        uint rr = e / (D / 8), c8 = (e % (D / 8)) * 8u;
-        vec4 lo = vec4(0.0), hi = vec4(0.0);
-        if (r0 + rr < n_rows) {
-            uint i = pc.view_offset[0] / 4u + hk_out_row(r0 + rr, kvh) * D + c8;
-            lo = vec4(q[i], q[i + 1u], q[i + 2u], q[i + 3u]) * pc.scale;
-            hi = vec4(q[i + 4u], q[i + 5u], q[i + 6u], q[i + 7u]) * pc.scale;
+    [[unroll]] for (uint i = 0; i < (BR * (D / 8) + WG - 1) / WG; i++) {
+        uint e = tid + i * WG, rr = e / (D / 8), c8 = (e % (D / 8)) * 8u;
+        if (e < BR * (D / 8)) {
+            vec4 lo = vec4(0.0), hi = vec4(0.0);
+            if (r0 + rr < n_rows) {
+                uint qi = pc.view_offset[0] / 4u + hk_out_row(r0 + rr, kvh) * D + c8;
+                lo = vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]) * pc.scale;
+                hi = vec4(q[qi + 4u], q[qi + 5u], q[qi + 6u], q[qi + 7u]) * pc.scale;
+            }
+            HK_PUT8(Qsh, rr * STR8 + c8 / 8u, HK_OCT(lo, hi));
         }
-        HK_PUT8(Qsh, rr * STR8 + c8 / 8u, lo, hi);
     }
 #ifdef HK_COOPMAT
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
@@ -328,11 +333,21 @@ void main()
         uint valid = lim > key0 ? min(lim - key0, CPT) : 0u; // this thread's visible keys, a prefix
         float sv[CPT];
         float mx = -1e30;
-        [[unroll]] for (uint i = 0; i < CPT; i++) {
-            sv[i] = S_(r * SSTR + part * CPT + i);
+        if (CPT % 4 == 0) { // 16-byte reads: rows 9 vec4 apart meet no bank conflict
+            [[unroll]] for (uint i = 0; i < CPT; i += 4) {
+                vec4 s4 = Ssh[(r * SSTR + part * CPT + i) / 4u];
+                sv[i] = s4.x;
+                sv[i + 1u] = s4.y;
+                sv[i + 2u] = s4.z;
+                sv[i + 3u] = s4.w;
+            }
+        } else {
+            [[unroll]] for (uint i = 0; i < CPT; i++)
+                sv[i] = S_(r * SSTR + part * CPT + i);
+        }
+        [[unroll]] for (uint i = 0; i < CPT; i++)
             if (i < valid)
                 mx = max(mx, sv[i]);
-        }
         if (TPR > 1u) {
             hk_partial[tid] = mx;
             barrier();
@@ -352,7 +367,7 @@ void main()
             }
             // l sums the P that V is weighted with: rounded to f16 first
             lsum += dot(vec4(f16vec4(lo)), vec4(1.0)) + dot(vec4(f16vec4(hi)), vec4(1.0));
-            HK_PUT8(Psh, r * PSTR8 + (part * CPT + i) / 8u, lo, hi);
+            HK_PUT8(Psh, r * PSTR8 + (part * CPT + i) / 8u, HK_OCT(lo, hi));
         }
         [[unroll]] for (uint k = 0; k < 4 / TPR; k++) // TPR <= 4
             Ash[r * 4u + part * (4u / TPR) + k] = vec4(alpha);
