@@ -21,10 +21,10 @@
 #define FLASH_TWIN_WG 64u
 #define FLASH_TWIN_BR 16u
 /* Key tiles one workgroup walks at most: the loop bound of a workgroup. Lavapipe ends a shader's
- * loops after 65535 iterations in all per invocation (counting the loops it does not unroll:
- * measured, a tile costs it 4 to 8 on the twin); counting every loop, a tile costs the twin at
- * most ~600 (head_dim 128, tiles of 32), the matrix-core arm ~230, the emulated one ~200.
- * Longer caches are split in chunks. */
+ * loops after 65535 iterations in all per invocation, counting the loops it does not unroll
+ * (measured on the twin: 4 to 8 per tile). Even if no loop were unrolled, a tile would cost the
+ * twin at most ~600 iterations (head_dim 128, tiles of 32) and the matrix-core arm (emulated or
+ * not) ~230: 64 and 256 tiles stay under 40000 and 60000. Longer caches are split in chunks. */
 #define FLASH_COOP_MAX_TILES 256u
 #define FLASH_TWIN_MAX_TILES 64u
 /* Splitting for occupancy: below FLASH_TARGET_GROUPS workgroups, keys are split further, into
