@@ -333,18 +333,19 @@ void main()
         uint valid = lim > key0 ? min(lim - key0, CPT) : 0u; // this thread's visible keys, a prefix
         float sv[CPT];
         float mx = -1e30;
-        if (CPT % 4 == 0) { // 16-byte reads: rows 9 vec4 apart meet no bank conflict
-            [[unroll]] for (uint i = 0; i < CPT; i += 4) {
-                vec4 s4 = Ssh[(r * SSTR + part * CPT + i) / 4u];
-                sv[i] = s4.x;
-                sv[i + 1u] = s4.y;
-                sv[i + 2u] = s4.z;
-                sv[i + 3u] = s4.w;
-            }
-        } else {
-            [[unroll]] for (uint i = 0; i < CPT; i++)
-                sv[i] = S_(r * SSTR + part * CPT + i);
+#ifdef HK_COOPMAT
+        // CPT is a multiple of 8 here: 16-byte reads (rows 9 vec4 apart meet no bank conflict)
+        [[unroll]] for (uint i = 0; i < CPT; i += 4) {
+            vec4 s4 = Ssh[(r * SSTR + part * CPT + i) / 4u];
+            sv[i] = s4.x;
+            sv[i + 1u] = s4.y;
+            sv[i + 2u] = s4.z;
+            sv[i + 3u] = s4.w;
         }
+#else
+        [[unroll]] for (uint i = 0; i < CPT; i++)
+            sv[i] = S_(r * SSTR + part * CPT + i);
+#endif
         [[unroll]] for (uint i = 0; i < CPT; i++)
             if (i < valid)
                 mx = max(mx, sv[i]);
