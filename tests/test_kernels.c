@@ -145,7 +145,7 @@ int main(void)
     } twins[] = {
         {HK_FEATURE_INTEGER_DOT, " (scalar dot)", {"matvec_int8", "moe_matvec_int8", "mmq", "mmq_id"}},
         {HK_FEATURE_SUBGROUP_SIZE_CONTROL, " (portable)", {"matvec"}},
-        {HK_FEATURE_COOPMAT_KHR, " (no coopmat)", {"mmq", "mmq_id", "gemm_f16"}},
+        {HK_FEATURE_COOPMAT_KHR, " (no coopmat)", {"mmq", "mmq_id", "gemm_f16", "sdpa"}},
     };
     for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
         ctx = hk_test_context_without(twins[i].feature);

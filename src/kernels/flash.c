@@ -195,9 +195,10 @@ int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc
 
 const char *hk__sdpa_flash_arm(const hk_context *context, const hk_sdpa_desc *desc)
 {
-    (void)context;
-    (void)desc;
-    return "flash";
+    flash_plan p;
+    if (!plan(context, desc, &p))
+        return NULL;
+    return p.subgroup ? "flash-coopmat" : "flash";
 }
 
 uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc *desc)
@@ -257,14 +258,9 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
         st = hk__pipeline_get(context, fn, &combine, &pipeline, &layout, &set_layout);
     if (st != HK_OK)
         return st;
-    hk_stream *s = stream ? stream : context->immediate;
+    hk_stream *s = stream ? stream : hk__immediate_begin(context);
     st = hk__dispatch(context, s, fn, &main_pass);
     if (st == HK_OK && p.n_split > 1)
         st = hk__dispatch(context, s, fn, &combine);
-    if (!stream) {
-        if (st == HK_OK)
-            return hk_stream_submit(s);
-        hk_stream_reset(s);
-    }
-    return st;
+    return stream ? st : hk__immediate_end(context, fn, st);
 }
