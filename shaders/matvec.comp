@@ -3,6 +3,7 @@
 #if defined(HK_INT8) && !defined(HK_SCALAR_DOT)
 #extension GL_EXT_spirv_intrinsics : require
 #endif
+#extension GL_EXT_control_flow_attributes : require
 // Dense quantized matvec y[rows] = W[rows, k] . x[k], W in GGUF blocks (HK_Q8_0 / HK_Q4_K /
 // HK_Q6_K), x and y f32. Layouts of the work, by define:
 //   default       one workgroup per row: invocations stride over the row's 32-value units, then
@@ -12,7 +13,9 @@
 //                 HK_NROWS rows; wide loads (16-byte aligned x, and Q4_K weights); a subgroup-only
 //                 reduction. Needs full subgroups (the host requires them at pipeline creation).
 //   HK_INT8       subgroup rows with x given as Q8_1 blocks (hk_quantize_q8_1): packed int8 dot
-//                 products of the weight quants with the activation quants (dot.glsl).
+//                 products of the weight quants with the activation quants (dot.glsl). HK_NTOK
+//                 tokens at once (x [tokens, k/32] blocks, y [tokens, rows]): each weight word
+//                 is loaded once and met by every token's activation; one token is HK_NTOK = 1.
 //   HK_MOE        (with either of the two above) the MoE expert gather: W is [experts, n, k],
 //                 output slot s is W[ids[s]] . x_s, rows = slots * n.
 #include "common.glsl"
@@ -30,6 +33,8 @@ layout(binding = 3) readonly buffer Ids { uint ids[]; };
 
 // Rows per subgroup (subgroup-rows layouts): specialization constant 1.
 layout(constant_id = 1) const uint HK_NROWS = 4;
+// Tokens per pass (HK_INT8): specialization constant 2; 1 for the MoE and for f32 x.
+layout(constant_id = 2) const uint HK_NTOK = 1;
 
 HK_PUSH_BEGIN
     uint rows;      // HK_MOE: slots * n
@@ -42,11 +47,30 @@ HK_PUSH_END
 uint x_base;
 float hk_x(uint i) { return x[x_base + i]; }
 // subgroup rows: each lane's partial sums, and the byte offset of each row's weights
+#ifdef HK_INT8
+// acc[r * HK_NTOK + t]: row r, token t. Each hk_item adds to it through a `precise` local
+// (NoContraction on every float operation of the sum and of its terms; glslang 13.1 emits
+// invalid SPIR-V for a `precise` global array): each product and sum rounds as SPIR-V defines
+// it, never fused into a multiply-add that a compiler might form in one variant and not in
+// another, so a token's sums are the same bits whatever HK_NTOK and HK_NROWS are
+// (hk_matvec_int8_tokens against hk_matvec_int8).
+float acc[HK_NROWS * HK_NTOK];
+#else
 float acc[HK_NROWS];
+#endif
 uint row_byte[HK_NROWS];
 
 #ifdef HK_INT8
 #include "dot.glsl"
+// words from one token's Q8_1 blocks to the next (k / 32 blocks of 9 words)
+uint x_token;
+// word index of Q8_1 block blk of token t
+uint hk_xq_block(uint t, uint blk) { return x_base + t * x_token + blk * 9u; }
+// the 4 words of activation quants at word w (16 values), written out: a loop would count towards
+// lavapipe's iteration limit (src/kernels/matvec.c), straight-line code does not
+uvec4 hk_xq_words(uint w) { return uvec4(xq[w], xq[w + 1u], xq[w + 2u], xq[w + 3u]); }
+// sum of the 16 products of the signed bytes of a and b (an exact integer)
+int hk_dot16(uvec4 a, uvec4 b) { return hk_dot4(a.x, b.x) + hk_dot4(a.y, b.y) + hk_dot4(a.z, b.z) + hk_dot4(a.w, b.w); }
 #endif
 #if defined(HK_Q8_0)
 #include "q8_0.glsl"
@@ -63,6 +87,9 @@ void main()
 {
     uint x0 = pc.view_offset[1] / 4u;
     x_base = x0;
+#ifdef HK_INT8
+    x_token = (pc.k / 32u) * 9u;
+#endif
     uint row_bytes = hk_row_u16(pc.k) * 2u, items = hk_items(pc.k);
     uint row_groups = (pc.rows + HK_NROWS - 1u) / HK_NROWS;
     // a grid-stride loop over groups of rows: the host caps the workgroup count near what the
@@ -84,7 +111,12 @@ void main()
         uint row0 = expert * pc.n + (first - slot * pc.n);
 #endif
         for (uint r = 0; r < HK_NROWS; r++) {
+#ifdef HK_INT8
+            [[unroll]] for (uint t = 0; t < HK_NTOK; t++)
+                acc[r * HK_NTOK + t] = 0.0;
+#else
             acc[r] = 0.0;
+#endif
 #ifdef HK_MOE
             row_byte[r] = pc.view_offset[0] + (row0 + r) * row_bytes;
 #else
@@ -94,11 +126,21 @@ void main()
         }
         for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
             hk_item(it);
+#ifdef HK_INT8
+        // token t's outputs follow token t-1's: y[t * rows + row]
+        for (uint r = 0; r < HK_NROWS; r++)
+            [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
+                float sum = subgroupAdd(acc[r * HK_NTOK + t]);
+                if (subgroupElect() && first + r < pc.rows)
+                    y[pc.view_offset[2] / 4u + t * pc.rows + first + r] = sum;
+            }
+#else
         for (uint r = 0; r < HK_NROWS; r++) {
             float sum = subgroupAdd(acc[r]);
             if (subgroupElect() && first + r < pc.rows)
                 y[pc.view_offset[2] / 4u + first + r] = sum;
         }
+#endif
     }
 }
 #else

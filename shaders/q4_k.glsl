@@ -72,32 +72,39 @@ void hk_q4k_chunk(uint b, uint c, out uvec4 q0, out uvec4 q1, out vec2 dm, out v
 #ifdef HK_INT8
 // Per sub-block j: d*sc_j * dx_j*sum(q*xq) - dmin*m_j * dx_j*sum(xq), the contraction of the
 // dequantized values. sum(xq) is summed here from the quants (packed dots with 0x01010101), once
-// per item for all rows: the Q8_1 block's s field is never read (another producer may round it
-// differently, and an f16 s overflows for blocks the f16 d still holds).
+// per item and token for all rows: the Q8_1 block's s field is never read (another producer may
+// round it differently, and an f16 s overflows for blocks the f16 d still holds). Every row's
+// chunk is loaded once and met by each token's activation; per (row, token) the same f32
+// expression whatever HK_NTOK (a precise sum: matvec.comp).
 void hk_item(uint it)
 {
     uint sb = it >> 2, c = it & 3u;
-    uint b0 = x_base + (sb * 8u + 2u * c) * 9u, b1 = b0 + 9u; // Q8_1 blocks of sub-blocks 2c, 2c+1
-    float dx0 = unpackHalf2x16(xq[b0]).x, dx1 = unpackHalf2x16(xq[b1]).x;
-    uint xa[8], xb[8];
-    int sum0 = 0, sum1 = 0;
-    for (uint i = 0; i < 8; i++) {
-        xa[i] = xq[b0 + 1u + i];
-        xb[i] = xq[b1 + 1u + i];
-        sum0 += hk_dot4(0x01010101u, xa[i]);
-        sum1 += hk_dot4(0x01010101u, xb[i]);
-    }
-    vec2 xsum = vec2(dx0 * float(sum0), dx1 * float(sum1)); // dx * sum(xq) of sub-blocks 2c, 2c+1
-    for (uint r = 0; r < HK_NROWS; r++) {
+    uvec4 lo0[HK_NROWS], lo1[HK_NROWS], hi0[HK_NROWS], hi1[HK_NROWS]; // the 4-bit quants as bytes
+    vec2 dm[HK_NROWS], sc[HK_NROWS], m[HK_NROWS];
+    [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
         uvec4 q0, q1;
-        vec2 dm, sc, m;
-        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, dm, sc, m);
-        int dl = 0, dh = 0;
-        for (uint i = 0; i < 4; i++) {
-            dl += hk_dot4(q0[i] & 0x0F0F0F0Fu, xa[i]) + hk_dot4(q1[i] & 0x0F0F0F0Fu, xa[4u + i]);
-            dh += hk_dot4((q0[i] >> 4) & 0x0F0F0F0Fu, xb[i]) + hk_dot4((q1[i] >> 4) & 0x0F0F0F0Fu, xb[4u + i]);
+        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, dm[r], sc[r], m[r]);
+        lo0[r] = q0 & 0x0F0F0F0Fu;
+        lo1[r] = q1 & 0x0F0F0F0Fu;
+        hi0[r] = (q0 >> 4) & 0x0F0F0F0Fu;
+        hi1[r] = (q1 >> 4) & 0x0F0F0F0Fu;
+    }
+    const uvec4 ones = uvec4(0x01010101u);
+    [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
+        uint b0 = hk_xq_block(t, sb * 8u + 2u * c), b1 = b0 + 9u; // Q8_1 blocks of sub-blocks 2c, 2c+1
+        float dx0 = unpackHalf2x16(xq[b0]).x, dx1 = unpackHalf2x16(xq[b1]).x;
+        uvec4 xa0 = hk_xq_words(b0 + 1u), xa1 = hk_xq_words(b0 + 5u);
+        uvec4 xb0 = hk_xq_words(b1 + 1u), xb1 = hk_xq_words(b1 + 5u);
+        int sum0 = hk_dot16(ones, xa0) + hk_dot16(ones, xa1), sum1 = hk_dot16(ones, xb0) + hk_dot16(ones, xb1);
+        vec2 xsum = vec2(dx0 * float(sum0), dx1 * float(sum1)); // dx * sum(xq) of sub-blocks 2c, 2c+1
+        [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
+            int dl = hk_dot16(lo0[r], xa0) + hk_dot16(lo1[r], xa1);
+            int dh = hk_dot16(hi0[r], xb0) + hk_dot16(hi1[r], xb1);
+            precise float sum = acc[r * HK_NTOK + t] +
+                                (dm[r].x * (sc[r].x * dx0 * float(dl) + sc[r].y * dx1 * float(dh)) -
+                                 dm[r].y * (m[r].x * xsum.x + m[r].y * xsum.y));
+            acc[r * HK_NTOK + t] = sum;
         }
-        acc[r] += dm.x * (sc.x * dx0 * float(dl) + sc.y * dx1 * float(dh)) - dm.y * dot(m, xsum);
     }
 }
 #else

@@ -1,5 +1,6 @@
 /* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp), with x in f32 (hk_matvec)
- * or as Q8_1 blocks (hk_matvec_int8). Layouts of the work, picked per device and shape:
+ * or as Q8_1 blocks (hk_matvec_int8; hk_matvec_int8_tokens: up to 16 tokens per weight read, the
+ * same shader with the token count a specialization constant, 1 for hk_matvec_int8). Layouts of the work, picked per device and shape:
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
@@ -19,16 +20,32 @@
 #define MATVEC_SOME_ROWS 4096u
 #define MATVEC_MANY_ROWS 16384u
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
+/* Several tokens (hk_matvec_int8_tokens): each lane holds nrows rows' weights of an item and
+ * nrows * tokens sums, and loads each token's activation once per item for all its rows; at most
+ * 2 rows keep that tile near 100 registers at 16 tokens (an estimate: Q6_K holds 22 words of
+ * weights per row); below 4096 rows 1, as for one token. Not yet measured against 1 and 4 on the
+ * H200. A row's sums do not depend on nrows (its items run in the same lanes in the same order,
+ * and subgroupAdd sees the same values), so any choice stays bit-identical to hk_matvec_int8. */
+#define MATVEC_TOKENS_NROWS 2u
 
 /* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
  * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
  * loops over O = ceil(rows / (32768 * nrows)) row groups (32768 = MATVEC_MAX_GROUPS *
- * MATVEC_SUBGROUPS subgroups per dispatch), in each over k / 64 (Q8_0) or k / 256 (K-quants)
- * items, an item costing up to 31 (Q8_0, nrows 4) or 151 (Q6_K, nrows 4) iterations of its inner
- * loops. k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep every combination of
- * type, nrows (the MoE may fall to 1) and rows under 63000 iterations (worst: nrows 1 near 2^24
- * rows; k = 98304 with nrows 4: 58000). The portable kernel loops far less (k / 4096 units of up
- * to 34). Whoever changes the geometry or the shaders' loops redoes this count. */
+ * MATVEC_SUBGROUPS subgroups per dispatch); in each, per lane, over ceil(items / 4) items (items
+ * = k / 16 for Q8_0, k / 64 for the K-quants) plus nrows * (1 + tokens) iterations to clear the
+ * sums and as many to reduce them.
+ *  - f32 x: an item costs up to 31 (Q8_0, nrows 4) or 147 (Q6_K, nrows 4) iterations of its
+ *    inner loops (tokens = 1). k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep
+ *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
+ *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
+ *  - int8 (t tokens; the MoE t = 1): the item's inner code is straight-line but for its loops
+ *    over rows and tokens, so an item costs 1 + nrows + t + nrows * t = (1 + nrows) * (1 + t)
+ *    and a row group 1 + 2 * nrows * (1 + t) + ceil(items / 4) * (1 + nrows) * (1 + t). With the
+ *    f32 rule above and, for t > 1, ceil(rows / 32768) * k * (1 + t) <= 2^20, the worst over
+ *    every type, t, nrows (1, 2 or 4 at t = 1; 1 below 4096 rows, else 2, at t > 1) and rows is
+ *    49300 iterations (Q8_0, 16 tokens, nrows 2, rows <= 32768, k = 61664); at t = 1 19700.
+ * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
+ * or the shaders' loops redoes this count. */
 _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
 #define MATVEC_ROW_BLOCK 32768u
 
@@ -53,8 +70,9 @@ typedef struct moe_args {
     const hk_moe_shape *shape;
 } moe_args;
 
+/* tokens: 1, or (dense int8 only) 2..HK_MATVEC_MAX_TOKENS, x [tokens, k/32] and y [tokens, rows] */
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
-                        hk_view x, hk_view y, uint32_t rows, uint32_t k, const moe_args *moe)
+                        hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
 {
     const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
     if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
@@ -69,9 +87,13 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     hk_status st = hk__check_limit(fn, "k", k, HK_MATVEC_MAX_K);
     if (st == HK_OK)
         st = hk__check_limit(fn, moe ? "slots*n" : "rows", rows, HK_MATVEC_MAX_ROWS);
+    uint64_t row_blocks_k = (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k;
     if (st == HK_OK)
-        st = hk__check_limit(fn, moe ? "ceil(slots*n/32768)*k" : "ceil(rows/32768)*k",
-                             (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k, HK_MATVEC_MAX_K_ROW_BLOCKS);
+        st = hk__check_limit(fn, moe ? "ceil(slots*n/32768)*k" : "ceil(rows/32768)*k", row_blocks_k,
+                             HK_MATVEC_MAX_K_ROW_BLOCKS);
+    if (st == HK_OK && tokens > 1)
+        st = hk__check_limit(fn, "ceil(rows/32768)*k*(tokens+1)", row_blocks_k * (tokens + 1),
+                             HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS);
     if (st != HK_OK)
         return st;
     /* the int8 Q4_K kernel reads weights 16 bytes at a time, and so do the f32 MoE kernels, which
@@ -82,8 +104,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint32_t slots = moe ? moe->shape->slots : 0;
     hk_binding b[4] = {
         {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * w_rows, w_align, 0, 0},
-        {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes, (moe && !int8) ? 16 : 4, 0, 0},
-        {y, (uint64_t)rows * 4, 4, 1, 0},
+        {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
+        {y, (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
     };
     uint32_t count = moe ? 4 : 3;
@@ -112,6 +134,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
         else if (rows >= MATVEC_SOME_ROWS)
             nrows = 2;
+        if (tokens > 1 && nrows > MATVEC_TOKENS_NROWS)
+            nrows = MATVEC_TOKENS_NROWS;
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
         uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
@@ -125,22 +149,31 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = portable_shaders[t];
         d.groups = rows;
     }
-    uint32_t spec[2] = {wg, nrows};
+    uint32_t spec[3] = {wg, nrows, tokens};
     d.spec = spec;
-    d.spec_count = d.subgroup_size ? 2 : 1;
+    d.spec_count = !d.subgroup_size ? 1 : int8 ? 3 : 2;
     return hk__dispatch(context, stream, fn, &d);
 }
 
 hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
                     uint32_t rows, uint32_t k)
 {
-    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k, NULL);
+    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k, 1, NULL);
 }
 
 hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view y,
                          uint32_t rows, uint32_t k)
 {
-    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k, NULL);
+    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k, 1, NULL);
+}
+
+hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                                hk_view y, uint32_t rows, uint32_t k, uint32_t tokens)
+{
+    const char *fn = "hk_matvec_int8_tokens";
+    if (tokens == 0 || tokens > HK_MATVEC_MAX_TOKENS)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "tokens=%u is not in 1..%u", tokens, HK_MATVEC_MAX_TOKENS);
+    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL);
 }
 
 hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
@@ -173,7 +206,7 @@ static hk_status moe_matvec(hk_context *context, hk_stream *stream, const char *
     if (rows > UINT32_MAX || (uint64_t)shape->n_experts * shape->n > UINT32_MAX)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "slots*n or n_experts*n exceeds 2^32 rows");
     moe_args moe = {ids, shape};
-    return matvec(context, stream, fn, int8, wtype, w, x, y, (uint32_t)rows, shape->k, &moe);
+    return matvec(context, stream, fn, int8, wtype, w, x, y, (uint32_t)rows, shape->k, 1, &moe);
 }
 
 hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view ids,
