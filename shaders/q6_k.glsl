@@ -76,37 +76,53 @@ vec4 hk_q6k_scales(uvec2 s, uint q)
 float hk_q6k_d(uint b) { return hk_half(uint(w16[(b + 208u) >> 1])); }
 
 #ifdef HK_INT8
+// The first Q8_1 block that item it reads, for an item with q = 0 (8 blocks per super-block, 4
+// items; item (n, q) reads blocks 4n .. 4n+3, half q of each)
+uint hk_item_block(uint it) { return 2u * (it & ~1u); }
+
 // sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block).
-// Every row's quants, scales and d are loaded once and met by each token's activation; per
-// (row, token) the same f32 expression whatever HK_NTOK (a precise sum: matvec.comp).
-void hk_item(uint it)
+// Every row's quants, scales and d are loaded once (hk_load) and met by each token's activation
+// (hk_compute); per (row, token) the same f32 expression whatever HK_NTOK (a precise sum:
+// matvec.comp).
+uvec4 hk_g0[HK_NROWS], hk_g1[HK_NROWS], hk_g2[HK_NROWS], hk_g3[HK_NROWS]; // groups 0..3
+vec4 hk_wsc[HK_NROWS];
+float hk_wd[HK_NROWS];
+
+void hk_load(uint it)
 {
     uint sb = it >> 2, n = (it >> 1) & 1u, q = it & 1u;
-    uvec4 w0[HK_NROWS], w1[HK_NROWS], w2[HK_NROWS], w3[HK_NROWS]; // groups 0..3
-    vec4 sc[HK_NROWS];
-    float d[HK_NROWS];
     [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] + sb * 210u;
-        hk_q6k_quants(b, n, q, w0[r], w1[r], w2[r], w3[r]);
-        sc[r] = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
-        d[r] = hk_q6k_d(b);
+        hk_q6k_quants(b, n, q, hk_g0[r], hk_g1[r], hk_g2[r], hk_g3[r]);
+        hk_wsc[r] = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
+        hk_wd[r] = hk_q6k_d(b);
     }
+}
+
+void hk_compute(uint it)
+{
+    uint q = it & 1u, xb = hk_item_block(it); // group g: block xb + g
     const uvec4 ones = uvec4(0x01010101u);
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
-        uint xb = hk_xq_block(t, sb * 8u + 4u * n), o = xb + 1u + 4u * q; // group g: block xb + 9g
-        vec4 dx = vec4(unpackHalf2x16(xq[xb]).x, unpackHalf2x16(xq[xb + 9u]).x, unpackHalf2x16(xq[xb + 18u]).x,
-                       unpackHalf2x16(xq[xb + 27u]).x);
-        uvec4 x0 = hk_xq_words(o), x1 = hk_xq_words(o + 9u), x2 = hk_xq_words(o + 18u), x3 = hk_xq_words(o + 27u);
+        vec4 dx = vec4(hk_xd(t, xb), hk_xd(t, xb + 1u), hk_xd(t, xb + 2u), hk_xd(t, xb + 3u));
+        uvec4 x0 = hk_x16(t, xb, q), x1 = hk_x16(t, xb + 1u, q), x2 = hk_x16(t, xb + 2u, q), x3 = hk_x16(t, xb + 3u, q);
         vec4 xs = 32.0 * vec4(float(hk_dot16(ones, x0)), float(hk_dot16(ones, x1)), float(hk_dot16(ones, x2)),
                               float(hk_dot16(ones, x3)));
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-            vec4 idot = vec4(float(hk_dot16(w0[r], x0)), float(hk_dot16(w1[r], x1)), float(hk_dot16(w2[r], x2)),
-                             float(hk_dot16(w3[r], x3)));
+            vec4 idot = vec4(float(hk_dot16(hk_g0[r], x0)), float(hk_dot16(hk_g1[r], x1)),
+                             float(hk_dot16(hk_g2[r], x2)), float(hk_dot16(hk_g3[r], x3)));
             vec4 g4 = dx * (idot - xs);
-            precise float sum = acc[r * HK_NTOK + t] + d[r] * (sc[r].x * g4.x + sc[r].y * g4.y + sc[r].z * g4.z + sc[r].w * g4.w);
+            precise float sum = acc[r * HK_NTOK + t] + hk_wd[r] * (hk_wsc[r].x * g4.x + hk_wsc[r].y * g4.y +
+                                                                   hk_wsc[r].z * g4.z + hk_wsc[r].w * g4.w);
             acc[r * HK_NTOK + t] = sum;
         }
     }
+}
+
+void hk_item(uint it)
+{
+    hk_load(it);
+    hk_compute(it);
 }
 #else
 void hk_item(uint it)

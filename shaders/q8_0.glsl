@@ -24,27 +24,41 @@ uint hk_items(uint k) { return k / 16u; }
 // The two u16 at w16[i] as one word (the block is only 2-byte aligned)
 uint hk_q8_0_word(uint i) { return uint(w16[i]) | (uint(w16[i + 1u]) << 16); }
 
-// Every row's 16 weight quants and d are loaded once, then met by each token's activation; per
-// (row, token) the same f32 expression whatever HK_NTOK (a precise sum: matvec.comp).
-void hk_item(uint it)
+// The first Q8_1 block that item it reads
+uint hk_item_block(uint it) { return it >> 1; }
+
+// Every row's 16 weight quants and d of the item (hk_load), held for all tokens (hk_compute);
+// per (row, token) the same f32 expression whatever HK_NTOK (a precise sum: matvec.comp).
+uvec4 hk_wq[HK_NROWS];
+float hk_wd[HK_NROWS];
+
+void hk_load(uint it)
 {
     uint blk = it >> 1, h = it & 1u;
-    uvec4 wq[HK_NROWS];
-    float wd[HK_NROWS];
     [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] / 2u + blk * HK_Q8_0_U16, q = b + 1u + 8u * h;
-        wq[r] = uvec4(hk_q8_0_word(q), hk_q8_0_word(q + 2u), hk_q8_0_word(q + 4u), hk_q8_0_word(q + 6u));
-        wd[r] = hk_half(uint(w16[b]));
+        hk_wq[r] = uvec4(hk_q8_0_word(q), hk_q8_0_word(q + 2u), hk_q8_0_word(q + 4u), hk_q8_0_word(q + 6u));
+        hk_wd[r] = hk_half(uint(w16[b]));
     }
+}
+
+void hk_compute(uint it)
+{
+    uint blk = it >> 1, h = it & 1u;
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
-        uint xb = hk_xq_block(t, blk);
-        float dx = unpackHalf2x16(xq[xb]).x;
-        uvec4 xw = hk_xq_words(xb + 1u + 4u * h);
+        float dx = hk_xd(t, blk);
+        uvec4 xw = hk_x16(t, blk, h);
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-            precise float sum = acc[r * HK_NTOK + t] + wd[r] * dx * float(hk_dot16(wq[r], xw));
+            precise float sum = acc[r * HK_NTOK + t] + hk_wd[r] * dx * float(hk_dot16(hk_wq[r], xw));
             acc[r * HK_NTOK + t] = sum;
         }
     }
+}
+
+void hk_item(uint it)
+{
+    hk_load(it);
+    hk_compute(it);
 }
 #else
 void hk_item(uint it)

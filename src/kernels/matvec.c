@@ -6,6 +6,8 @@
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
 #include "internal.h"
 
+#include <string.h>
+
 /* Portable kernel: one invocation per 32-value unit of a 4096-wide row (every Vulkan device takes
  * 128-wide workgroups: maxComputeWorkGroupInvocations >= 128). */
 #define MATVEC_WG 128u
@@ -38,12 +40,15 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    inner loops (tokens = 1). k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep
  *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
  *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
- *  - int8 (t tokens; the MoE t = 1): the item's inner code is straight-line but for its loops
- *    over rows and tokens, so an item costs 1 + nrows + t + nrows * t = (1 + nrows) * (1 + t)
- *    and a row group 1 + 2 * nrows * (1 + t) + ceil(items / 4) * (1 + nrows) * (1 + t). With the
- *    f32 rule above and, for t > 1, ceil(rows / 32768) * k * (1 + t) <= 2^20, the worst over
- *    every type, t, nrows (1, 2 or 4 at t = 1; 1 below 4096 rows, else 2, at t > 1) and rows is
- *    49300 iterations (Q8_0, 16 tokens, nrows 2, rows <= 32768, k = 61664); at t = 1 19700.
+ *  - int8, one token (hk_matvec_int8, the MoE): the item's inner code is straight-line but for
+ *    its loops over rows and tokens, so an item costs 1 + nrows + 1 + nrows and a row group
+ *    1 + 4 * nrows + ceil(items / 4) * 2 * (1 + nrows): at most 19700 under the f32 rule.
+ *  - int8, t > 1 tokens (staged x): per chunk of 4 items, 1 + nrows (weights) + ceil(9t / 8)
+ *    (Q8_0) or ceil(9t / 2) (K-quants) to stage x (9 * blocks * t words over 16 invocations) +
+ *    t + nrows * t; per row group 1 + 2 * nrows * (1 + t) besides. With the f32 rule and
+ *    ceil(rows / 32768) * k * (1 + t) <= 917504 the worst over every type, t, nrows (1 below
+ *    4096 rows, else 2) and rows is 58900 iterations (Q8_0, 9 tokens, nrows 2, k = 91744). At
+ *    2^20 it would be 67000: Q8_0's 16-value items are the many.
  * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
  * or the shaders' loops redoes this count. */
 _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
@@ -69,6 +74,58 @@ typedef struct moe_args {
     hk_view ids;
     const hk_moe_shape *shape;
 } moe_args;
+
+/* The tokens of hk_matvec_int8_tokens in passes of per_pass tokens, where the device's shared
+ * memory holds fewer than all (matvec). Each pass is the dispatch d on its tokens' x and y: a
+ * token's outputs do not depend on the tokens beside it. Every pipeline is created before
+ * anything is recorded, and a run-now call (stream NULL) records all passes into a stream of its
+ * own that is submitted only when all are in, so that a failure writes nothing. */
+static hk_status matvec_passes(hk_context *context, hk_stream *stream, const char *fn, hk_dispatch_desc *d,
+                               const hk_binding *b, uint64_t x_token_bytes, uint64_t y_token_bytes, uint32_t tokens,
+                               uint32_t per_pass, uint32_t stage_blocks)
+{
+    uint32_t spec[4];
+    memcpy(spec, d->spec, sizeof spec);
+    d->spec = spec;
+    hk_binding pass[3];
+    memcpy(pass, b, sizeof pass);
+    d->bindings = pass;
+    /* the pipelines: full passes, and the last one */
+    const uint32_t counts[2] = {per_pass, tokens % per_pass ? tokens % per_pass : per_pass};
+    for (int i = 0; i < 2; i++) {
+        spec[2] = counts[i];
+        spec[3] = counts[i] > 1 ? stage_blocks : 0;
+        VkPipeline pipeline;
+        VkPipelineLayout layout;
+        VkDescriptorSetLayout set_layout;
+        hk_status st = hk__pipeline_get(context, fn, d, &pipeline, &layout, &set_layout);
+        if (st != HK_OK)
+            return st;
+    }
+    hk_stream *s = stream;
+    if (!s) {
+        hk_status st = hk__stream_create(context, 0, VK_NULL_HANDLE, &s);
+        if (st != HK_OK)
+            return st;
+    }
+    hk_status st = HK_OK;
+    for (uint32_t t0 = 0; t0 < tokens && st == HK_OK; t0 += per_pass) {
+        uint32_t n = tokens - t0 < per_pass ? tokens - t0 : per_pass;
+        pass[1].view.offset = b[1].view.offset + t0 * x_token_bytes;
+        pass[1].bytes = n * x_token_bytes;
+        pass[2].view.offset = b[2].view.offset + t0 * y_token_bytes;
+        pass[2].bytes = n * y_token_bytes;
+        spec[2] = n;
+        spec[3] = n > 1 ? stage_blocks : 0;
+        st = hk__dispatch(context, s, fn, d);
+    }
+    if (!stream) {
+        if (st == HK_OK)
+            st = hk_stream_submit(s);
+        hk_stream_destroy(s);
+    }
+    return st;
+}
 
 /* tokens: 1, or (dense int8 only) 2..HK_MATVEC_MAX_TOKENS, x [tokens, k/32] and y [tokens, rows] */
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
@@ -149,10 +206,25 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = portable_shaders[t];
         d.groups = rows;
     }
-    uint32_t spec[3] = {wg, nrows, tokens};
+    uint32_t spec[4] = {wg, nrows, tokens, 0};
     d.spec = spec;
-    d.spec_count = !d.subgroup_size ? 1 : int8 ? 3 : 2;
-    return hk__dispatch(context, stream, fn, &d);
+    d.spec_count = !d.subgroup_size ? 1 : int8 ? 4 : 2;
+    if (tokens == 1)
+        return hk__dispatch(context, stream, fn, &d);
+    /* Several tokens: x staged through shared memory per chunk of sg items (HK_XSTAGE_BLOCKS,
+     * shaders/matvec.comp): per token the chunk's blocks' d as f32 and their quants as 4 (Q8_0)
+     * or 5 (K-quants, padded) uvec4 per pair of blocks. Where that does not fit in the device's
+     * shared memory (with the workgroup's reduction scratch), the tokens go in several passes;
+     * each token's outputs are the same either way. */
+    uint32_t stage_blocks = t == 0 ? sg / 2 : 2 * sg;
+    uint64_t token_bytes = (uint64_t)stage_blocks / 2 * (t == 0 ? 4 : 5) * 16 + (uint64_t)stage_blocks * 4;
+    uint64_t fixed = 16 + 4 + (uint64_t)wg * 4, avail = context->caps.shared_memory_bytes;
+    uint32_t per_pass = avail > fixed + token_bytes ? (uint32_t)((avail - fixed) / token_bytes) : 1;
+    if (per_pass >= tokens) {
+        spec[3] = stage_blocks;
+        return hk__dispatch(context, stream, fn, &d);
+    }
+    return matvec_passes(context, stream, fn, &d, b, x_bytes, (uint64_t)rows * 4, tokens, per_pass, stage_blocks);
 }
 
 hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
