@@ -316,8 +316,8 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
 #define HK_MATVEC_MAX_ROWS 16777216u       /* rows of hk_matvec*; slots * n of hk_moe_matvec* */
 #define HK_MATVEC_MAX_K_ROW_BLOCKS 262144u /* ceil(rows / 32768) * k, the same rows */
 #define HK_MATVEC_MAX_TOKENS 16u           /* tokens of hk_matvec_int8_tokens */
-#define HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS 917504u /* ceil(rows / 32768) * k * (tokens + 1) of
-                                                    * hk_matvec_int8_tokens with tokens > 1 */
+#define HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS 1048576u /* ceil(rows / 32768) * k * (tokens + 1) of
+                                                     * hk_matvec_int8_tokens with tokens > 1 */
 #define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32 */
 #define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
 /* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
@@ -381,8 +381,8 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * reading the weights), with the same results.
  * Alignment, types and limits as hk_matvec_int8 (k <= 98304, rows <= 16777216,
  * ceil(rows / 32768) * k <= 262144) and, for tokens > 1, ceil(rows / 32768) * k * (tokens + 1)
- * <= 917504 (HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS): at 16 tokens k <= 53971 for up to 32768 rows
- * (Llama-3-405B's 16384 x 53248 down projection), and a 128256 x 16384 head takes up to 13
+ * <= 1048576 (HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS): at 16 tokens k <= 61680 for up to 32768 rows
+ * (Llama-3-405B's 16384 x 53248 down projection), and a 128256 x 16384 head takes up to 15
  * tokens. */
 HK_API hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w,
                                        hk_view xq, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens);

@@ -74,11 +74,11 @@ uint x_token;
 // Staged x (HK_XSTAGE_BLOCKS > 0): each lane reads its own item's blocks, 72 bytes from its
 // neighbour's, so from the buffer every load instruction of a subgroup touches a sector per lane
 // for 4 useful bytes; with several tokens that load traffic, not the weights, would bound the
-// kernel. The workgroup instead copies the chunk's blocks with consecutive words per
-// invocation, and each lane reads them from shared memory 16 bytes at a time: per token, the d
-// of each block as f32 (hk_xs_d) and the quants of each pair of blocks as HK_XSTAGE_PAIR uvec4
-// (hk_xs_q: 4 of data; K-quants 1 of padding, so that the 8 lanes of each 128-byte phase hit
-// different banks: Q4_K lanes read pairs l, Q6_K lanes pairs l - (l & 1) and l + 1 - (l & 1)).
+// kernel. The workgroup instead copies the chunk's blocks once (hk_stage_x), and each lane reads
+// them from shared memory 16 bytes at a time: per token, the d of each block as f32 (hk_xs_d)
+// and the quants of each pair of blocks as HK_XSTAGE_PAIR uvec4 (hk_xs_q: 4 of data; K-quants 1
+// of padding, so that the 8 lanes of each 128-byte phase hit different banks: Q4_K lane l reads
+// pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1)).
 #ifdef HK_Q8_0
 #define HK_XSTAGE_PAIR 4u
 #else
@@ -164,21 +164,22 @@ void hk_rows_end(uint first, bool write)
 
 #if defined(HK_INT8) && !defined(HK_MOE)
 // Copies the Q8_1 blocks of every token that items it0 .. it0 + gl_SubgroupSize - 1 read into
-// hk_xs_d / hk_xs_q, consecutive words to consecutive invocations; blocks past k are skipped
-// (items past k read none).
+// hk_xs_d / hk_xs_q. A unit is half a block of one token (its 4 quant words, one 16-byte store,
+// and for half 0 the d): neighbouring invocations take neighbouring halves, so a subgroup's loads
+// cover a contiguous stretch of the tokens' blocks. Blocks past k are skipped (items past k read
+// none).
 void hk_stage_x(uint it0)
 {
     xs_block0 = hk_item_block(it0);
-    uint blocks = pc.k / 32u, token_words = HK_XSTAGE_BLOCKS * 9u;
-    for (uint i = gl_LocalInvocationIndex; i < HK_NTOK * token_words; i += WG) {
-        uint t = i / token_words, tw = i - t * token_words, b = tw / 9u, w = tw - b * 9u;
+    uint blocks = pc.k / 32u;
+    for (uint u = gl_LocalInvocationIndex; u < HK_NTOK * HK_XSTAGE_BLOCKS * 2u; u += WG) {
+        uint t = u / (2u * HK_XSTAGE_BLOCKS), b = (u >> 1) % HK_XSTAGE_BLOCKS, h = u & 1u;
         if (xs_block0 + b < blocks) {
-            uint word = xq[x_base + t * x_token + (xs_block0 + b) * 9u + w];
-            if (w == 0u)
-                hk_xs_d[t * HK_XSTAGE_BLOCKS + b] = unpackHalf2x16(word).x;
-            else
-                hk_xs_q[(t * (HK_XSTAGE_BLOCKS / 2u) + (b >> 1)) * HK_XSTAGE_PAIR + 2u * (b & 1u) + ((w - 1u) >> 2)]
-                       [(w - 1u) & 3u] = word;
+            uint w = x_base + t * x_token + (xs_block0 + b) * 9u, q = w + 1u + 4u * h;
+            hk_xs_q[(t * (HK_XSTAGE_BLOCKS / 2u) + (b >> 1)) * HK_XSTAGE_PAIR + 2u * (b & 1u) + h] =
+                uvec4(xq[q], xq[q + 1u], xq[q + 2u], xq[q + 3u]);
+            if (h == 0u)
+                hk_xs_d[t * HK_XSTAGE_BLOCKS + b] = unpackHalf2x16(xq[w]).x;
         }
     }
 }

@@ -370,10 +370,10 @@ static void test_errors(hk_context *ctx)
     EXPECT("k past HK_MATVEC_MAX_K",
            hk_matvec_int8_tokens(ctx, s, q4, vw, vx, vy, rows, HK_MATVEC_MAX_K + 256, tokens),
            HK_ERROR_INVALID_ARGUMENT, "k=98560 exceeds");
-    /* 16 tokens: ceil(rows/32768) * k * 17 <= 917504 allows k = 53952 (Q8_0) at one row, not 53984 */
+    /* 16 tokens: ceil(rows/32768) * k * 17 <= 2^20 allows k = 61664 (Q8_0) at one row, not 61696 */
     EXPECT("ceil(rows/32768)*k*(tokens+1) past the limit",
-           hk_matvec_int8_tokens(ctx, s, HK_TYPE_Q8_0, vw, vx, vy, 1, 53984, 16), HK_ERROR_INVALID_ARGUMENT,
-           "ceil(rows/32768)*k*(tokens+1)=917728 exceeds");
+           hk_matvec_int8_tokens(ctx, s, HK_TYPE_Q8_0, vw, vx, vy, 1, 61696, 16), HK_ERROR_INVALID_ARGUMENT,
+           "ceil(rows/32768)*k*(tokens+1)=1048832 exceeds");
     /* 2 tokens: the single-token rule ceil(rows/32768) * k <= 2^18 binds first (4 * 65568 > 2^18) */
     EXPECT("ceil(rows/32768)*k past the limit at 2 tokens",
            hk_matvec_int8_tokens(ctx, s, HK_TYPE_Q8_0, vw, vx, vy, 98305, 65568, 2), HK_ERROR_INVALID_ARGUMENT,
@@ -437,7 +437,7 @@ int main(void)
         }
         /* a NaN block in one token: NaN for that token only */
         check_case(full, scalar, type, 9, 2 * block, 5, X_NAN_BLOCK, 1, ++seed);
-        /* at the limit: 16 tokens, k the largest multiple of the block with k * 17 <= 917504 */
+        /* at the limit: 16 tokens, k the largest multiple of the block with k * 17 <= 2^20 */
         uint32_t k16 = HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS / (HK_MATVEC_MAX_TOKENS + 1) / block * block;
         check_case(full, scalar, type, 3, k16, HK_MATVEC_MAX_TOKENS, X_QUANTIZED, 1, ++seed);
     }

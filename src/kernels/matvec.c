@@ -43,12 +43,12 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *  - int8, one token (hk_matvec_int8, the MoE): the item's inner code is straight-line but for
  *    its loops over rows and tokens, so an item costs 1 + nrows + 1 + nrows and a row group
  *    1 + 4 * nrows + ceil(items / 4) * 2 * (1 + nrows): at most 19700 under the f32 rule.
- *  - int8, t > 1 tokens (staged x): per chunk of 4 items, 1 + nrows (weights) + ceil(9t / 8)
- *    (Q8_0) or ceil(9t / 2) (K-quants) to stage x (9 * blocks * t words over 16 invocations) +
- *    t + nrows * t; per row group 1 + 2 * nrows * (1 + t) besides. With the f32 rule and
- *    ceil(rows / 32768) * k * (1 + t) <= 917504 the worst over every type, t, nrows (1 below
- *    4096 rows, else 2) and rows is 58900 iterations (Q8_0, 9 tokens, nrows 2, k = 91744). At
- *    2^20 it would be 67000: Q8_0's 16-value items are the many.
+ *  - int8, t > 1 tokens (staged x): per chunk of 4 items, 1 + nrows (weights) + ceil(t / 4)
+ *    (Q8_0) or t (K-quants) to stage x (2 * blocks * t half-blocks over 16 invocations) + t +
+ *    nrows * t; per row group 1 + 2 * nrows * (1 + t) besides. With the f32 rule and
+ *    ceil(rows / 32768) * k * (1 + t) <= 2^20 the worst over every type, t, nrows (1 below 4096
+ *    rows, else 2) and rows is 53900 iterations (Q8_0, 13 tokens, nrows 2, k = 74880: Q8_0's
+ *    16-value items are the many).
  * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
  * or the shaders' loops redoes this count. */
 _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
