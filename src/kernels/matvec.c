@@ -1,6 +1,7 @@
 /* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp), with x in f32 (hk_matvec)
  * or as Q8_1 blocks (hk_matvec_int8; hk_matvec_int8_tokens: up to 16 tokens per weight read, the
- * same shader with the token count a specialization constant, 1 for hk_matvec_int8). Layouts of the work, picked per device and shape:
+ * same shader with the token count a specialization constant, 1 for hk_matvec_int8). Layouts of
+ * the work, picked per device and shape:
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
@@ -24,8 +25,8 @@
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 /* Several tokens (hk_matvec_int8_tokens): each lane holds nrows rows' weights of an item and
  * nrows * tokens sums, and loads each token's activation once per item for all its rows; at most
- * 2 rows keep that tile near 100 registers at 16 tokens (an estimate: Q6_K holds 22 words of
- * weights per row); below 4096 rows 1, as for one token. Not yet measured against 1 and 4 on the
+ * 2 rows keep that tile near 100 registers at 16 tokens (an estimate: a row's weights are 22
+ * words for Q4_K, 21 for Q6_K); below 4096 rows 1, as for one token. Not yet measured against 1 and 4 on the
  * H200. A row's sums do not depend on nrows (its items run in the same lanes in the same order,
  * and subgroupAdd sees the same values), so any choice stays bit-identical to hk_matvec_int8. */
 #define MATVEC_TOKENS_NROWS 2u
@@ -36,8 +37,8 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  * MATVEC_SUBGROUPS subgroups per dispatch); in each, per lane, over ceil(items / 4) items (items
  * = k / 16 for Q8_0, k / 64 for the K-quants) plus nrows * (1 + tokens) iterations to clear the
  * sums and as many to reduce them.
- *  - f32 x: an item costs up to 31 (Q8_0, nrows 4) or 147 (Q6_K, nrows 4) iterations of its
- *    inner loops (tokens = 1). k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep
+ *  - f32 x: an item costs up to 31 (Q8_0, nrows 4) or 151 (Q6_K, nrows 4) iterations of its
+ *    inner loops. k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep
  *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
  *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
  *  - int8, one token (hk_matvec_int8, the MoE): the item's inner code is straight-line but for
