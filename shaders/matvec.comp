@@ -54,7 +54,7 @@ uint x_base;
 float hk_x(uint i) { return x[x_base + i]; }
 // subgroup rows: each lane's partial sums, and the byte offset of each row's weights
 #ifdef HK_INT8
-// acc[r * HK_NTOK + t]: row r, token t. Each hk_item adds to it through a `precise` local
+// acc[r * HK_NTOK + t]: row r, token t. hk_compute adds to it through a `precise` local
 // (NoContraction on every float operation of the sum and of its terms; glslang 13.1 emits
 // invalid SPIR-V for a `precise` global array): each product and sum rounds as SPIR-V defines
 // it, never fused into a multiply-add that a compiler might form in one variant and not in
@@ -171,15 +171,15 @@ void hk_rows_end(uint first, bool write)
 void hk_stage_x(uint it0)
 {
     xs_block0 = hk_item_block(it0);
-    uint blocks = pc.k / 32u;
-    for (uint u = gl_LocalInvocationIndex; u < HK_NTOK * HK_XSTAGE_BLOCKS * 2u; u += WG) {
-        uint t = u / (2u * HK_XSTAGE_BLOCKS), b = (u >> 1) % HK_XSTAGE_BLOCKS, h = u & 1u;
+    uint blocks = pc.k / 32u, sb = max(HK_XSTAGE_BLOCKS, 1u); // never called with 0; no division by it
+    for (uint u = gl_LocalInvocationIndex; u < HK_NTOK * sb * 2u; u += WG) {
+        uint t = u / (2u * sb), b = (u >> 1) % sb, h = u & 1u;
         if (xs_block0 + b < blocks) {
             uint w = x_base + t * x_token + (xs_block0 + b) * 9u, q = w + 1u + 4u * h;
-            hk_xs_q[(t * (HK_XSTAGE_BLOCKS / 2u) + (b >> 1)) * HK_XSTAGE_PAIR + 2u * (b & 1u) + h] =
+            hk_xs_q[(t * (sb / 2u) + (b >> 1)) * HK_XSTAGE_PAIR + 2u * (b & 1u) + h] =
                 uvec4(xq[q], xq[q + 1u], xq[q + 2u], xq[q + 3u]);
             if (h == 0u)
-                hk_xs_d[t * HK_XSTAGE_BLOCKS + b] = unpackHalf2x16(xq[w]).x;
+                hk_xs_d[t * sb + b] = unpackHalf2x16(xq[w]).x;
         }
     }
 }
