@@ -558,6 +558,9 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
 #define HK_MATVEC_MAX_K 98304u             /* k of hk_matvec*, hk_moe_matvec* */
 #define HK_MATVEC_MAX_ROWS 16777216u       /* rows of hk_matvec*; slots * n of hk_moe_matvec* */
 #define HK_MATVEC_MAX_K_ROW_BLOCKS 262144u /* ceil(rows / 32768) * k, the same rows */
+#define HK_MATVEC_MAX_TOKENS 16u           /* tokens of hk_matvec_int8_tokens */
+#define HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS 1048576u /* ceil(rows / 32768) * k * (tokens + 1) of
+                                                     * hk_matvec_int8_tokens with tokens > 1 */
 #define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32 */
 #define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
 /* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
@@ -607,6 +610,25 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * rows <= 16777216, ceil(rows / 32768) * k <= 262144. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
+
+/* Int8 matvec of several tokens against one weight read (speculative decoding, small batches):
+ * y[t, :] = deq(W) . deq(xq[t, :]) for t < tokens, xq `tokens` rows of k/32 Q8_1 blocks each
+ * ([tokens, k/32], token after token), y f32 [tokens, rows] (y[t * rows + r]). Each token's
+ * outputs are bit-identical to hk_matvec_int8 on that token's blocks (same items in the same
+ * order, every float operation of the sums uncontracted: NoContraction in the SPIR-V of both),
+ * on every device where subgroupAdd is a fixed function of the lanes' values (every driver we
+ * know); so the same rules apply: exact contraction, s never read, NaN blocks give NaN outputs
+ * for their token only. 1 <= tokens <= 16 (HK_MATVEC_MAX_TOKENS); tokens = 1 is hk_matvec_int8.
+ * The tokens' x is staged through shared memory, 88 bytes per token per subgroup lane (Q8_0:
+ * 18): where the device has less than that for all tokens, they run in several passes (each
+ * reading the weights), with the same results.
+ * Alignment, types and limits as hk_matvec_int8 (k <= 98304, rows <= 16777216,
+ * ceil(rows / 32768) * k <= 262144) and, for tokens > 1, ceil(rows / 32768) * k * (tokens + 1)
+ * <= 1048576 (HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS): at 16 tokens k <= 61680 for up to 32768 rows
+ * (Llama-3-405B's 16384 x 53248 down projection), and a 128256 x 16384 head takes up to 15
+ * tokens. */
+HK_API hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w,
+                                       hk_view xq, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens);
 
 /* Shape of a MoE expert gather (decode): experts [n_experts, n, k], one expert per routed slot. */
 typedef struct hk_moe_shape {

@@ -70,35 +70,55 @@ void hk_q4k_chunk(uint b, uint c, out uvec4 q0, out uvec4 q1, out vec2 dm, out v
 }
 
 #ifdef HK_INT8
+// The first Q8_1 block that item it reads (4 items of 2 blocks per super-block)
+uint hk_item_block(uint it) { return 2u * it; }
+
 // Per sub-block j: d*sc_j * dx_j*sum(q*xq) - dmin*m_j * dx_j*sum(xq), the contraction of the
 // dequantized values. sum(xq) is summed here from the quants (packed dots with 0x01010101), once
-// per item for all rows: the Q8_1 block's s field is never read (another producer may round it
-// differently, and an f16 s overflows for blocks the f16 d still holds).
-void hk_item(uint it)
+// per item and token for all rows: the Q8_1 block's s field is never read (another producer may
+// round it differently, and an f16 s overflows for blocks the f16 d still holds). Every row's
+// chunk is loaded once (hk_load) and met by each token's activation (hk_compute); per (row,
+// token) the same f32 expression whatever HK_NTOK (a precise sum: matvec.comp).
+uvec4 hk_lo0[HK_NROWS], hk_lo1[HK_NROWS], hk_hi0[HK_NROWS], hk_hi1[HK_NROWS]; // the 4-bit quants as bytes
+vec2 hk_dm[HK_NROWS], hk_sc[HK_NROWS], hk_m[HK_NROWS];
+
+void hk_load(uint it)
 {
     uint sb = it >> 2, c = it & 3u;
-    uint b0 = x_base + (sb * 8u + 2u * c) * 9u, b1 = b0 + 9u; // Q8_1 blocks of sub-blocks 2c, 2c+1
-    float dx0 = unpackHalf2x16(xq[b0]).x, dx1 = unpackHalf2x16(xq[b1]).x;
-    uint xa[8], xb[8];
-    int sum0 = 0, sum1 = 0;
-    for (uint i = 0; i < 8; i++) {
-        xa[i] = xq[b0 + 1u + i];
-        xb[i] = xq[b1 + 1u + i];
-        sum0 += hk_dot4(0x01010101u, xa[i]);
-        sum1 += hk_dot4(0x01010101u, xb[i]);
-    }
-    vec2 xsum = vec2(dx0 * float(sum0), dx1 * float(sum1)); // dx * sum(xq) of sub-blocks 2c, 2c+1
-    for (uint r = 0; r < HK_NROWS; r++) {
+    [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
         uvec4 q0, q1;
-        vec2 dm, sc, m;
-        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, dm, sc, m);
-        int dl = 0, dh = 0;
-        for (uint i = 0; i < 4; i++) {
-            dl += hk_dot4(q0[i] & 0x0F0F0F0Fu, xa[i]) + hk_dot4(q1[i] & 0x0F0F0F0Fu, xa[4u + i]);
-            dh += hk_dot4((q0[i] >> 4) & 0x0F0F0F0Fu, xb[i]) + hk_dot4((q1[i] >> 4) & 0x0F0F0F0Fu, xb[4u + i]);
-        }
-        acc[r] += dm.x * (sc.x * dx0 * float(dl) + sc.y * dx1 * float(dh)) - dm.y * dot(m, xsum);
+        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, hk_dm[r], hk_sc[r], hk_m[r]);
+        hk_lo0[r] = q0 & 0x0F0F0F0Fu;
+        hk_lo1[r] = q1 & 0x0F0F0F0Fu;
+        hk_hi0[r] = (q0 >> 4) & 0x0F0F0F0Fu;
+        hk_hi1[r] = (q1 >> 4) & 0x0F0F0F0Fu;
     }
+}
+
+void hk_compute(uint it)
+{
+    uint b0 = hk_item_block(it), b1 = b0 + 1u; // Q8_1 blocks of sub-blocks 2c, 2c+1
+    const uvec4 ones = uvec4(0x01010101u);
+    [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
+        float dx0 = hk_xd(t, b0), dx1 = hk_xd(t, b1);
+        uvec4 xa0 = hk_x16(t, b0, 0u), xa1 = hk_x16(t, b0, 1u), xb0 = hk_x16(t, b1, 0u), xb1 = hk_x16(t, b1, 1u);
+        int sum0 = hk_dot16(ones, xa0) + hk_dot16(ones, xa1), sum1 = hk_dot16(ones, xb0) + hk_dot16(ones, xb1);
+        vec2 xsum = vec2(dx0 * float(sum0), dx1 * float(sum1)); // dx * sum(xq) of sub-blocks 2c, 2c+1
+        [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
+            int dl = hk_dot16(hk_lo0[r], xa0) + hk_dot16(hk_lo1[r], xa1);
+            int dh = hk_dot16(hk_hi0[r], xb0) + hk_dot16(hk_hi1[r], xb1);
+            precise float sum = acc[r * HK_NTOK + t] +
+                                (hk_dm[r].x * (hk_sc[r].x * dx0 * float(dl) + hk_sc[r].y * dx1 * float(dh)) -
+                                 hk_dm[r].y * (hk_m[r].x * xsum.x + hk_m[r].y * xsum.y));
+            acc[r * HK_NTOK + t] = sum;
+        }
+    }
+}
+
+void hk_item(uint it)
+{
+    hk_load(it);
+    hk_compute(it);
 }
 #else
 void hk_item(uint it)

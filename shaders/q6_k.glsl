@@ -51,19 +51,17 @@ uvec2 hk_q6k_window8(uint at)
     return (at & 2u) == 0u ? a : (a >> 16) | (uvec2(a.y, w32[w + 2u]) << 16);
 }
 
-// The 64 6-bit quants of item (n, q) of the block at byte b, 4 per word: qs[4g + i] holds
-// values 128n + 32g + 16q + 4i .. +3 (before the -32).
-void hk_q6k_quants(uint b, uint n, uint q, out uint qs[16])
+// The 64 6-bit quants of item (n, q) of the block at byte b, one byte each: group g (g0..g3)
+// word i holds values 128n + 32g + 16q + 4i .. +3 (before the -32).
+void hk_q6k_quants(uint b, uint n, uint q, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
 {
     uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
     uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
     uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
-    for (uint i = 0; i < 4; i++) {
-        qs[i] = (qla[i] & 0x0F0F0F0Fu) | ((qh[i] & 0x03030303u) << 4);
-        qs[4u + i] = (qlb[i] & 0x0F0F0F0Fu) | (((qh[i] >> 2) & 0x03030303u) << 4);
-        qs[8u + i] = ((qla[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> 4) & 0x03030303u) << 4);
-        qs[12u + i] = ((qlb[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> 6) & 0x03030303u) << 4);
-    }
+    g0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
+    g1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
+    g2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
+    g3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
 }
 
 // signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes
@@ -78,37 +76,53 @@ vec4 hk_q6k_scales(uvec2 s, uint q)
 float hk_q6k_d(uint b) { return hk_half(uint(w16[(b + 208u) >> 1])); }
 
 #ifdef HK_INT8
-// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block)
-void hk_item(uint it)
+// The first Q8_1 block that item it reads, for an item with q = 0 (8 blocks per super-block, 4
+// items; item (n, q) reads blocks 4n .. 4n+3, half q of each)
+uint hk_item_block(uint it) { return 2u * (it & ~1u); }
+
+// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block).
+// Every row's quants, scales and d are loaded once (hk_load) and met by each token's activation
+// (hk_compute); per (row, token) the same f32 expression whatever HK_NTOK (a precise sum:
+// matvec.comp).
+uvec4 hk_g0[HK_NROWS], hk_g1[HK_NROWS], hk_g2[HK_NROWS], hk_g3[HK_NROWS]; // groups 0..3
+vec4 hk_wsc[HK_NROWS];
+float hk_wd[HK_NROWS];
+
+void hk_load(uint it)
 {
     uint sb = it >> 2, n = (it >> 1) & 1u, q = it & 1u;
-    uint xw[16];
-    float dx[4], xs[4];
-    for (uint g = 0; g < 4; g++) {
-        uint xb = x_base + (sb * 8u + 4u * n + g) * 9u + 1u + 4u * q;
-        dx[g] = unpackHalf2x16(xq[xb - 1u - 4u * q]).x;
-        int sum = 0;
-        for (uint i = 0; i < 4; i++) {
-            xw[4u * g + i] = xq[xb + i];
-            sum += hk_dot4(0x01010101u, xw[4u * g + i]);
-        }
-        xs[g] = 32.0 * float(sum);
-    }
-    for (uint r = 0; r < HK_NROWS; r++) {
+    [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] + sb * 210u;
-        uint qs[16];
-        hk_q6k_quants(b, n, q, qs);
-        vec4 idot = vec4(0.0);
-        for (uint g = 0; g < 4; g++) {
-            int sum = 0;
-            for (uint i = 0; i < 4; i++)
-                sum += hk_dot4(qs[4u * g + i], xw[4u * g + i]);
-            idot[g] = float(sum);
-        }
-        vec4 sc = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
-        vec4 g4 = vec4(dx[0], dx[1], dx[2], dx[3]) * (idot - vec4(xs[0], xs[1], xs[2], xs[3]));
-        acc[r] += hk_q6k_d(b) * dot(sc, g4);
+        hk_q6k_quants(b, n, q, hk_g0[r], hk_g1[r], hk_g2[r], hk_g3[r]);
+        hk_wsc[r] = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
+        hk_wd[r] = hk_q6k_d(b);
     }
+}
+
+void hk_compute(uint it)
+{
+    uint q = it & 1u, xb = hk_item_block(it); // group g: block xb + g
+    const uvec4 ones = uvec4(0x01010101u);
+    [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
+        vec4 dx = vec4(hk_xd(t, xb), hk_xd(t, xb + 1u), hk_xd(t, xb + 2u), hk_xd(t, xb + 3u));
+        uvec4 x0 = hk_x16(t, xb, q), x1 = hk_x16(t, xb + 1u, q), x2 = hk_x16(t, xb + 2u, q), x3 = hk_x16(t, xb + 3u, q);
+        vec4 xs = 32.0 * vec4(float(hk_dot16(ones, x0)), float(hk_dot16(ones, x1)), float(hk_dot16(ones, x2)),
+                              float(hk_dot16(ones, x3)));
+        [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
+            vec4 idot = vec4(float(hk_dot16(hk_g0[r], x0)), float(hk_dot16(hk_g1[r], x1)),
+                             float(hk_dot16(hk_g2[r], x2)), float(hk_dot16(hk_g3[r], x3)));
+            vec4 g4 = dx * (idot - xs);
+            precise float sum = acc[r * HK_NTOK + t] + hk_wd[r] * (hk_wsc[r].x * g4.x + hk_wsc[r].y * g4.y +
+                                                                   hk_wsc[r].z * g4.z + hk_wsc[r].w * g4.w);
+            acc[r * HK_NTOK + t] = sum;
+        }
+    }
+}
+
+void hk_item(uint it)
+{
+    hk_load(it);
+    hk_compute(it);
 }
 #else
 void hk_item(uint it)
@@ -121,12 +135,12 @@ void hk_item(uint it)
             xg[4u * g + i] = x4[x4i + 8u * g + i];
     for (uint r = 0; r < HK_NROWS; r++) {
         uint b = row_byte[r] + sb * 210u;
-        uint qs[16];
-        hk_q6k_quants(b, n, q, qs);
+        uvec4 qs[4];
+        hk_q6k_quants(b, n, q, qs[0], qs[1], qs[2], qs[3]);
         vec4 dots = vec4(0.0);
         for (uint g = 0; g < 4; g++)
             for (uint i = 0; i < 4; i++)
-                dots[g] += dot(hk_lanes(qs[4u * g + i], 0xFFu) - 32.0, xg[4u * g + i]);
+                dots[g] += dot(hk_lanes(qs[g][i], 0xFFu) - 32.0, xg[4u * g + i]);
         vec4 sc = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
         acc[r] += hk_q6k_d(b) * dot(sc, dots);
     }
