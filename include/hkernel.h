@@ -335,7 +335,7 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * (head size, GQA group, tile) may still build one for a shape outside that list: for exactly the
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
- * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_moe_matvec, hk_moe_matvec_int8,
+ * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
  * hk_moe_route, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq,
  * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records

@@ -141,9 +141,9 @@ int main(void)
     static const struct {
         uint32_t feature;
         const char *label;
-        const char *cases[5];
+        const char *cases[6];
     } twins[] = {
-        {HK_FEATURE_INTEGER_DOT, " (scalar dot)", {"matvec_int8", "moe_matvec_int8", "mmq", "mmq_id"}},
+        {HK_FEATURE_INTEGER_DOT, " (scalar dot)", {"matvec_int8", "matvec_int8_tokens", "moe_matvec_int8", "mmq", "mmq_id"}},
         {HK_FEATURE_SUBGROUP_SIZE_CONTROL, " (portable)", {"matvec"}},
         {HK_FEATURE_COOPMAT_KHR, " (no coopmat)", {"mmq", "mmq_id", "gemm_f16", "sdpa"}},
     };
@@ -154,7 +154,7 @@ int main(void)
             continue;
         }
         printf("-- without feature 0x%x\n", twins[i].feature);
-        for (int c = 0; c < 5 && twins[i].cases[c]; c++)
+        for (int c = 0; c < 6 && twins[i].cases[c]; c++)
             run_case(hk_case_find(twins[i].cases[c]), 12, 0, twins[i].label);
         if (twins[i].feature == HK_FEATURE_SUBGROUP_SIZE_CONTROL) {
             static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};

@@ -272,15 +272,15 @@ double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy
 /* ---- the table ---- */
 
 /* decode (cases_decode.c) */
-extern const hk_case hk_case_matvec, hk_case_matvec_int8, hk_case_moe_matvec, hk_case_moe_matvec_int8,
-    hk_case_moe_route, hk_case_gemv_f32, hk_case_rmsnorm, hk_case_quantize_q8_1;
+extern const hk_case hk_case_matvec, hk_case_matvec_int8, hk_case_matvec_int8_tokens, hk_case_moe_matvec,
+    hk_case_moe_matvec_int8, hk_case_moe_route, hk_case_gemv_f32, hk_case_rmsnorm, hk_case_quantize_q8_1;
 /* attention (cases_attention.c) */
 extern const hk_case hk_case_sdpa, hk_case_rope;
 /* prefill (cases_prefill.c) */
 extern const hk_case hk_case_mmq, hk_case_moe_expert_rows, hk_case_mmq_id, hk_case_gemm_f16;
 
 const hk_case *const hk_cases[] = {
-    &hk_case_matvec,    &hk_case_matvec_int8, &hk_case_moe_matvec, &hk_case_moe_matvec_int8,
+    &hk_case_matvec,    &hk_case_matvec_int8, &hk_case_matvec_int8_tokens, &hk_case_moe_matvec, &hk_case_moe_matvec_int8,
     &hk_case_moe_route, &hk_case_gemv_f32,    &hk_case_rmsnorm,    &hk_case_quantize_q8_1,
     &hk_case_sdpa,      &hk_case_rope,
     &hk_case_mmq,       &hk_case_moe_expert_rows, &hk_case_mmq_id, &hk_case_gemm_f16,

@@ -150,6 +150,67 @@ const hk_case hk_case_matvec_int8 = {
     CASE_SHAPES(matvec_int8_tests, matvec_quick, matvec_full),
 };
 
+/* ---- few-token int8 matvec: d = {rows, k, tokens}, variant 1 = raw random blocks ---- */
+
+static hk_status prepare_tokens(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t rows = run->shape.d[0], k = run->shape.d[1], tokens = run->shape.d[2];
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
+    float *x = activations(&rng, (size_t)tokens * k);
+    uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, run->shape.variant);
+    hk_block_q8_1 *xq = x ? quantized(x, (size_t)tokens * k) : NULL;
+    free(x);
+    if (!w || !xq) {
+        free(w);
+        free(xq);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, type == Q4 ? 16 : 2, 1, w);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)tokens * k / 32 * 36, 4, 0, xq);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)tokens * rows * 4, 4, 0, NULL);
+    /* the weights once for every token, each token's activation and outputs */
+    run->bytes = (double)w_bytes + tokens * (36.0 * k / 32 + 4.0 * rows);
+    snprintf(run->label, sizeof run->label, "%s %ux%u x%u tok%s", hk_type_name(type), rows, k, tokens,
+             run->shape.variant ? " raw" : "");
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = (size_t)tokens * rows;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
+            return HK_ERROR_OUT_OF_MEMORY;
+        for (uint32_t t = 0; t < tokens; t++)
+            hk_ref_matvec_q8_1((int)type, w, xq + (size_t)t * (k / 32), run->ref + (size_t)t * rows, rows, k);
+    }
+    return HK_OK;
+}
+
+static hk_status record_tokens(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const uint32_t *d = run->shape.d;
+    return hk_matvec_int8_tokens(run->ctx, s, run->shape.type, v[0], v[1], v[2], d[0], d[1], d[2]);
+}
+
+static const hk_case_shape tokens_tests[] = {
+    {Q4, {7, 768, 2}, 1, 0},    {Q6, {131, 256, 3}, 0, 0}, {Q8, {5, 96, 8}, 1, 0},
+    {Q4, {300, 2048, 16}, 0, 0}, {Q6, {2048, 2048, 5}, 1, 0}, {Q8, {40000, 32, 4}, 0, 0},
+};
+static const hk_case_shape tokens_quick[] = {{Q4, {2048, 2048, 8}, 1, 0}};
+/* issue 8: 8 tokens, with llama.cpp-vk's time on the H200 (goal: <= 1.5x our 1-token time) */
+static const hk_case_shape tokens_full[] = {
+    {Q4, {4096, 4096, 8}, 1, 0.159}, {Q4, {14336, 4096, 8}, 1, 0.423}, {Q4, {4096, 4096, 2}, 1, 0},
+    {Q4, {4096, 4096, 4}, 1, 0},     {Q4, {4096, 4096, 16}, 1, 0},     {Q6, {4096, 4096, 8}, 1, 0},
+    {Q8, {4096, 4096, 8}, 1, 0},
+};
+
+const hk_case hk_case_matvec_int8_tokens = {
+    .name = "matvec_int8_tokens",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_tokens,
+    .record = record_tokens,
+    CASE_SHAPES(tokens_tests, tokens_quick, tokens_full),
+};
+
 /* ---- MoE expert gather: d = {n_experts, n, k, slots}, variant 1 = one x per slot ---- */
 
 /* routings the timed ops cycle through, so the experts read change from op to op */

@@ -71,6 +71,18 @@ static hk_status prep_matvec(prep *p, int int8)
 }
 
 static hk_status prep_matvec_f32(prep *p) { return prep_matvec(p, 0); }
+
+/* hk_matvec_int8_tokens: 2, 4, 8 and 16 tokens at the matvec row classes */
+static hk_status prep_tokens(prep *p)
+{
+    static const uint32_t rows[] = {1, 4096, 16384}, tokens[] = {2, 4, 8, 16};
+    for (int t = 0; t < 3; t++)
+        for (int r = 0; r < 3; r++)
+            for (int n = 0; n < 4; n++)
+                TRY(hk_matvec_int8_tokens(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), rows[r],
+                                          hk_type_block_values(weight_types[t]), tokens[n]));
+    return HK_OK;
+}
 static hk_status prep_matvec_int8(prep *p) { return prep_matvec(p, 1); }
 
 /* hk_moe_matvec*: rows = slots * n picks 1, 2 or 4 rows per subgroup, then halved until n is a
@@ -227,6 +239,7 @@ typedef struct prep_kernel {
 static const prep_kernel kernels[] = {
     {"hk_matvec", prep_matvec_f32},
     {"hk_matvec_int8", prep_matvec_int8},
+    {"hk_matvec_int8_tokens", prep_tokens},
     {"hk_moe_matvec", prep_moe_f32},
     {"hk_moe_matvec_int8", prep_moe_int8},
     {"hk_moe_route", prep_route},
