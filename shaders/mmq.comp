@@ -192,9 +192,6 @@ void x_store()
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 16, gl_MatrixUseB>
 #define MAT_C coopmat<int, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-#ifdef HK_Q6_K
-MAT_A mask_lo;
-#endif
 #endif
 
 // Workgroup geometry, set once by main.
@@ -208,6 +205,10 @@ void run_tiles(const bool fixed_own)
 #ifdef HK_COOPMAT
 #ifdef HK_Q4_K
     MAT_B ones = MAT_B(int8_t(1));
+#endif
+#ifdef HK_Q6_K
+    MAT_A mask_lo;
+    coopMatLoad(mask_lo, smask, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #endif
     // row tiles: one (dense), or the expert's tiles mg, mg + m_groups, ... (grid stride)
@@ -438,9 +439,6 @@ void main()
     }
     if (!mine)
         snonstd = 1u;
-#ifdef HK_Q6_K
-    coopMatLoad(mask_lo, smask, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
-#endif
     barrier();
     if (snonstd == 0u && !GENERIC)
         run_tiles(true);

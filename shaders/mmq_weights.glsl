@@ -11,6 +11,8 @@
 // with q_i the quant in sb. Consecutive invocations take consecutive bytes of a row (coalesced
 // loads); rows past n stage zeros. Needs w16/w32/w128, sb, swa or sw, KS, BN, SV, WG, WLOAD, tid.
 #include "w16.glsl"
+#define HK_WIDE_WEIGHT_LOADS
+#include "gemm_q4k.glsl"
 
 #if defined(HK_Q8_0)
 #define HK_MMQ_BLOCK_VALUES 32u
@@ -73,29 +75,6 @@ const uint WRAW = 1u + (1u >> WLOAD);      // uvec4 registers per chunk: 2 for e
 uvec4 wh_raw[WHU * WRAW];
 uvec4 wc_raw[WCU * WRAW];
 
-// the 16 bytes at u16 index b16, as loaded (WLOAD 0: eight halves in two uvec4)
-void w_ld16(uint b16, out uvec4 lo, out uvec4 hi)
-{
-    hi = uvec4(0u);
-    if (WLOAD == 2u) {
-        lo = w128[b16 >> 3];
-    } else if (WLOAD == 1u) {
-        uint b = b16 >> 1;
-        lo = uvec4(w32[b], w32[b + 1u], w32[b + 2u], w32[b + 3u]);
-    } else {
-        lo = uvec4(w16[b16], w16[b16 + 1u], w16[b16 + 2u], w16[b16 + 3u]);
-        hi = uvec4(w16[b16 + 4u], w16[b16 + 5u], w16[b16 + 6u], w16[b16 + 7u]);
-    }
-}
-
-// the four little-endian words of what w_ld16 loaded
-uvec4 w_words(uvec4 lo, uvec4 hi)
-{
-    if (WLOAD != 0u)
-        return lo;
-    return uvec4(lo.x | (lo.y << 16), lo.z | (lo.w << 16), hi.x | (hi.y << 16), hi.z | (hi.w << 16));
-}
-
 uint w_j0; // first sub-block of the staged super-block this stage covers
 
 void w_load(uint n0, uint kb0, uint wbase)
@@ -106,7 +85,7 @@ void w_load(uint n0, uint kb0, uint wbase)
         uint it = tid + j * WG;
         uvec4 lo = uvec4(0u), hi = uvec4(0u);
         if (it < BN && n0 + it < pc.n)
-            w_ld16(wbase + (n0 + it) * row_u16 + sb16, lo, hi);
+            hk_w_ld16(wbase + (n0 + it) * row_u16 + sb16, lo, hi);
         wh_raw[j * WRAW] = lo;
         if (WRAW == 2u)
             wh_raw[j * WRAW + WRAW - 1u] = hi;
@@ -115,7 +94,7 @@ void w_load(uint n0, uint kb0, uint wbase)
         uint it = tid + j * WG, r = it / KS, c = it % KS;
         uvec4 lo = uvec4(0u), hi = uvec4(0u);
         if (it < BN * KS && n0 + r < pc.n)
-            w_ld16(wbase + (n0 + r) * row_u16 + sb16 + 8u * (1u + w_j0 + c), lo, hi);
+            hk_w_ld16(wbase + (n0 + r) * row_u16 + sb16 + 8u * (1u + w_j0 + c), lo, hi);
         wc_raw[j * WRAW] = lo;
         if (WRAW == 2u)
             wc_raw[j * WRAW + WRAW - 1u] = hi;
@@ -127,27 +106,20 @@ void w_store()
     [[unroll]] for (uint j = 0; j < WHU; j++) {
         uint r = tid + j * WG;
         if (r < BN) {
-            uvec4 h = w_words(wh_raw[j * WRAW], wh_raw[j * WRAW + WRAW - 1u]);
-            // the 6-bit scale and min of sub-block j as llama.cpp's get_scale_min_k4, four at a
-            // time: scales[j] & 63 and scales[j + 4] & 63 for j < 4; for j >= 4 the low nibble
-            // (scale) or high nibble (min) of scales[j + 4] with the top two bits of scales[j - 4]
-            // (scale) or scales[j] (min) above them
-            uint s0 = h.y, s1 = h.z, s2 = h.w;
-            uint sc_lo = s0 & 0x3F3F3F3Fu, m_lo = s1 & 0x3F3F3F3Fu;
-            uint sc_hi = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
-            uint m_hi = ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
+            uvec4 h = hk_w_words(wh_raw[j * WRAW], wh_raw[j * WRAW + WRAW - 1u]);
+            uvec2 sc, mn;
+            hk_q4k_scales8(h, sc, mn);
             vec2 dm = unpackHalf2x16(h.x); // d, dmin
             [[unroll]] for (uint kk = 0; kk < KS; kk++) {
-                uint jj = w_j0 + kk, sh = 8u * (jj & 3u);
-                uint sc = ((jj < 4u ? sc_lo : sc_hi) >> sh) & 0xFFu, m = ((jj < 4u ? m_lo : m_hi) >> sh) & 0xFFu;
-                sw[kk * BN + r] = vec2(dm.x * float(sc), -dm.y * float(m));
+                uvec2 s = hk_q4k_scale_of(sc, mn, w_j0 + kk);
+                sw[kk * BN + r] = vec2(dm.x * float(s.x), -dm.y * float(s.y));
             }
         }
     }
     [[unroll]] for (uint j = 0; j < WCU; j++) {
         uint it = tid + j * WG, r = it / KS, c = it % KS;
         if (it < BN * KS) {
-            uvec4 v = w_words(wc_raw[j * WRAW], wc_raw[j * WRAW + WRAW - 1u]);
+            uvec4 v = hk_w_words(wc_raw[j * WRAW], wc_raw[j * WRAW + WRAW - 1u]);
             // chunk 1 + j0 + c: j0 and KS are even, so sub-blocks c & ~1 and (c & ~1) + 1 of the
             // stage, values 16 (c & 1) ..
             uint o = r * SV + 2u * (c & ~1u) + (c & 1u);
