@@ -7,7 +7,7 @@
 //                      of row r), dequantized in f32 and rounded once to f16
 // Consecutive invocations take consecutive bytes of a row; rows past n stage zeros. GGUF blocks
 // are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K in 16-byte chunks as
-// the view's alignment allows (WLOAD). Needs w16/w32/w128, tiles, SB0, SS, BN, BK, WG, WLOAD, tid,
+// the view's alignment allows (pc.wload). Needs w16/w32/w128, tiles, SB0, SS, BN, BK, WG, tid,
 // pc.k, pc.n, pc.view_offset[0].
 #define HK_WIDE_WEIGHT_LOADS
 #include "gemm_q4k.glsl"
@@ -63,8 +63,7 @@ void gw_store()
 // chunks of its pair, one nibble.
 const uint NCH = BK >= 64u ? BK / 32u : 2u;   // chunks per row and step
 const uint GWU = (BN * NCH + WG - 1u) / WG;
-const uint GRAW = 1u + (1u >> WLOAD);         // uvec4 per 16 loaded bytes
-uvec4 gh_raw[GWU * GRAW], gc_raw[GWU * GRAW];
+uvec4 gh_raw[GWU], gc_raw[GWU];
 uint g_j0;
 
 void gw_load(uint col0, uint k0)
@@ -72,19 +71,15 @@ void gw_load(uint col0, uint k0)
     g_j0 = (k0 % 256u) / 32u;
     [[unroll]] for (uint j = 0; j < GWU; j++) {
         uint it = tid + j * WG, r = it / NCH, c = it % NCH;
-        uvec4 hlo = uvec4(0u), hhi = uvec4(0u), clo = uvec4(0u), chi = uvec4(0u);
+        uvec4 h = uvec4(0u), v = uvec4(0u);
         if (it < BN * NCH && col0 + r < pc.n) {
             uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 256u) + k0 / 256u) * 72u;
             uint q = BK >= 64u ? g_j0 + c : (g_j0 & ~1u) + c;
-            hk_w_ld16(b, hlo, hhi);
-            hk_w_ld16(b + 8u * (1u + q), clo, chi);
+            h = hk_w_ld16(b, pc.wload);
+            v = hk_w_ld16(b + 8u * (1u + q), pc.wload);
         }
-        gh_raw[j * GRAW] = hlo;
-        gc_raw[j * GRAW] = clo;
-        if (GRAW == 2u) {
-            gh_raw[j * GRAW + GRAW - 1u] = hhi;
-            gc_raw[j * GRAW + GRAW - 1u] = chi;
-        }
+        gh_raw[j] = h;
+        gc_raw[j] = v;
     }
 }
 
@@ -93,8 +88,7 @@ void gw_store()
     [[unroll]] for (uint j = 0; j < GWU; j++) {
         uint it = tid + j * WG, r = it / NCH, c = it % NCH;
         if (it < BN * NCH) {
-            uvec4 h = hk_w_words(gh_raw[j * GRAW], gh_raw[j * GRAW + GRAW - 1u]);
-            uvec4 v = hk_w_words(gc_raw[j * GRAW], gc_raw[j * GRAW + GRAW - 1u]);
+            uvec4 h = gh_raw[j], v = gc_raw[j];
             uvec2 sc, mn;
             hk_q4k_scales8(h, sc, mn);
             vec2 dm = unpackHalf2x16(h.x);

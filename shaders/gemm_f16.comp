@@ -32,8 +32,8 @@
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
-layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // WLOAD 1: 4-byte aligned view
-layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // WLOAD 2: 16-byte aligned view
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // pc.wload 1: 4-byte aligned view
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // pc.wload 2: 16-byte aligned view
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2) buffer Out { float outv[]; };
@@ -44,7 +44,7 @@ layout(constant_id = 2) const uint WN = 2;   // warps along n
 layout(constant_id = 3) const uint RM = 2;   // 16x16 tiles per warp along m
 layout(constant_id = 4) const uint RN = 2;   // 16x16 tiles per warp along n
 layout(constant_id = 5) const uint BK = 32;  // k per step: a multiple of 32 dividing 256
-layout(constant_id = 6) const uint FLAGS = 0; // bit 0 XV4, bit 1 PREFETCH, bits 2-3 WLOAD
+layout(constant_id = 6) const uint FLAGS = 0; // bit 0 PREFETCH
 
 const uint LANES = WG / (WM * WN);  // invocations per warp (coopmat: the subgroup size)
 const uint E = 256u / LANES;        // elements of a 16x16 tile per lane
@@ -53,9 +53,7 @@ const uint BN = WN * RN * 16u;
 const uint KV = BK / 8u;            // 8-value items (uvec4 of f16) per staged row
 const uint SS = KV + 1u;            // shared row stride in uvec4: BK + 8 halves
 const uint SB0 = BM * SS;           // the W tile's first uvec4 in `tiles`
-const bool XV4 = (FLAGS & 1u) != 0u;      // x is 16-byte aligned, read as vec4
-const bool PREFETCH = (FLAGS & 2u) != 0u; // next step's loads before this step's multiplies
-const uint WLOAD = (FLAGS >> 2) & 3u;     // Q4_K weight chunks: 0 16-bit, 1 32-bit, 2 128-bit loads
+const bool PREFETCH = (FLAGS & 1u) != 0u; // next step's loads before this step's multiplies
 
 HK_PUSH_BEGIN
     uint m;
@@ -65,6 +63,9 @@ HK_PUSH_BEGIN
     uint k_end;
     uint accumulate; // 1: add to out (passes after the first)
     uint tiles_n;    // workgroups along n
+    // load widths the views' alignment allows (uniform branches: one pipeline for every alignment)
+    uint wload;      // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
+    uint xv4;        // 1: x is 16-byte aligned, read as vec4
 HK_PUSH_END
 
 // Both arms stage 8 halves packed in a uvec4: cooperative-matrix loads take any array type,
@@ -90,7 +91,7 @@ void x_load(uint row0, uint k0)
         vec4 v = vec4(0.0);
         if (it < BM * XU && row < pc.m) {
             uint xi = x0 + row * pc.k + k0 + 4u * c;
-            if (XV4)
+            if (pc.xv4 != 0u)
                 v = x4[xi / 4u];
             else
                 v = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);

@@ -19,30 +19,21 @@ uvec2 hk_q4k_scale_of(uvec2 sc, uvec2 mn, uint j)
 }
 #endif
 
-// 16 weight bytes at u16 index b16 of the weight view, loaded as the view's alignment allows:
-// WLOAD 2 one 16-byte load (b16 a multiple of 8 past a 16-byte aligned view), 1 four 32-bit
-// loads (b16 even past a 4-byte aligned view), 0 eight 16-bit loads (two uvec4 of halves). Needs
-// w16[], w32[], w128[] bound to the weights and the constant WLOAD. Nothing is computed from the
-// loaded values here, so a prefetch issued with it does not wait for them.
+// 16 weight bytes at u16 index b16 of the weight view as four little-endian words, loaded as the
+// view's alignment allows: wload 2 one 16-byte load (b16 a multiple of 8 past a 16-byte aligned
+// view), 1 four 32-bit loads (b16 even past a 4-byte aligned view), 0 eight 16-bit loads (whose
+// halves are joined here: a prefetch through that path waits for them). wload is uniform (a push
+// constant), so one pipeline serves every alignment. Needs w16[], w32[], w128[] on the weights.
 #ifdef HK_WIDE_WEIGHT_LOADS
-void hk_w_ld16(uint b16, out uvec4 lo, out uvec4 hi)
+uvec4 hk_w_ld16(uint b16, uint wload)
 {
-    hi = uvec4(0u);
-    if (WLOAD == 2u) {
-        lo = w128[b16 >> 3];
-    } else if (WLOAD == 1u) {
+    if (wload == 2u)
+        return w128[b16 >> 3];
+    if (wload == 1u) {
         uint b = b16 >> 1;
-        lo = uvec4(w32[b], w32[b + 1u], w32[b + 2u], w32[b + 3u]);
-    } else {
-        lo = uvec4(w16[b16], w16[b16 + 1u], w16[b16 + 2u], w16[b16 + 3u]);
-        hi = uvec4(w16[b16 + 4u], w16[b16 + 5u], w16[b16 + 6u], w16[b16 + 7u]);
+        return uvec4(w32[b], w32[b + 1u], w32[b + 2u], w32[b + 3u]);
     }
-}
-// the four little-endian words of what hk_w_ld16 loaded
-uvec4 hk_w_words(uvec4 lo, uvec4 hi)
-{
-    if (WLOAD != 0u)
-        return lo;
-    return uvec4(lo.x | (lo.y << 16), lo.z | (lo.w << 16), hi.x | (hi.y << 16), hi.z | (hi.w << 16));
+    return uvec4(uint(w16[b16]) | (uint(w16[b16 + 1u]) << 16), uint(w16[b16 + 2u]) | (uint(w16[b16 + 3u]) << 16),
+                 uint(w16[b16 + 4u]) | (uint(w16[b16 + 5u]) << 16), uint(w16[b16 + 6u]) | (uint(w16[b16 + 7u]) << 16));
 }
 #endif

@@ -43,10 +43,10 @@
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
-layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // WLOAD 1: 4-byte aligned view
-layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // WLOAD 2: 16-byte aligned view
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // pc.wload 1: 4-byte aligned view
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // pc.wload 2: 16-byte aligned view
 layout(binding = 1) readonly buffer XQ { uint xq[]; };            // Q8_1 blocks of 9 words
-layout(binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };         // XWIDE: 16-byte aligned rows
+layout(binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };         // pc.xwide: 16-byte aligned steps
 layout(binding = 2) writeonly buffer Out { float y[]; };
 #ifdef HK_MMQ_ID
 layout(binding = 3) readonly buffer Offsets { uint offs[]; };
@@ -58,7 +58,7 @@ layout(constant_id = 2) const uint WARPS_N = 2;
 layout(constant_id = 3) const uint RM = 2;
 layout(constant_id = 4) const uint RN = 2;
 layout(constant_id = 5) const uint KS = 4;    // 32-value blocks per k step: 1, 2, 4, 8 (even for Q4_K, Q6_K)
-layout(constant_id = 6) const uint FLAGS = 0; // bits 0-1 WLOAD, 2 XWIDE, 3 PREFETCH, 4 GENERIC
+layout(constant_id = 6) const uint FLAGS = 0; // bit 0 PREFETCH, bit 1 GENERIC
 
 const uint LANES = WG / (WARPS_M * WARPS_N);
 const uint BM = WARPS_M * RM * 16u;
@@ -69,10 +69,8 @@ const uint L = 256u / LANES;
 const uint SV = 2u * KS + 1u;
 const uint NONE = 0xFFFFFFFFu;
 const uint GROUP_STAGES = KS < 32u ? 32u / KS : 1u; // k steps summed before adding into the total
-const uint WLOAD = FLAGS & 3u;               // Q4_K weight chunks: 0 16-bit, 1 32-bit, 2 128-bit loads
-const uint XDIV = 1u + 3u * ((FLAGS >> 2) & 1u); // X words per load: 4 (XWIDE: uvec4) or 1
-const bool PREFETCH = (FLAGS & 8u) != 0u;    // next step's loads before this step's multiplies
-const bool GENERIC = (FLAGS & 16u) != 0u;    // coopmat: the learnt-index loop even where fixed would do
+const bool PREFETCH = (FLAGS & 1u) != 0u;    // next step's loads before this step's multiplies
+const bool GENERIC = (FLAGS & 2u) != 0u;     // coopmat: the learnt-index loop even where fixed would do
 
 HK_PUSH_BEGIN
     uint m;               // rows of X and out; HK_MMQ_ID: slots
@@ -82,6 +80,9 @@ HK_PUSH_BEGIN
     uint n_tiles;
     uint n_experts;       // HK_MMQ_ID
     uint slots_per_x_row; // HK_MMQ_ID
+    // load widths the views' alignment allows (uniform branches: one pipeline for every alignment)
+    uint wload;           // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
+    uint xwide;           // 1: X steps as 16-byte loads
 HK_PUSH_END
 
 shared uvec4 sa[BM * SV]; // X quants: row r, block kk at r * SV + 2 kk (32 bytes)
@@ -142,8 +143,8 @@ bool layout_ok = true; // false: the matrices hold other than L components per i
 #define COL(i) (fixed_own ? fixed_col(i) : ecol[i])
 #define REP(i) (fixed_own ? fixed_rep(i) : (i))
 
-// ---- X (Q8_1) staging: KS blocks of 9 words per row and step, XDIV words per load ----
-const uint XU = 9u * KS / XDIV;             // loads per row and step
+// ---- X (Q8_1) staging: KS blocks of 9 words per row and step, four words per unit ----
+const uint XU = (9u * KS + 3u) / 4u;        // units per row and step
 const uint XI = (BM * XU + WG - 1u) / WG;   // per invocation
 uvec4 xr[XI];
 
@@ -153,17 +154,21 @@ void x_load(uint kb0)
     [[unroll]] for (uint j = 0; j < XI; j++) {
         uint it = tid + j * WG, r = it / XU, c = it % XU;
         uvec4 v = uvec4(0u);
-        if (it < BM * XU && c * XDIV < nw) {
+        if (it < BM * XU && 4u * c < nw) {
             uint xrow = srow[r];
             if (xrow != NONE) { // rows past the end and absent slots stage zeros
 #ifdef HK_MMQ_ID
                 xrow /= pc.slots_per_x_row;
 #endif
-                uint b = x0 + (xrow * KB + kb0) * 9u + c * XDIV;
-                if (XDIV == 4u)
+                uint b = x0 + (xrow * KB + kb0) * 9u + 4u * c;
+                if (pc.xwide != 0u) { // the host's promise: 16-byte aligned, nw a multiple of 4
                     v = xq4[b >> 2];
-                else
+                } else {
                     v.x = xq[b];
+                    [[unroll]] for (uint e = 1; e < 4u; e++)
+                        if (4u * c + e < nw)
+                            v[e] = xq[b + e];
+                }
             }
         }
         xr[j] = v;
@@ -175,8 +180,10 @@ void x_store()
     [[unroll]] for (uint j = 0; j < XI; j++) {
         uint it = tid + j * WG, r = it / XU, c = it % XU;
         if (it < BM * XU) {
-            [[unroll]] for (uint e = 0; e < XDIV; e++) {
-                uint w = c * XDIV + e, kk = w / 9u, pos = w - 9u * kk;
+            [[unroll]] for (uint e = 0; e < 4u; e++) {
+                uint w = 4u * c + e, kk = w / 9u, pos = w - 9u * kk;
+                if (w >= 9u * KS) // the last unit of a step of 2 or 1 blocks is partly past it
+                    break;
                 if (pos == 0u) {
                     sxd[kk * BM + r] = unpackHalf2x16(xr[j][e]).x;
                 } else {

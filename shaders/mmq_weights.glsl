@@ -9,7 +9,7 @@
 //   Q4_K: a * q_i + b              (a = d*sc, b = -dmin*m of the 32-value sub-block)
 //   Q6_K: a * q_i for i < 16, b * q_i for i >= 16  (d times the two 16-value scales)
 // with q_i the quant in sb. Consecutive invocations take consecutive bytes of a row (coalesced
-// loads); rows past n stage zeros. Needs w16/w32/w128, sb, swa or sw, KS, BN, SV, WG, WLOAD, tid.
+// loads); rows past n stage zeros. Needs w16/w32/w128, sb, swa or sw, KS, BN, SV, WG, pc.wload, tid.
 #include "w16.glsl"
 #define HK_WIDE_WEIGHT_LOADS
 #include "gemm_q4k.glsl"
@@ -67,14 +67,11 @@ void w_store()
 // 16(q%2)+15 of sub-block 2(q/2) and whose high nibbles the same values of sub-block 2(q/2) + 1.
 // So every chunk decodes on its own: a stage of KS (even) sub-blocks j0 .. j0+KS-1 is the header
 // and the KS chunks 1 + j0 .. j0 + KS of each row. A chunk is read as one 16-byte load where the
-// view is 16-byte aligned (WLOAD 2: every super-block then is, 144 = 9 x 16), four 32-bit loads
-// where it is 4-byte aligned (WLOAD 1), else eight 16-bit loads (WLOAD 0).
+// view is 16-byte aligned (pc.wload 2: every super-block then is, 144 = 9 x 16), four 32-bit
+// loads where it is 4-byte aligned (1), else eight 16-bit loads (0).
 const uint WHU = (BN + WG - 1u) / WG;      // headers per invocation and stage
 const uint WCU = (BN * KS + WG - 1u) / WG; // qs chunks per invocation and stage
-const uint WRAW = 1u + (1u >> WLOAD);      // uvec4 registers per chunk: 2 for eight 16-bit loads
-uvec4 wh_raw[WHU * WRAW];
-uvec4 wc_raw[WCU * WRAW];
-
+uvec4 wh_raw[WHU], wc_raw[WCU];
 uint w_j0; // first sub-block of the staged super-block this stage covers
 
 void w_load(uint n0, uint kb0, uint wbase)
@@ -83,21 +80,17 @@ void w_load(uint n0, uint kb0, uint wbase)
     w_j0 = kb0 & 7u;
     [[unroll]] for (uint j = 0; j < WHU; j++) {
         uint it = tid + j * WG;
-        uvec4 lo = uvec4(0u), hi = uvec4(0u);
+        uvec4 v = uvec4(0u);
         if (it < BN && n0 + it < pc.n)
-            hk_w_ld16(wbase + (n0 + it) * row_u16 + sb16, lo, hi);
-        wh_raw[j * WRAW] = lo;
-        if (WRAW == 2u)
-            wh_raw[j * WRAW + WRAW - 1u] = hi;
+            v = hk_w_ld16(wbase + (n0 + it) * row_u16 + sb16, pc.wload);
+        wh_raw[j] = v;
     }
     [[unroll]] for (uint j = 0; j < WCU; j++) {
         uint it = tid + j * WG, r = it / KS, c = it % KS;
-        uvec4 lo = uvec4(0u), hi = uvec4(0u);
+        uvec4 v = uvec4(0u);
         if (it < BN * KS && n0 + r < pc.n)
-            hk_w_ld16(wbase + (n0 + r) * row_u16 + sb16 + 8u * (1u + w_j0 + c), lo, hi);
-        wc_raw[j * WRAW] = lo;
-        if (WRAW == 2u)
-            wc_raw[j * WRAW + WRAW - 1u] = hi;
+            v = hk_w_ld16(wbase + (n0 + r) * row_u16 + sb16 + 8u * (1u + w_j0 + c), pc.wload);
+        wc_raw[j] = v;
     }
 }
 
@@ -106,7 +99,7 @@ void w_store()
     [[unroll]] for (uint j = 0; j < WHU; j++) {
         uint r = tid + j * WG;
         if (r < BN) {
-            uvec4 h = hk_w_words(wh_raw[j * WRAW], wh_raw[j * WRAW + WRAW - 1u]);
+            uvec4 h = wh_raw[j];
             uvec2 sc, mn;
             hk_q4k_scales8(h, sc, mn);
             vec2 dm = unpackHalf2x16(h.x); // d, dmin
@@ -119,7 +112,7 @@ void w_store()
     [[unroll]] for (uint j = 0; j < WCU; j++) {
         uint it = tid + j * WG, r = it / KS, c = it % KS;
         if (it < BN * KS) {
-            uvec4 v = hk_w_words(wc_raw[j * WRAW], wc_raw[j * WRAW + WRAW - 1u]);
+            uvec4 v = wc_raw[j];
             // chunk 1 + j0 + c: j0 and KS are even, so sub-blocks c & ~1 and (c & ~1) + 1 of the
             // stage, values 16 (c & 1) ..
             uint o = r * SV + 2u * (c & ~1u) + (c & 1u);

@@ -31,10 +31,7 @@ static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
 #define PORTABLE_LANES 32u
 
 /* gemm_f16.comp's FLAGS (specialization constant 6) */
-#define FLAG_XV4 1u       /* x rows as 16-byte loads */
-#define FLAG_PREFETCH 2u  /* register double buffering of the k steps */
-#define FLAG_WLOAD_32 4u  /* Q4_K weight chunks as four 32-bit loads */
-#define FLAG_WLOAD_128 8u /* ... as one 16-byte load */
+#define FLAG_PREFETCH 1u /* register double buffering of the k steps */
 
 /* Loop bounds. lavapipe ends a shader's loops after 65535 iterations in total per invocation.
  * Counting every loop iteration of gemm_f16.comp as if nothing were unrolled, one k step costs
@@ -44,8 +41,9 @@ static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
  *   + coopmat: BK/16 * (1 + RN + RM*(1 + RN))      portable: BK/8 * (1 + RN + RM*E*(1 + RN))
  * (E = 256 / lanes per warp), and the accumulator init and epilogue RM*RN*(1 + E) + RM*RN*E once.
  * One dispatch takes at most GEMM_LOOP_BUDGET / step k steps; a longer k runs as several
- * dispatches, each adding its slice to out (coopmat 128x128 tiles: 44544 k values per dispatch,
- * portable: 8832). Whoever changes the shader's loops redoes this count. */
+ * dispatches, each adding its slice to out (32-wide subgroups: 43008 k values per dispatch on the
+ * 128x128 coopmat tiles, 59008 on the 64x64 ones; portable: 8512). Whoever changes the shader's
+ * loops redoes this count. */
 #define GEMM_LOOP_BUDGET 60000u
 
 typedef struct gemm_plan {
@@ -217,16 +215,18 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     /* x is read 16 bytes per load when its offset keeps them 16-byte aligned (the descriptor
      * base is aligned to a power of two, so offset % 16 == 0 suffices; k is a multiple of 32);
-     * Q4_K super-blocks (144 = 9 x 16 bytes) are as aligned as the weight view */
-    uint32_t flags = env_flag("HK_GEMM_PREFETCH", 1) ? FLAG_PREFETCH : 0;
+     * Q4_K super-blocks (144 = 9 x 16 bytes) are as aligned as the weight view. Push constants,
+     * so that one pipeline serves every alignment. */
+    uint32_t wload = 0, xv4 = 0;
     if (env_flag("HK_GEMM_WIDE", 1)) {
-        flags |= x.offset % 16 == 0 ? FLAG_XV4 : 0;
+        xv4 = x.offset % 16 == 0;
         if (t == 1)
-            flags |= w.offset % 16 == 0 ? FLAG_WLOAD_128 : w.offset % 4 == 0 ? FLAG_WLOAD_32 : 0;
+            wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
     }
-    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, flags};
+    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk,
+                        env_flag("HK_GEMM_PREFETCH", 1) ? FLAG_PREFETCH : 0};
     hk_dispatch_desc d = {.shader = portable_shaders[t], .spec = spec, .spec_count = 7, .bindings = b,
-                          .binding_count = 3, .params_bytes = 7 * 4,
+                          .binding_count = 3, .params_bytes = 9 * 4,
                           .groups = (uint64_t)ceil_div(m, bm) * tiles_n};
 #if GEMM_COOPMAT_BUILT
     if (p.coopmat) {
@@ -239,7 +239,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     hk_stream *s = stream ? stream : context->immediate;
     for (uint32_t k0 = 0; k0 < k; k0 += k_per_dispatch) {
         uint32_t k1 = k - k0 < k_per_dispatch ? k : k0 + k_per_dispatch;
-        uint32_t params[7] = {m, n, k, k0, k1, k0 > 0, tiles_n};
+        uint32_t params[9] = {m, n, k, k0, k1, k0 > 0, tiles_n, wload, xv4};
         d.params = params;
         st = hk__dispatch(context, s, fn, &d);
         if (st != HK_OK) {

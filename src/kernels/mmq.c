@@ -53,20 +53,18 @@ typedef struct mmq_tile {
 } mmq_tile;
 
 /* mmq.comp's FLAGS (specialization constant 6) */
-#define FLAG_WLOAD_32 1u   /* Q4_K weight chunks as four 32-bit loads (4-byte aligned view) */
-#define FLAG_WLOAD_128 2u  /* ... as one 16-byte load (16-byte aligned view) */
-#define FLAG_XWIDE 4u      /* X rows as 16-byte loads */
-#define FLAG_PREFETCH 8u   /* register double buffering of the k steps */
-#define FLAG_GENERIC 16u   /* coopmat: the learnt element ownership even where the fixed one holds */
+#define FLAG_PREFETCH 1u /* register double buffering of the k steps */
+#define FLAG_GENERIC 2u  /* coopmat: the learnt element ownership even where the fixed one holds */
 
 /* Default tiles, by arm; the dense coopmat tile by the number of workgroups the shape yields.
  * coopmat: 128 x 64 tiles of 8 subgroups with 2 x 2 subtiles each and 128-value k steps; shapes
  * with fewer than DENSE_BIG_GROUPS such tiles (a 512-token prompt against n < 3840) take 64 x 64
  * tiles of 4 subgroups. The expert-indexed form: 32 x 128 tiles of 4 subgroups (an expert of
  * Qwen3-30B-A3B gets 32 rows on average at 512 tokens). Portable: 32 x 32 tiles, one subtile per
- * warp. */
+ * warp, 64-value steps (lavapipe, which runs the tests, takes seconds to build each pipeline, and
+ * twice as long for twice the unrolled step). */
 static const mmq_tile dense_big = {4, 2, 2, 2, 4}, dense_small = {2, 2, 2, 2, 4}, id_coopmat = {1, 4, 2, 2, 4};
-static const mmq_tile dense_portable = {2, 2, 1, 1, 4}, id_portable = {1, 2, 2, 1, 4};
+static const mmq_tile dense_portable = {2, 2, 1, 1, 2}, id_portable = {1, 2, 2, 1, 2};
 #define DENSE_BIG_GROUPS 240u
 
 static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
@@ -164,27 +162,36 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     return HK_OK;
 }
 
-/* The staging options: wide loads where the views' alignment allows them, register double
- * buffering, the learnt-ownership loop (HK_MMQ_WIDE=0, HK_MMQ_PREFETCH=0, HK_MMQ_LAYOUT=generic). */
-static uint32_t staging_flags(int t, int arm, const mmq_tile *tl, hk_view w, hk_view xq, uint32_t k)
+typedef struct mmq_params {
+    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row, wload, xwide;
+} mmq_params;
+
+/* The options that make other pipelines: register double buffering, the learnt-ownership loop
+ * (HK_MMQ_PREFETCH=0, HK_MMQ_LAYOUT=generic). */
+static uint32_t pipeline_flags(int arm)
 {
-    uint32_t f = 0;
-    if (env_flag("HK_MMQ_WIDE", 1)) {
-        /* Q4_K super-blocks are 144 = 9 x 16 bytes: every chunk is as aligned as the view */
-        if (t == 1)
-            f |= w.offset % 16 == 0 ? FLAG_WLOAD_128 : w.offset % 4 == 0 ? FLAG_WLOAD_32 : 0;
-        /* Q8_1 rows of k/32 blocks of 36 bytes, steps of ks blocks: 16-byte chunks when both are
-         * multiples of 4 blocks (the descriptor base is aligned to a power of two, so a view
-         * offset that is a multiple of 16 keeps the chunks 16-byte aligned) */
-        if (xq.offset % 16 == 0 && (k / 32) % 4 == 0 && tl->ks % 4 == 0)
-            f |= FLAG_XWIDE;
-    }
-    if (env_flag("HK_MMQ_PREFETCH", 1))
-        f |= FLAG_PREFETCH;
+    uint32_t f = env_flag("HK_MMQ_PREFETCH", 1) ? FLAG_PREFETCH : 0;
     const char *layout = getenv("HK_MMQ_LAYOUT");
     if (arm == ARM_COOPMAT && layout && !strcmp(layout, "generic"))
         f |= FLAG_GENERIC;
     return f;
+}
+
+/* The widest loads the views' alignment allows (push constants: one pipeline serves every
+ * alignment); HK_MMQ_WIDE=0 keeps the narrow ones. */
+static void load_widths(int t, const mmq_tile *tl, hk_view w, hk_view xq, uint32_t k, mmq_params *p)
+{
+    p->wload = p->xwide = 0;
+    if (!env_flag("HK_MMQ_WIDE", 1))
+        return;
+    /* Q4_K super-blocks are 144 = 9 x 16 bytes: every chunk is as aligned as the view (the
+     * descriptor base is aligned to a power of two, so a view offset that is a multiple of 16 or
+     * 4 keeps the loads 16- or 4-byte aligned) */
+    if (t == 1)
+        p->wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
+    /* Q8_1 rows of k/32 blocks of 36 bytes, steps of ks blocks: whole 16-byte chunks when both
+     * are multiples of 4 blocks */
+    p->xwide = xq.offset % 16 == 0 && (k / 32) % 4 == 0 && tl->ks % 4 == 0;
 }
 
 static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
@@ -200,10 +207,6 @@ static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is above the limit of %u", k, MMQ_MAX_K);
     return HK_OK;
 }
-
-typedef struct mmq_params {
-    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
-} mmq_params;
 
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
                         uint32_t count, mmq_params *p, uint64_t m_rows_max)
@@ -234,8 +237,8 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         p->m_groups = (p->m + bm - 1) / bm;
         groups = (uint64_t)p->m_groups * p->n_tiles;
     }
-    uint32_t spec[7] = {tl.wm * tl.wn * lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks,
-                        staging_flags(t, arm, &tl, b[0].view, b[1].view, p->k)};
+    load_widths(t, &tl, b[0].view, b[1].view, p->k, p);
+    uint32_t spec[7] = {tl.wm * tl.wn * lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks, pipeline_flags(arm)};
     hk_dispatch_desc d = {.shader = shaders[id][t][arm],
                           .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
                           .spec = spec,
@@ -266,7 +269,7 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    mmq_params p = {m, n, k, 0, 0, 0, 0};
+    mmq_params p = {m, n, k, 0, 0, 0, 0, 0, 0};
     return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m);
 }
 
@@ -303,7 +306,7 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     st = hk__check_bindings(context, stream, fn, names, b, 5);
     if (st != HK_OK)
         return st;
-    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row};
+    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row, 0, 0};
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
     return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most);
