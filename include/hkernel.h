@@ -836,12 +836,28 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * caps.coopmat_khr_props, shaderInt8, full subgroups of caps.subgroup_size: "coopmat"), else packed
  * int8 dot products from shared-memory tiles ("dot"; "scalar": plain arithmetic where the device
  * has no shaderIntegerDotProduct). hk_context_desc.disable_features (HK_FEATURE_COOPMAT_KHR,
- * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
- * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
- * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step) replace the
- * defaults, for tuning (a tile the device cannot hold is refused with HK_ERROR_UNSUPPORTED).
- * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
- * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
+ * HK_FEATURE_INTEGER_DOT) selects the portable arms. Loads are the widest the views allow: Q4_K
+ * weights 16 bytes at a time where w.offset is a multiple of 16 (4 bytes where it is a multiple
+ * of 4), activations 16 bytes at a time where xq.offset is a multiple of 16 and k of 128; GGUF
+ * data placed at its file alignment (32) gets them. Each k step's loads are issued before the
+ * previous step's multiplies (register double buffering).
+ * The tile is a set of specialization constants picked by shape (coopmat: 128 x 64 tiles of 8
+ * subgroups where the shape yields at least 240 of them, else 64 x 64 of 4; expert-indexed
+ * 32 x 128 of 4; 128 values per k step). For tuning, these environment variables, read at each
+ * call, replace the defaults:
+ *   HK_MMQ_TILE, HK_MMQ_ID_TILE  "wm,wn,rm,rn,ks": a wm x wn grid of warps, each rm x rn subtiles
+ *                                of 16 x 16, ks blocks of 32 values per k step (1, 2, 4, 8; Q4_K
+ *                                and Q6_K take at least 2); a tile the device cannot hold is
+ *                                refused with HK_ERROR_UNSUPPORTED
+ *   HK_MMQ_PREFETCH=0            no register double buffering (loads, then the multiplies)
+ *   HK_MMQ_WIDE=0                16-bit weight and 32-bit activation loads whatever the alignment
+ *   HK_MMQ_LAYOUT=generic        coopmat arm: index each invocation's accumulator elements through
+ *                                the layout learnt at run time even where it is the fixed one
+ *                                the kernel otherwise specializes for (a diagnostic: slower, same
+ *                                bits)
+ * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded: every loop but
+ * the k-step loop, at most 2048 trips, has a trip count fixed by the tile); every tensor within
+ * one binding of the device (caps.max_storage_buffer_range; the call says which one is too
  * large).
  */
 
@@ -905,11 +921,21 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
  * of the output scale; the tests gate it at 5e-2). x values must lie within the f16 range
  * (|x| < 65504; larger ones become infinities). */
 /* Limits of hk_gemm_f16 (HK_ERROR_INVALID_ARGUMENT past them). The shader's loops do not depend on
- * m and n (one workgroup per output tile); a k longer than one dispatch's loop budget (32640 values
- * on the matrix-unit tiles with 32-wide subgroups, 9152 on the portable ones; src/kernels/gemm.c
- * counts them) is split into several dispatches that add to out, so k is limited only to keep
- * their number small (at most 115). m * n, m * k and the weights are further
- * bounded by caps.max_storage_buffer_range bytes per view. */
+ * m and n (one workgroup per output tile); a k longer than one dispatch's loop budget (with 32-wide
+ * subgroups 43008 values on the 128 x 128 matrix-unit tiles, 59008 on the 64 x 64 ones, 8512 on the
+ * portable ones; src/kernels/gemm.c counts them) is split into several dispatches that add to out,
+ * so k is limited only to keep their number small (at most 124). m * n, m * k and the weights are further
+ * bounded by caps.max_storage_buffer_range bytes per view.
+ * Tiles (specialization constants, picked by shape): coopmat 128 x 128 of 8 subgroups (2 x 4 warps
+ * of 64 x 32) with 64-value k steps where the shape yields at least 100 of them, else 64 x 64 of 4;
+ * portable 64 x 64 of 4 warps, 32-value steps. x is read 16 bytes at a time where x.offset is a
+ * multiple of 16, Q4_K weights where w.offset is (4 bytes where it is a multiple of 4); each k
+ * step's loads are issued before the previous step's multiplies. For tuning, read at each call:
+ *   HK_GEMM_TILE      "wm,wn,rm,rn,bk": wm x wn warps of rm x rn tiles of 16 x 16, bk values per
+ *                     k step (32, 64, 128, 256); the arm stays the default one; a tile the device
+ *                     cannot hold is refused with HK_ERROR_UNSUPPORTED
+ *   HK_GEMM_PREFETCH=0  no register double buffering
+ *   HK_GEMM_WIDE=0      scalar x and 16-bit weight loads whatever the alignment */
 #define HK_GEMM_MAX_M 16777216u
 #define HK_GEMM_MAX_N 16777216u
 #define HK_GEMM_MAX_K 1048576u

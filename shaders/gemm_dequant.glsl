@@ -1,63 +1,161 @@
-// Tile dequantizers of the f16 GEMM (gemm_f16.comp): 8 consecutive weights of one GGUF row as
-// f32, read through 16-bit words (GGUF blocks are only 2-byte aligned) and never outside the
-// row's block. Expects `uint16_t w16[]` at binding 0, pc.view_offset[0] and pc.k.
-//   hk_deq8(row, kk, lo, hi): weights kk .. kk+7 of weight row `row`, kk a multiple of 8.
+// Weight staging of the f16 GEMM (gemm_f16.comp), split in two halves so that a k step's global
+// loads can be issued before the previous step's multiplies and consumed after them (register
+// double buffering):
+//   gw_load(col0, k0)  global -> registers: the raw bytes of weights k0 .. k0+BK-1 of the BN rows
+//                      from col0; nothing is computed from them here
+//   gw_store()         registers -> the f16 tile (tiles[SB0 + r * SS + v/8] holds values v .. v+7
+//                      of row r), dequantized in f32 and rounded once to f16
+// Consecutive invocations take consecutive bytes of a row; rows past n stage zeros. GGUF blocks
+// are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K in 16-byte chunks as
+// the view's alignment allows (pc.wload). Needs w16/w32/w128, tiles, SB0, SS, BN, BK, WG, tid,
+// pc.k, pc.n, pc.view_offset[0].
+#define HK_WIDE_WEIGHT_LOADS
+#include "gemm_q4k.glsl"
 
-// 8 bytes from u16 index q as two words (byte i of the 8 in bits 8*(i%4) of word i/4)
-uvec2 hk_deq_words(uint q)
+// 8 values as f16, in the order of k
+uvec4 pack8(vec4 lo, vec4 hi)
 {
-    return uvec2(uint(w16[q]) | (uint(w16[q + 1u]) << 16), uint(w16[q + 2u]) | (uint(w16[q + 3u]) << 16));
+    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
-
-// byte i of the block starting at u16 index b
-uint hk_deq_byte(uint b, uint i) { return (uint(w16[b + (i >> 1)]) >> ((i & 1u) * 8u)) & 0xFFu; }
 
 #if defined(HK_Q8_0)
-// Q8_0: block of 32 = f16 d, i8 qs[32] (17 u16); value i is d * qs[i]
-void hk_deq8(uint row, uint kk, out vec4 lo, out vec4 hi)
+// Q8_0: block of 32 = f16 d, i8 qs[32] (17 u16); value i is d * qs[i]. A unit is 8 values: four
+// 16-bit quant words and the block's d.
+const uint GWU = (BN * (BK / 8u) + WG - 1u) / WG;
+uvec4 gq_raw[GWU];
+uint gd_raw[GWU];
+
+void gw_load(uint col0, uint k0)
 {
-    uint b = pc.view_offset[0] / 2u + (row * (pc.k / 32u) + kk / 32u) * 17u;
-    float d = hk_half(uint(w16[b]));
-    uvec2 q = hk_deq_words(b + 1u + (kk % 32u) / 2u);
-    lo = d * hk_i8x4(q.x);
-    hi = d * hk_i8x4(q.y);
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / (BK / 8u), kk = k0 + 8u * (it % (BK / 8u));
+        uvec4 q = uvec4(0u);
+        uint d = 0u;
+        if (it < BN * (BK / 8u) && col0 + r < pc.n) {
+            uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 32u) + kk / 32u) * 17u;
+            uint q16 = b + 1u + (kk % 32u) / 2u;
+            d = uint(w16[b]);
+            q = uvec4(w16[q16], w16[q16 + 1u], w16[q16 + 2u], w16[q16 + 3u]);
+        }
+        gq_raw[j] = q;
+        gd_raw[j] = d;
+    }
+}
+
+void gw_store()
+{
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / (BK / 8u), c = it % (BK / 8u);
+        if (it < BN * (BK / 8u)) {
+            float d = hk_half(gd_raw[j]);
+            uvec4 q = gq_raw[j];
+            tiles[SB0 + r * SS + c] = pack8(d * hk_i8x4(q.x | (q.y << 16)), d * hk_i8x4(q.z | (q.w << 16)));
+        }
+    }
 }
 #elif defined(HK_Q4_K)
-// Q4_K: super-block of 256 = f16 d, f16 dmin, u8 scales[12], u8 qs[128] (72 u16). Value
-// 32j + i (sub-block j) is d*sc_j*q - dmin*m_j, q the low (j even) or high (j odd) nibble of
-// qs[32*(j/2) + i]; (sc_j, m_j) 6-bit, packed in scales[] as llama.cpp's get_scale_min_k4.
-void hk_deq8(uint row, uint kk, out vec4 lo, out vec4 hi)
+// Q4_K: super-block of 256 = 144 bytes, nine 16-byte chunks: the header (f16 d, f16 dmin,
+// scales[12]), then qs: chunk 1 + q holds qs bytes 16q .., whose low nibbles are values 16(q%2) ..
+// 16(q%2)+15 of sub-block 2(q/2) and whose high nibbles the same values of sub-block 2(q/2)+1.
+// Value i of sub-block j is d*sc_j*q - dmin*m_j. A unit is one qs chunk and its super-block's
+// header: a step of BK >= 64 values (sub-blocks j0 .. j0 + BK/32 - 1, j0 even) takes chunks
+// 1 + j0 .. j0 + BK/32 of each row, both nibbles; a step of 32 values (sub-block j0) the two
+// chunks of its pair, one nibble.
+const uint NCH = BK >= 64u ? BK / 32u : 2u;   // chunks per row and step
+const uint GWU = (BN * NCH + WG - 1u) / WG;
+uvec4 gh_raw[GWU], gc_raw[GWU];
+uint g_j0;
+
+void gw_load(uint col0, uint k0)
 {
-    uint b = pc.view_offset[0] / 2u + (row * (pc.k / 256u) + kk / 256u) * 72u;
-    uint j = (kk % 256u) / 32u, i = kk % 32u;
-    uint sc, mn; // scales[x] is byte 4 + x of the block
-    if (j < 4u) {
-        sc = hk_deq_byte(b, 4u + j) & 63u;
-        mn = hk_deq_byte(b, 8u + j) & 63u;
-    } else {
-        sc = (hk_deq_byte(b, 8u + j) & 0xFu) | ((hk_deq_byte(b, j) >> 6) << 4);
-        mn = (hk_deq_byte(b, 8u + j) >> 4) | ((hk_deq_byte(b, 4u + j) >> 6) << 4);
+    g_j0 = (k0 % 256u) / 32u;
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / NCH, c = it % NCH;
+        uvec4 h = uvec4(0u), v = uvec4(0u);
+        if (it < BN * NCH && col0 + r < pc.n) {
+            uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 256u) + k0 / 256u) * 72u;
+            uint q = BK >= 64u ? g_j0 + c : (g_j0 & ~1u) + c;
+            h = hk_w_ld16(b, pc.wload);
+            v = hk_w_ld16(b + 8u * (1u + q), pc.wload);
+        }
+        gh_raw[j] = h;
+        gc_raw[j] = v;
     }
-    float d = hk_half(uint(w16[b])) * float(sc), dm = hk_half(uint(w16[b + 1u])) * float(mn);
-    uvec2 q = hk_deq_words(b + 8u + 16u * (j / 2u) + i / 2u) >> ((j & 1u) * 4u);
-    lo = d * hk_lanes(q.x, 0xFu) - dm;
-    hi = d * hk_lanes(q.y, 0xFu) - dm;
+}
+
+void gw_store()
+{
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / NCH, c = it % NCH;
+        if (it < BN * NCH) {
+            uvec4 h = gh_raw[j], v = gc_raw[j];
+            uvec2 sc, mn;
+            hk_q4k_scales8(h, sc, mn);
+            vec2 dm = unpackHalf2x16(h.x);
+            [[unroll]] for (uint nib = 0; nib < 2u; nib++) {
+                // BK >= 64: sub-block j0 + (c & ~1) + nib, values 16 (c & 1) ..; BK 32: only the
+                // nibble of sub-block j0, values 16 c ..
+                if (BK < 64u && nib != (g_j0 & 1u))
+                    continue;
+                uint jj = BK >= 64u ? g_j0 + (c & ~1u) + nib : g_j0;
+                uint vi = BK >= 64u ? (jj - g_j0) * 32u + 16u * (c & 1u) : 16u * c;
+                uvec2 s = hk_q4k_scale_of(sc, mn, jj);
+                float d = dm.x * float(s.x), m = dm.y * float(s.y);
+                uvec4 q = (v >> (4u * nib)) & 0x0F0F0F0Fu;
+                uint o = SB0 + r * SS + vi / 8u;
+                tiles[o] = pack8(d * hk_lanes(q.x, 0xFFu) - m, d * hk_lanes(q.y, 0xFFu) - m);
+                tiles[o + 1u] = pack8(d * hk_lanes(q.z, 0xFFu) - m, d * hk_lanes(q.w, 0xFFu) - m);
+            }
+        }
+    }
 }
 #elif defined(HK_Q6_K)
 // Q6_K: super-block of 256 = u8 ql[128], u8 qh[64], i8 scales[16], f16 d (105 u16). Value
 // 128h + 32g + l is d * scales[8h + 2g + l/16] * (q - 32), q = nibble (high when g >= 2) of
-// ql[64h + 32(g&1) + l] | ((qh[32h + l] >> 2g) & 3) << 4.
-void hk_deq8(uint row, uint kk, out vec4 lo, out vec4 hi)
+// ql[64h + 32(g&1) + l] | ((qh[32h + l] >> 2g) & 3) << 4. A unit is 8 values: four 16-bit words
+// of ql, four of qh, the 16-bit word holding the scale byte, and d.
+const uint GWU = (BN * (BK / 8u) + WG - 1u) / WG;
+uvec4 gql_raw[GWU], gx_raw[GWU];
+uvec2 gs_raw[GWU]; // scale word, d
+uint gw_k0;
+
+void gw_load(uint col0, uint k0)
 {
-    uint b = pc.view_offset[0] / 2u + (row * (pc.k / 256u) + kk / 256u) * 105u;
-    uint v = kk % 256u, h = v / 128u, g = (v % 128u) / 32u, l = v % 32u;
-    uvec2 ql = hk_deq_words(b + (64u * h + 32u * (g & 1u) + l) / 2u) >> ((g / 2u) * 4u);
-    uvec2 qh = hk_deq_words(b + (128u + 32u * h + l) / 2u) >> (2u * g);
-    uvec2 q = (ql & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
-    float sc = float(int(hk_deq_byte(b, 192u + 8u * h + 2u * g + l / 16u) << 24) >> 24);
-    float d = hk_half(uint(w16[b + 104u])) * sc;
-    lo = d * (hk_lanes(q.x, 0xFFu) - 32.0);
-    hi = d * (hk_lanes(q.y, 0xFFu) - 32.0);
+    gw_k0 = k0;
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / (BK / 8u), kk = k0 + 8u * (it % (BK / 8u));
+        uvec4 ql = uvec4(0u), qh = uvec4(0u);
+        uvec2 s = uvec2(0u);
+        if (it < BN * (BK / 8u) && col0 + r < pc.n) {
+            uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 256u) + kk / 256u) * 105u;
+            uint v = kk % 256u, h = v / 128u, g = (v % 128u) / 32u, l = v % 32u;
+            uint l16 = b + (64u * h + 32u * (g & 1u) + l) / 2u, h16 = b + (128u + 32u * h + l) / 2u;
+            ql = uvec4(w16[l16], w16[l16 + 1u], w16[l16 + 2u], w16[l16 + 3u]);
+            qh = uvec4(w16[h16], w16[h16 + 1u], w16[h16 + 2u], w16[h16 + 3u]);
+            s = uvec2(w16[b + (192u + 8u * h + 2u * g + l / 16u) / 2u], w16[b + 104u]);
+        }
+        gql_raw[j] = ql;
+        gx_raw[j] = qh;
+        gs_raw[j] = s;
+    }
+}
+
+void gw_store()
+{
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / (BK / 8u), c = it % (BK / 8u);
+        if (it < BN * (BK / 8u)) {
+            // this unit's place in its super-block, from the step's (k0 is a multiple of BK)
+            uint v = (gw_k0 % 256u) + 8u * c, h = v / 128u, g = (v % 128u) / 32u, l = v % 32u;
+            uvec4 a = gql_raw[j], x = gx_raw[j];
+            uvec2 ql = uvec2(a.x | (a.y << 16), a.z | (a.w << 16)) >> ((g / 2u) * 4u);
+            uvec2 qh = uvec2(x.x | (x.y << 16), x.z | (x.w << 16)) >> (2u * g);
+            uvec2 q = (ql & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
+            uint sbyte = (gs_raw[j].x >> (8u * ((192u + 8u * h + 2u * g + l / 16u) & 1u))) & 0xFFu;
+            float d = hk_half(gs_raw[j].y) * float(int(sbyte << 24) >> 24);
+            tiles[SB0 + r * SS + c] = pack8(d * (hk_lanes(q.x, 0xFFu) - 32.0), d * (hk_lanes(q.y, 0xFFu) - 32.0));
+        }
+    }
 }
 #else
 #error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"

@@ -13,11 +13,15 @@
 // A workgroup computes a BM x BN tile of out: WM x WN warps, each RM x RN tiles of 16x16 held
 // in registers across the whole k loop. Each k step of BK values stages x[BM rows, BK] and the
 // dequantized W[BN rows, BK] in shared memory as f16 (row stride BK + 8 halves: 16-byte aligned
-// rows that do not all start on one bank), then every warp multiplies its tiles. The two arms
+// rows that do not all start on one bank), then every warp multiplies its tiles. Staging is split
+// into loads (global -> registers, consecutive invocations on consecutive bytes of a row) and
+// stores (convert / dequantize -> shared), so that with PREFETCH the next step's loads are in
+// flight while the warps multiply the current one (register double buffering). The two arms
 // share all of this and differ only in the multiply and where the epilogue reads its values:
 //   HK_COOPMAT  KHR cooperative matrix f16 16x16x16 -> f32; a warp is a hardware subgroup (the
 //               host requires full subgroups of the device's size); accumulators go through a
-//               per-warp 16x16 f32 stage in shared memory for the guarded stores;
+//               per-warp 16x16 f32 stage in shared memory (over the tiles, after the k loop) for
+//               the guarded stores;
 //   default     the same tiles in plain f32 FMAs on the f16-rounded operands (exact products,
 //               f32 sums): a warp is LANES consecutive invocations, no subgroup operations.
 // In the 16x16 tile of out, lane l holds elements p = e*LANES + l (row p/16, column p%16), e <
@@ -28,6 +32,8 @@
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // pc.wload 1: 4-byte aligned view
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // pc.wload 2: 16-byte aligned view
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2) buffer Out { float outv[]; };
@@ -38,7 +44,7 @@ layout(constant_id = 2) const uint WN = 2;   // warps along n
 layout(constant_id = 3) const uint RM = 2;   // 16x16 tiles per warp along m
 layout(constant_id = 4) const uint RN = 2;   // 16x16 tiles per warp along n
 layout(constant_id = 5) const uint BK = 32;  // k per step: a multiple of 32 dividing 256
-layout(constant_id = 6) const uint XV4 = 0;  // 1: x is 16-byte aligned, read as vec4
+layout(constant_id = 6) const uint FLAGS = 0; // bit 0 PREFETCH
 
 const uint LANES = WG / (WM * WN);  // invocations per warp (coopmat: the subgroup size)
 const uint E = 256u / LANES;        // elements of a 16x16 tile per lane
@@ -46,6 +52,8 @@ const uint BM = WM * RM * 16u;
 const uint BN = WN * RN * 16u;
 const uint KV = BK / 8u;            // 8-value items (uvec4 of f16) per staged row
 const uint SS = KV + 1u;            // shared row stride in uvec4: BK + 8 halves
+const uint SB0 = BM * SS;           // the W tile's first uvec4 in `tiles`
+const bool PREFETCH = (FLAGS & 1u) != 0u; // next step's loads before this step's multiplies
 
 HK_PUSH_BEGIN
     uint m;
@@ -55,51 +63,54 @@ HK_PUSH_BEGIN
     uint k_end;
     uint accumulate; // 1: add to out (passes after the first)
     uint tiles_n;    // workgroups along n
+    // load widths the views' alignment allows (uniform branches: one pipeline for every alignment)
+    uint wload;      // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
+    uint xv4;        // 1: x is 16-byte aligned, read as vec4
 HK_PUSH_END
-
-#include "gemm_dequant.glsl"
 
 // Both arms stage 8 halves packed in a uvec4: cooperative-matrix loads take any array type,
 // counting element and stride in its units (GL_KHR_cooperative_matrix, issue 3), and a uvec4 array
-// keeps every fragment's start and stride 16-byte aligned as Vulkan requires.
-shared uvec4 sa[BM * SS]; // x tile [BM][BK] as f16
-shared uvec4 sb[BN * SS]; // W tile [BN][BK] as f16, dequantized
-#ifdef HK_COOPMAT
-shared vec4 stage[WM * WN * 64u]; // per warp: one 16x16 accumulator on its way out (vec4: 16-byte aligned)
-#endif
+// keeps every fragment's start and stride 16-byte aligned as Vulkan requires. x tile [BM][BK] at
+// 0, W tile [BN][BK] (dequantized) at SB0; after the k loop the coopmat arm's per-warp stages.
+shared uvec4 tiles[(BM + BN) * SS];
 
-// 8 values as f16, in the order of k
-uvec4 pack8(vec4 lo, vec4 hi)
+uint tid;
+
+#include "gemm_dequant.glsl"
+
+// ---- x staging: units of 4 values (one vec4 load, or four) ----
+const uint XU = BK / 4u;
+const uint XI = (BM * XU + WG - 1u) / WG;
+vec4 xr[XI];
+
+void x_load(uint row0, uint k0)
 {
-    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+    const uint x0 = pc.view_offset[1] / 4u;
+    [[unroll]] for (uint j = 0; j < XI; j++) {
+        uint it = tid + j * WG, r = it / XU, c = it % XU, row = row0 + r;
+        vec4 v = vec4(0.0);
+        if (it < BM * XU && row < pc.m) {
+            uint xi = x0 + row * pc.k + k0 + 4u * c;
+            if (pc.xv4 != 0u)
+                v = x4[xi / 4u];
+            else
+                v = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
+        }
+        xr[j] = v;
+    }
 }
 
-// Stages x[row0 .., k0 .. k0+BK) and W[col0 .., k0 ..) as f16; rows past m or n are zeros.
-void stage_tiles(uint row0, uint col0, uint k0)
+void x_store()
 {
-    uint li = gl_LocalInvocationIndex;
-    uint x0 = pc.view_offset[1] / 4u;
-    for (uint it = li; it < BM * KV; it += WG) {
-        uint r = it / KV, c = it % KV, row = row0 + r;
-        vec4 lo = vec4(0.0), hi = vec4(0.0);
-        if (row < pc.m) {
-            uint xi = x0 + row * pc.k + k0 + 8u * c;
-            if (XV4 != 0u) {
-                lo = x4[xi / 4u];
-                hi = x4[xi / 4u + 1u];
-            } else {
-                lo = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
-                hi = vec4(x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
-            }
+    [[unroll]] for (uint j = 0; j < XI; j++) {
+        uint it = tid + j * WG, r = it / XU, c = it % XU;
+        if (it < BM * XU) {
+            uvec2 p = uvec2(packHalf2x16(xr[j].xy), packHalf2x16(xr[j].zw));
+            if ((c & 1u) == 0u)
+                tiles[r * SS + c / 2u].xy = p;
+            else
+                tiles[r * SS + c / 2u].zw = p;
         }
-        sa[r * SS + c] = pack8(lo, hi);
-    }
-    for (uint it = li; it < BN * KV; it += WG) {
-        uint r = it / KV, c = it % KV, col = col0 + r;
-        vec4 lo = vec4(0.0), hi = vec4(0.0);
-        if (col < pc.n)
-            hk_deq8(col, k0 + 8u * c, lo, hi);
-        sb[r * SS + c] = pack8(lo, hi);
     }
 }
 
@@ -114,6 +125,7 @@ void put_out(uint row, uint col, float v)
 
 void main()
 {
+    tid = gl_LocalInvocationIndex;
     uint group = hk_group_id();
     uint tile_m = group / pc.tiles_n, tile_n = group % pc.tiles_n;
     uint row0 = tile_m * BM, col0 = tile_n * BN;
@@ -139,18 +151,32 @@ void main()
     uint lc = lane % 16u, lr = lane / 16u;
 #endif
 
+    if (PREFETCH) {
+        x_load(row0, pc.k_begin);
+        gw_load(col0, pc.k_begin);
+    }
     for (uint k0 = pc.k_begin; k0 < pc.k_end; k0 += BK) {
-        stage_tiles(row0, col0, k0);
+        if (!PREFETCH) {
+            x_load(row0, k0);
+            gw_load(col0, k0);
+        }
+        barrier(); // the previous step's multiplies are done with the tiles
+        x_store();
+        gw_store();
         barrier();
+        if (PREFETCH && k0 + BK < pc.k_end) {
+            x_load(row0, k0 + BK);
+            gw_load(col0, k0 + BK);
+        }
 #ifdef HK_COOPMAT
         [[unroll]] for (uint kc = 0; kc < BK / 16u; kc++) {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[RN];
             // B = W^T: column j of B is row j of the W tile, k contiguous
             [[unroll]] for (uint j = 0; j < RN; j++)
-                coopMatLoad(b[j], sb, (wn0 + 16u * j) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(b[j], tiles, SB0 + (wn0 + 16u * j) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutColumnMajor);
             [[unroll]] for (uint i = 0; i < RM; i++) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;
-                coopMatLoad(a, sa, (wm0 + 16u * i) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(a, tiles, (wm0 + 16u * i) * SS + 2u * kc, SS, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint j = 0; j < RN; j++)
                     acc[i * RN + j] = coopMatMulAdd(a, b[j], acc[i * RN + j]);
             }
@@ -159,12 +185,12 @@ void main()
         [[unroll]] for (uint c = 0; c < KV; c++) {
             vec4 blo[RN], bhi[RN];
             [[unroll]] for (uint j = 0; j < RN; j++) {
-                uvec4 v = sb[(wn0 + 16u * j + lc) * SS + c];
+                uvec4 v = tiles[SB0 + (wn0 + 16u * j + lc) * SS + c];
                 blo[j] = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
                 bhi[j] = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
             }
             [[unroll]] for (uint ie = 0; ie < RM * E; ie++) {
-                uvec4 v = sa[(wm0 + 16u * (ie / E) + lr + (ie % E) * (LANES / 16u)) * SS + c];
+                uvec4 v = tiles[(wm0 + 16u * (ie / E) + lr + (ie % E) * (LANES / 16u)) * SS + c];
                 vec4 alo = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
                 vec4 ahi = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
                 [[unroll]] for (uint j = 0; j < RN; j++)
@@ -172,21 +198,23 @@ void main()
             }
         }
 #endif
-        barrier();
     }
 
     // epilogue: lane's element e of tile (i, j) is p = e*LANES + lane
+#ifdef HK_COOPMAT
+    barrier(); // every warp is done with the tiles: they hold the per-warp stages now
+#endif
     [[unroll]] for (uint t = 0; t < RM * RN; t++) {
         uint i = t / RN, j = t % RN;
 #ifdef HK_COOPMAT
-        coopMatStore(acc[t], stage, warp * 64u, 4u, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatStore(acc[t], tiles, warp * 64u, 4u, gl_CooperativeMatrixLayoutRowMajor);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
 #endif
         [[unroll]] for (uint e = 0; e < E; e++) {
             uint p = e * LANES + lane;
 #ifdef HK_COOPMAT
-            float v = stage[warp * 64u + p / 4u][p % 4u];
+            float v = uintBitsToFloat(tiles[warp * 64u + p / 4u][p % 4u]);
 #else
             float v = acc[(i * E + e) * RN + j];
 #endif

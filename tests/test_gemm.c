@@ -2,6 +2,7 @@
  * test_kernels on every shape and placement, with and without the cooperative-matrix arm): which
  * arm runs, the references on their own, two GEMMs chained in one stream on both arms, and every
  * argument error. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "hk_test.h"
 
 #include <math.h>
@@ -87,6 +88,91 @@ static void test_stream_chain(hk_context *ctx)
     free(w2);
 }
 
+/* One GEMM against the references: full precision at HK_GATE_F16, the f16-rounded operands at
+ * 1e-2 (as the table row). w at a 16-byte aligned offset or at 2 mod 4, x at 0 or 4 mod 16. */
+static void check_gemm(hk_context *ctx, hk_type type, uint32_t m, uint32_t n, uint32_t k, int aligned, uint64_t seed,
+                       const char *label)
+{
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * n, x_bytes = (uint64_t)m * k * 4;
+    float *x = malloc(x_bytes), *ref = malloc((size_t)m * n * 4), *ref16 = malloc((size_t)m * n * 4);
+    uint8_t *w = hk_random_weights(&rng, (int)type, n, k, (int)(seed & 1));
+    hk_rng_fill(&rng, x, (size_t)m * k, -1.0f, 1.0f);
+    int ok = w && hk_ref_gemm((int)type, w, x, ref, m, n, k) && hk_ref_gemm_f16((int)type, w, x, ref16, m, n, k);
+    uint64_t w_off = aligned ? 64 : 34, x_off = aligned ? 0 : 4;
+    hk_buffer *wb = hk_test_buffer(ctx, w_off + w_bytes, NULL), *xb = hk_test_buffer(ctx, x_off + x_bytes, NULL);
+    hk_status st = hk_buffer_upload(wb, w_off, w, w_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(xb, x_off, x, x_bytes);
+    hk_test_out out = hk_test_out_create(ctx, (size_t)m * n);
+    char name[200];
+    snprintf(name, sizeof name, "gemm %s m=%u n=%u k=%u %s%s", hk_type_name(type), m, n, k,
+             aligned ? "aligned" : "unaligned", label);
+    if (st == HK_OK)
+        st = hk_gemm_f16(ctx, NULL, type, (hk_view){wb, w_off}, (hk_view){xb, x_off}, hk_test_out_view(&out), m, n, k);
+    if (st != HK_OK || !ok) {
+        hk_check(0, name, "%s", st != HK_OK ? hk_last_error() : "reference failed");
+    } else {
+        const float *got = hk_test_out_read(&out, name);
+        if (got) {
+            double r16 = hk_scale_rel(got, ref16, (size_t)m * n);
+            hk_check(r16 < 1e-2, name, "scale_rel to the f16-operand reference %.3e", r16);
+            hk_check_close(name, got, ref, (size_t)m * n, HK_GATE_F16);
+        }
+    }
+    hk_test_out_destroy(&out);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    free(x);
+    free(ref);
+    free(ref16);
+    free(w);
+}
+
+static void set_env(const char *name, const char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+/* The tiling and staging variants (HK_GEMM_TILE, HK_GEMM_PREFETCH, HK_GEMM_WIDE) on a few shapes of
+ * every type: k steps of 32 (one Q4_K nibble per chunk), 64, 128 and 256 values, other warp grids,
+ * no prefetch, 16-bit weight loads. Tiles for the portable arm (32-wide warps, lavapipe's 32 KiB)
+ * or the cooperative-matrix one (32-wide subgroups assumed; tiles the device cannot hold are
+ * skipped with a note). */
+static void test_variants(hk_context *ctx, int coopmat)
+{
+    typedef struct variant {
+        const char *tile, *prefetch, *wide;
+    } variant;
+    static const variant portable[] = {
+        {"1,1,1,1,64", NULL, NULL}, {"2,1,1,1,128", "0", NULL}, {"1,1,1,1,32", NULL, "0"}, {"1,2,1,1,64", "0", "0"}};
+    static const variant matrix[] = {
+        {"2,4,4,2,64", NULL, NULL}, {"2,2,2,4,32", "0", NULL}, {"4,2,2,2,128", NULL, "0"}, {"1,4,2,2,256", NULL, NULL}};
+    const variant *vs = coopmat ? matrix : portable;
+    static const hk_type types[] = {Q8, Q4, Q6};
+    uint64_t seed = 500;
+    for (int v = 0; v < 4; v++) {
+        set_env("HK_GEMM_TILE", vs[v].tile);
+        set_env("HK_GEMM_PREFETCH", vs[v].prefetch);
+        set_env("HK_GEMM_WIDE", vs[v].wide);
+        char label[120];
+        snprintf(label, sizeof label, ", HK_GEMM_TILE=%s%s%s", vs[v].tile, vs[v].prefetch ? " HK_GEMM_PREFETCH=0" : "",
+                 vs[v].wide ? " HK_GEMM_WIDE=0" : "");
+        /* Q4_K (its chunk loads) and one other type per variant, in turn: each tile is a pipeline
+         * of its own to build, seconds on lavapipe */
+        check_gemm(ctx, Q4, 40, 70, 512, v & 1, ++seed, label);
+        check_gemm(ctx, types[v % 2 ? 2 : 0], 17, 140, 768, !(v & 1), ++seed, label);
+        if (v == 0)
+            check_gemm(ctx, Q8, 9, 33, 96, 1, ++seed, label); /* k steps halved to 32 */
+    }
+    set_env("HK_GEMM_TILE", NULL);
+    set_env("HK_GEMM_PREFETCH", NULL);
+    set_env("HK_GEMM_WIDE", NULL);
+}
+
 /* ---- argument errors: the status, a message naming the problem, nothing recorded or written ---- */
 
 static hk_context *err_ctx;
@@ -167,6 +253,13 @@ static void test_errors(hk_context *ctx, hk_context *other)
            "output out overlaps x");
     expect("gemm out overlaps w", hk_gemm_f16(ctx, s, Q4, w, x, (hk_view){wb, 0}, 1, 1, k), INV,
            "output out overlaps w");
+    setenv("HK_GEMM_TILE", "2,2,2", 1);
+    expect("gemm HK_GEMM_TILE malformed", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, k), INV,
+           "HK_GEMM_TILE=\"2,2,2\" is not \"wm,wn,rm,rn,bk\"");
+    setenv("HK_GEMM_TILE", "8,8,8,8,64", 1);
+    expect("gemm HK_GEMM_TILE too big", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, k), HK_ERROR_UNSUPPORTED,
+           "HK_GEMM_TILE=\"8,8,8,8,64\"");
+    unsetenv("HK_GEMM_TILE");
     if (other) {
         hk_stream *foreign = NULL;
         if (hk_stream_create(other, 0, &foreign) == HK_OK) {
@@ -205,11 +298,14 @@ int main(void)
     test_reference();
     int coopmat = report_arm(ctx, "", -1);
     test_stream_chain(ctx);
+    test_variants(ctx, coopmat);
     hk_context *portable = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
     if (portable) {
         report_arm(portable, " without HK_FEATURE_COOPMAT_KHR", 0);
-        if (coopmat)
+        if (coopmat) {
             test_stream_chain(portable);
+            test_variants(portable, 0);
+        }
     }
     test_errors(ctx, portable);
     if (portable) {

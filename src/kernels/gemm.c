@@ -4,9 +4,14 @@
  *    subgroup, required full at the device's default size;
  *  - portable: the same tiles in f32 FMAs on the f16-rounded operands, a warp being 32
  *    consecutive invocations; no subgroup operations, no shaderFloat16: runs everywhere.
- * The tile sizes are specialization constants (WM x WN warps of RM x RN 16x16 tiles, k step BK),
- * so a tuner can pick others per device without touching the shader. */
+ * The tile sizes are specialization constants (WM x WN warps of RM x RN 16x16 tiles, k step BK)
+ * picked by shape; HK_GEMM_TILE and the staging switches override them, for tuning
+ * (include/hkernel.h lists the variables). */
 #include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct gemm_tiles {
     uint32_t wm, wn; /* warp grid */
@@ -14,22 +19,31 @@ typedef struct gemm_tiles {
     uint32_t bk;     /* k per step: a multiple of 32 dividing 256 */
 } gemm_tiles;
 
-/* Coopmat: 128x128 per workgroup from 2x2 warps of 64x64; per 16-deep slice a warp loads 4 A and
- * 4 B fragments for 16 multiply-adds. BK 64 halves the barriers of BK 32 and reads all of a Q4_K
- * qs chunk per step (both nibbles of 32 bytes); 41.5 KiB of shared memory. */
-static const gemm_tiles coopmat_tiles = {2, 2, 4, 4, 64};
+/* Coopmat: 128x128 per workgroup from 2x4 warps of 64x32 (8 subgroups: a 512-token prompt against
+ * a 4096-row weight is 128 workgroups, one per SM of an H200, each with 8 warps to hide latency);
+ * per 16-deep slice a warp loads 4 A and 2 B fragments for 8 multiply-adds. BK 64 reads all of a
+ * Q4_K qs chunk pair per step (both nibbles of 32 bytes); 36 KiB of shared memory. Shapes with
+ * fewer than COOPMAT_BIG_GROUPS such tiles take 64x64 tiles of 4 subgroups (2x2 of 32x32). */
+static const gemm_tiles coopmat_big = {2, 4, 4, 2, 64}, coopmat_small = {2, 2, 2, 2, 64};
+#define COOPMAT_BIG_GROUPS 100u
 /* Portable: 64x64 from 2x2 warps of 32x32, 32 outputs per invocation (10.5 KiB). */
 static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
 #define PORTABLE_LANES 32u
 
+/* gemm_f16.comp's FLAGS (specialization constant 6) */
+#define FLAG_PREFETCH 1u /* register double buffering of the k steps */
+
 /* Loop bounds. lavapipe ends a shader's loops after 65535 iterations in total per invocation.
  * Counting every loop iteration of gemm_f16.comp as if nothing were unrolled, one k step costs
- *   1 (the k loop) + ceil(BM*BK/8 / WG) + ceil(BN*BK/8 / WG) (staging x and W, 8 values each)
+ *   1 (the k loop) + 2 XI (loading and storing x, XI = ceil(BM*BK/4 / WG)) + 3 GW (loading and
+ *   storing W, GW = ceil(BN*BK/8 / WG) units, or for Q4_K ceil(BN*max(BK/32, 2) / WG) chunks with
+ *   two nibble passes: at most 3 per 8 values either way)
  *   + coopmat: BK/16 * (1 + RN + RM*(1 + RN))      portable: BK/8 * (1 + RN + RM*E*(1 + RN))
  * (E = 256 / lanes per warp), and the accumulator init and epilogue RM*RN*(1 + E) + RM*RN*E once.
  * One dispatch takes at most GEMM_LOOP_BUDGET / step k steps; a longer k runs as several
- * dispatches, each adding its slice to out (coopmat tiles: 32640 k values per dispatch, portable:
- * 9152). Whoever changes the shader's loops redoes this count. */
+ * dispatches, each adding its slice to out (32-wide subgroups: 43008 k values per dispatch on the
+ * 128x128 coopmat tiles, 59008 on the 64x64 ones; portable: 8512). Whoever changes the shader's
+ * loops redoes this count. */
 #define GEMM_LOOP_BUDGET 60000u
 
 typedef struct gemm_plan {
@@ -44,9 +58,17 @@ static uint32_t plan_wg(const gemm_plan *p) { return p->t.wm * p->t.wn * p->lane
 
 static uint64_t plan_shared_bytes(const gemm_plan *p)
 {
-    uint64_t bm = p->t.wm * p->t.rm * 16, bn = p->t.wn * p->t.rn * 16, ss = p->t.bk / 2 + 4;
-    /* f16 tiles (rows of bk + 8 halves), the coopmat per-warp stage, common.glsl's hk_partial[WG] */
-    return (bm + bn) * ss * 4 + (p->coopmat ? (uint64_t)p->t.wm * p->t.wn * 1024 : 0) + plan_wg(p) * 4ull;
+    uint64_t bm = p->t.wm * p->t.rm * 16, bn = p->t.wn * p->t.rn * 16, ss = p->t.bk / 8 + 1;
+    /* f16 tiles (rows of bk + 8 halves; the coopmat per-warp stages reuse them), common.glsl's
+     * hk_partial[WG] */
+    return (bm + bn) * ss * 16 + plan_wg(p) * 4ull;
+}
+
+/* The tiles hold the coopmat epilogue's per-warp 16x16 f32 stages after the k loop. */
+static int plan_stages_fit(const gemm_plan *p)
+{
+    uint64_t bm = p->t.wm * p->t.rm * 16, bn = p->t.wn * p->t.rn * 16;
+    return !p->coopmat || (uint64_t)p->t.wm * p->t.wn * 64 <= (bm + bn) * (p->t.bk / 8 + 1);
 }
 
 static uint32_t steps_per_dispatch(const gemm_plan *p)
@@ -54,11 +76,17 @@ static uint32_t steps_per_dispatch(const gemm_plan *p)
     const gemm_tiles *t = &p->t;
     uint64_t wg = plan_wg(p), e = 256 / p->lanes, kv = t->bk / 8;
     uint64_t bm = t->wm * t->rm * 16, bn = t->wn * t->rn * 16;
-    uint64_t step = 1 + ceil_div(bm * kv, wg) + ceil_div(bn * kv, wg) +
+    uint64_t step = 1 + 2 * ceil_div(bm * t->bk / 4, wg) + 3 * ceil_div(bn * (kv > 8 ? kv : 8), wg) +
                     (p->coopmat ? t->bk / 16 * (1 + t->rn + t->rm * (1 + t->rn))
                                 : kv * (1 + t->rn + t->rm * e * (1 + t->rn)));
     uint64_t once = t->rm * t->rn * (1 + e) + (uint64_t)t->rm * t->rn * e;
     return (uint32_t)((GEMM_LOOP_BUDGET - once) / step);
+}
+
+static int env_flag(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? strcmp(v, "0") != 0 : fallback;
 }
 
 #if defined(HK_HAVE_SHADER_GEMM_F16_Q4_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_Q8_0_COOPMAT) &&                  \
@@ -74,7 +102,7 @@ static const int portable_shaders[3] = {HK_SHADER_GEMM_F16_Q8_0, HK_SHADER_GEMM_
 /* The coopmat arm runs where the library has it and the context may use cooperative matrices,
  * f16 arithmetic and full subgroups, the device lists f16 x f16 -> f32 at 16x16x16 in subgroup
  * scope, and the tiles fit its workgroup and shared-memory limits (BK halved if needed). */
-static int plan_coopmat(const hk_context *context, gemm_plan *p)
+static int plan_coopmat(const hk_context *context, const gemm_tiles *tiles, gemm_plan *p)
 {
     const hk_caps *caps = &context->caps;
     uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_FLOAT16 | HK_FEATURE_SUBGROUP_SIZE_CONTROL;
@@ -89,28 +117,60 @@ static int plan_coopmat(const hk_context *context, gemm_plan *p)
     uint32_t sg = caps->subgroup_size;
     if (!listed || sg == 0 || sg > 256 || 256 % sg)
         return 0;
-    *p = (gemm_plan){coopmat_tiles, sg, 1};
+    *p = (gemm_plan){*tiles, sg, 1};
     if (plan_wg(p) > caps->max_workgroup_size)
         return 0;
     while (plan_shared_bytes(p) > caps->shared_memory_bytes && p->t.bk > 32)
         p->t.bk /= 2;
-    return plan_shared_bytes(p) <= caps->shared_memory_bytes;
+    return plan_shared_bytes(p) <= caps->shared_memory_bytes && plan_stages_fit(p);
 }
 
-static gemm_plan plan_for(const hk_context *context)
+/* The arm and tiles for an m x n output: coopmat where it can run (its big tile when the shape
+ * yields enough of them), else portable. */
+static gemm_plan plan_for(const hk_context *context, uint32_t m, uint32_t n)
 {
     gemm_plan p;
-    if (plan_coopmat(context, &p))
+    const gemm_tiles *big = &coopmat_big;
+    uint64_t big_groups = (uint64_t)ceil_div(m, big->wm * big->rm * 16) * ceil_div(n, big->wn * big->rn * 16);
+    if (plan_coopmat(context, big_groups >= COOPMAT_BIG_GROUPS ? big : &coopmat_small, &p))
         return p;
     /* 10.5 KiB and 128 invocations: within what every Vulkan device offers (16 KiB, 128) */
     return (gemm_plan){portable_tiles, PORTABLE_LANES, 0};
+}
+
+/* HK_GEMM_TILE="wm,wn,rm,rn,bk" replaces the plan's tiles (same arm), checked against the device. */
+static hk_status plan_override(const hk_context *context, const char *fn, gemm_plan *p)
+{
+    const char *env = getenv("HK_GEMM_TILE");
+    if (!env || !*env)
+        return HK_OK;
+    unsigned v[5];
+    char tail;
+    if (sscanf(env, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) != 5 || !v[0] || !v[1] || !v[2] ||
+        !v[3] || v[2] > 8 || v[3] > 8 || v[0] * v[1] > 64 || (v[4] != 32 && v[4] != 64 && v[4] != 128 && v[4] != 256))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
+                        "HK_GEMM_TILE=\"%s\" is not \"wm,wn,rm,rn,bk\" (warps 1..64 in all, rm and rn 1..8, bk 32, "
+                        "64, 128 or 256)",
+                        env);
+    p->t = (gemm_tiles){v[0], v[1], v[2], v[3], v[4]};
+    if (!p->coopmat && (v[2] * v[3] * (256 / p->lanes) > 256))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_GEMM_TILE=\"%s\": %u accumulators per invocation on the portable arm",
+                        env, v[2] * v[3] * (256 / p->lanes));
+    if (plan_wg(p) > context->caps.max_workgroup_size || plan_shared_bytes(p) > context->caps.shared_memory_bytes ||
+        !plan_stages_fit(p))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                        "HK_GEMM_TILE=\"%s\" needs %u invocations and %llu bytes of shared memory (and room for %u "
+                        "warp stages); device \"%s\" has %u and %u",
+                        env, plan_wg(p), (unsigned long long)plan_shared_bytes(p), v[0] * v[1],
+                        context->caps.device_name, context->caps.max_workgroup_size, context->caps.shared_memory_bytes);
+    return HK_OK;
 }
 
 const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
 {
     if (!context || (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K))
         return NULL;
-    return plan_for(context).coopmat ? "coopmat" : "portable";
+    return plan_for(context, 1, 1).coopmat ? "coopmat" : "portable";
 }
 
 hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view out,
@@ -143,18 +203,30 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     if (st != HK_OK)
         return st;
 
-    gemm_plan p = plan_for(context);
+    gemm_plan p = plan_for(context, m, n);
+    st = plan_override(context, fn, &p);
+    if (st != HK_OK)
+        return st;
     while (k % p.t.bk) /* Q8_0 rows of an odd number of 32-blocks */
         p.t.bk /= 2;
     uint32_t bm = p.t.wm * p.t.rm * 16, bn = p.t.wn * p.t.rn * 16;
     uint32_t tiles_n = ceil_div(n, bn);
     uint32_t k_per_dispatch = steps_per_dispatch(&p) * p.t.bk;
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    /* x is read 32 bytes per invocation; as vec4 when its offset keeps them 16-byte aligned (the
-     * descriptor base is aligned to a power of two, so offset % 16 == 0 suffices) */
-    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, x.offset % 16 == 0};
+    /* x is read 16 bytes per load when its offset keeps them 16-byte aligned (the descriptor
+     * base is aligned to a power of two, so offset % 16 == 0 suffices; k is a multiple of 32);
+     * Q4_K super-blocks (144 = 9 x 16 bytes) are as aligned as the weight view. Push constants,
+     * so that one pipeline serves every alignment. */
+    uint32_t wload = 0, xv4 = 0;
+    if (env_flag("HK_GEMM_WIDE", 1)) {
+        xv4 = x.offset % 16 == 0;
+        if (t == 1)
+            wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
+    }
+    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk,
+                        env_flag("HK_GEMM_PREFETCH", 1) ? FLAG_PREFETCH : 0};
     hk_dispatch_desc d = {.shader = portable_shaders[t], .spec = spec, .spec_count = 7, .bindings = b,
-                          .binding_count = 3, .params_bytes = 7 * 4,
+                          .binding_count = 3, .params_bytes = 9 * 4,
                           .groups = (uint64_t)ceil_div(m, bm) * tiles_n};
 #if GEMM_COOPMAT_BUILT
     if (p.coopmat) {
@@ -167,7 +239,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     hk_stream *s = stream ? stream : hk__immediate_begin(context);
     for (uint32_t k0 = 0; k0 < k && st == HK_OK; k0 += k_per_dispatch) {
         uint32_t k1 = k - k0 < k_per_dispatch ? k : k0 + k_per_dispatch;
-        uint32_t params[7] = {m, n, k, k0, k1, k0 > 0, tiles_n};
+        uint32_t params[9] = {m, n, k, k0, k1, k0 > 0, tiles_n, wload, xv4};
         d.params = params;
         st = hk__dispatch(context, s, fn, &d);
     }
