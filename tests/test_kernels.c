@@ -15,6 +15,11 @@ static hk_context *ctx;
 
 /* Inputs up to this size run in every placement; bigger ones aligned and flush at the end. */
 #define ALL_PLACEMENTS_BYTES (4u << 20)
+/* --small (the GPU-assisted validation run, where lavapipe compiles and runs every pipeline
+ * instrumented, many times slower): only the shapes whose tensors total at most this, in every
+ * placement; a read past a tensor shows at any size, and the tails are in the small shapes. */
+#define SMALL_SHAPE_BYTES (1u << 20)
+static int small_only;
 
 /* One case on its test shapes (the first max_shapes of them) in the given placements. */
 static void run_case(const hk_case *kc, uint32_t max_shapes, int all_placements, const char *suffix)
@@ -34,6 +39,10 @@ static void run_case(const hk_case *kc, uint32_t max_shapes, int all_placements,
         uint64_t bytes = 0;
         for (uint32_t t = 0; t < run.n_tensors; t++)
             bytes += run.t[t].bytes;
+        if (small_only && bytes > SMALL_SHAPE_BYTES) {
+            hk_case_release(&run);
+            continue;
+        }
         static const int few[] = {HK_PLACE_ALIGNED, HK_PLACE_END_MIN};
         static const int all[] = {HK_PLACE_ALIGNED, HK_PLACE_MINIMAL, HK_PLACE_END, HK_PLACE_END_MIN};
         int every = all_placements && bytes <= ALL_PLACEMENTS_BYTES;
@@ -128,8 +137,9 @@ static void test_stream_chain(void)
     free(w2);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    small_only = argc > 1 && !strcmp(argv[1], "--small");
     ctx = hk_test_context();
     for (size_t c = 0; c < hk_case_count; c++)
         run_case(hk_cases[c], UINT32_MAX, 1, "");
