@@ -15,10 +15,13 @@ static hk_context *ctx;
 
 /* Inputs up to this size run in every placement; bigger ones aligned and flush at the end. */
 #define ALL_PLACEMENTS_BYTES (4u << 20)
-/* --small (the GPU-assisted validation run, where lavapipe compiles and runs every pipeline
- * instrumented, many times slower): only the shapes whose tensors total at most this, in every
- * placement; a read past a tensor shows at any size, and the tails are in the small shapes. */
+/* --small (the GPU-assisted validation run, where lavapipe compiles every pipeline instrumented,
+ * minutes each for the big ones): each case's first SMALL_SHAPES shapes whose tensors total at most
+ * SMALL_SHAPE_BYTES, flush against their buffers' ends (where a read past a tensor leaves the
+ * binding), at offset 0 and at the minimal alignment. The case files put their most telling small
+ * shapes first. */
 #define SMALL_SHAPE_BYTES (1u << 20)
+#define SMALL_SHAPES 6
 static int small_only;
 
 /* One case on its test shapes (the first max_shapes of them) in the given placements. */
@@ -29,7 +32,10 @@ static void run_case(const hk_case *kc, uint32_t max_shapes, int all_placements,
         printf("%s: not on this device (%s)\n", kc->name, why);
         return;
     }
+    uint32_t small_run = 0;
     for (uint32_t i = 0; i < kc->n_tests && i < max_shapes; i++) {
+        if (small_only && small_run == SMALL_SHAPES)
+            break;
         hk_case_run run;
         hk_status st = hk_case_prepare(kc, &kc->tests[i], ctx, HK_REF_ALL, 1000 + 17 * i, &run);
         if (st != HK_OK) {
@@ -43,11 +49,13 @@ static void run_case(const hk_case *kc, uint32_t max_shapes, int all_placements,
             hk_case_release(&run);
             continue;
         }
+        small_run++;
         static const int few[] = {HK_PLACE_ALIGNED, HK_PLACE_END_MIN};
         static const int all[] = {HK_PLACE_ALIGNED, HK_PLACE_MINIMAL, HK_PLACE_END, HK_PLACE_END_MIN};
+        static const int at_end[] = {HK_PLACE_END, HK_PLACE_END_MIN};
         int every = all_placements && bytes <= ALL_PLACEMENTS_BYTES;
-        const int *places = every ? all : few;
-        int n_places = every ? 4 : all_placements ? 2 : 1;
+        const int *places = small_only ? at_end : every ? all : few;
+        int n_places = small_only ? 2 : every ? 4 : all_placements ? 2 : 1;
         for (int p = 0; p < n_places; p++) {
             char name[200], detail[320];
             snprintf(name, sizeof name, "%s %s %s%s", kc->name, run.label, hk_case_place_name(places[p]), suffix);

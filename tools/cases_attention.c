@@ -232,14 +232,19 @@ static double gate_sdpa(const hk_case_run *run)
 }
 
 static const hk_case_shape sdpa_tests[] = {
-    /* {n_q, H, Hkv, d, seq_k, capacity, causal, counter} */
-    /* decode, GQA 1, 4 and 8; capacity 1; padded and token-major caches whose unused rows are NaN */
+    /* {n_q, H, Hkv, d, seq_k, capacity, causal, counter}; the first six (decode and prefill, every
+     * cache type, padded and token-major caches whose unused rows are NaN, a counter) are what
+     * test_kernels --small runs under GPU-assisted validation */
     {F32, {1, 4, 4, 64, 1, 1, 0, 0}, 0, 0},
+    {F16, {1, 8, 1, 128, 300, 512, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
+    {Q80, {1, 8, 1, 64, 77, 96, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
+    {F16, {17, 8, 2, 64, 100, 128, 1, 0}, SDPA_TOKEN_MAJOR, 0},
+    {F32, {100, 4, 4, 64, 260, 300, 0, 0}, SDPA_PAD, 0},
+    {F16, {1, 8, 2, 128, 0, 64, 0, 45}, SDPA_COUNTER, 0},
+    /* decode, GQA 1, 4 and 8 */
     {F32, {1, 4, 4, 64, 5, 40, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
     {F16, {1, 8, 2, 128, 37, 64, 0, 0}, 0, 0},
-    {F16, {1, 8, 1, 128, 300, 512, 0, 0}, SDPA_TOKEN_MAJOR, 0},
     {Q80, {1, 8, 2, 128, 100, 128, 0, 0}, 0, 0},
-    {Q80, {1, 8, 1, 64, 77, 96, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
     /* head dims 16 .. 256, with 80 and 96 */
     {F32, {1, 16, 2, 256, 50, 64, 0, 0}, 0, 0},
     {F16, {1, 4, 2, 80, 33, 48, 0, 0}, 0, 0},
@@ -258,11 +263,8 @@ static const hk_case_shape sdpa_tests[] = {
     {F16, {2, 8, 2, 128, 40, 64, 1, 0}, 0, 0},
     {F32, {8, 8, 2, 64, 40, 64, 0, 0}, 0, 0},
     {Q80, {8, 8, 1, 64, 30, 64, 1, 0}, 0, 0},
-    {F16, {17, 8, 2, 64, 100, 128, 1, 0}, SDPA_TOKEN_MAJOR, 0},
     {F16, {64, 4, 1, 128, 64, 64, 1, 0}, 0, 0},
-    {F32, {100, 4, 4, 64, 260, 300, 0, 0}, SDPA_PAD, 0},
-    /* the count from the device, clamped: 45; 0 -> 1; past the capacity -> capacity; causal 2 -> n_q */
-    {F16, {1, 8, 2, 128, 0, 64, 0, 45}, SDPA_COUNTER, 0},
+    /* the count from the device, clamped: 0 -> 1; past the capacity -> capacity; causal 2 -> n_q */
     {F16, {1, 8, 2, 128, 0, 64, 0, 0}, SDPA_COUNTER, 0},
     {Q80, {1, 8, 2, 64, 0, 40, 0, 1000000}, SDPA_COUNTER, 0},
     {F32, {4, 8, 2, 64, 0, 32, 1, 2}, SDPA_COUNTER, 0},
