@@ -40,16 +40,16 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  * in the same lanes in the same order, and subgroupAdd sees the same values), so any choice
  * stays bit-identical to hk_matvec_int8. */
 #define MATVEC_TOKENS_NROWS_ROWS 8192u
-/* Items in flight per lane (spec constant HK_NITEMS): each lane loads the weights of that many
- * items (one per gl_SubgroupSize) before computing them. One token: 1, as measured
- * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides: more loads in flight where few subgroups run,
- * more registers). Several tokens: the x of one step of items is staged per barrier pair; K-quant
- * steps of 1 item per lane stage 2 * subgroup blocks per token already, Q8_0's 16-value items 1/4
- * of that, so Q8_0 takes 4 items per step (HK_MATVEC_TOKENS_ITEMS = 1, 2 or 4 overrides; K-quants
- * stay at 1: the staging copy writes at most 9 * 2 * subgroup words per token, 4.5 per
- * invocation). */
+/* Items per step (spec constant HK_NITEMS): each lane issues the weight loads of that many items
+ * (one per gl_SubgroupSize) before computing them. One token: 1, the measured kernel
+ * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides: more loads in flight where few subgroups run, for
+ * more registers). Several tokens: the x of a step is staged per barrier pair, and a K-quant step
+ * of 1 item per lane stages 2 * subgroup blocks per token already (the most the copy's 5 loads
+ * per invocation and token cover), Q8_0's 16-value items a quarter of that: Q8_0 takes 4 items
+ * per step, 2 at 4 rows (8 rows' items in flight either way: 48 registers of raw weights);
+ * HK_MATVEC_TOKENS_ITEMS (1, 2 or 4) overrides it for Q8_0. */
 #define MATVEC_TOKENS_ITEMS_Q8_0 4u
-#define MATVEC_TOKENS_SLOTS_Q8_0 8u /* at 4 rows per subgroup, 2 items: 8 rows' items in flight either way */
+#define MATVEC_TOKENS_SLOTS_Q8_0 8u
 /* Loop iterations allowed per invocation (lavapipe stops at 65535; see the count below). */
 #define MATVEC_LOOP_BUDGET 63000u
 
@@ -64,13 +64,14 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
  *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
  *  - int8 (hk_matvec_int8, the MoE, hk_matvec_int8_tokens): the item code is straight-line but
- *    for its loops over rows and tokens; int8_loop_count below counts a call exactly (steps of
- *    `items` items per lane, the staging copy's two loops over the tokens) for the device's
- *    subgroup size, and the call takes the largest nrows (and for Q8_0 tokens the items per
- *    step) that keeps it under MATVEC_LOOP_BUDGET. With 1 item per step and 1 row (one token)
- *    or 1 row and the default items per step (several tokens) every accepted shape stays under
- *    it on 4-lane subgroups: WORST1 for one token (the f32 rule), WORSTT for several
- *    (ceil(rows / 32768) * k * (tokens + 1) <= 2^20). 
+ *    for its loops over rows and tokens. int8_loop_count counts a call (every step as if all of
+ *    its items were in range) on the device's subgroup size, and int8_config takes the most
+ *    tokens per pass, then the largest nrows, whose count stays under MATVEC_LOOP_BUDGET. One
+ *    token per pass with nrows 1 (1 item per step, or Q8_0's 4) always does on 4-lane subgroups:
+ *    at most 38500 iterations (Q8_0, 4 items, k = 544 at 2^24 rows, where 512 row groups each
+ *    clear and reduce their sums) under the f32 rule ceil(rows / 32768) * k <= 2^18. Real shapes
+ *    stay far under with all their tokens (151936 x 2048 at 16 tokens, 32 lanes: 468); only
+ *    shapes of millions of rows and a few blocks of k need several passes.
  * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
  * or the shaders' loops redoes this count. */
 _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
@@ -81,7 +82,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 /* Loop iterations of one invocation of the int8 rows layout (shaders/matvec.comp), every loop
  * counted: O row groups of 1 + 2 * nrows * (1 + tokens) (clear and reduce the sums) + steps of
  * `items` items per lane. A step: 1 + items * (1 + nrows) (loading the weights) + items * (1 +
- * tokens * (1 + nrows)) (computing), + 2 * tokens (the staging copy) where staged. */
+ * nrows + tokens * (1 + nrows)) (unpacking them, computing), + 2 * tokens (the staging copy)
+ * where staged. */
 static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, uint32_t sg, uint32_t nrows, uint32_t tokens,
                                 uint32_t items, int staged)
 {
@@ -91,13 +93,13 @@ static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, uint32_t sg, u
     uint64_t o = (row_groups + stride - 1) / stride;
     uint64_t all_items = t == 0 ? k / 16 : k / 64, per_step = (uint64_t)sg * items;
     uint64_t steps = (all_items + per_step - 1) / per_step;
-    uint64_t step = 1 + items * (1 + nrows) + items * (1 + tokens * (1 + nrows)) + (staged ? 2 * tokens : 0);
+    uint64_t step = 1 + items * (1 + nrows) + items * (1 + nrows + tokens * (1 + nrows)) + (staged ? 2 * tokens : 0);
     return o * (1 + 2 * nrows * (1 + tokens) + steps * step);
 }
 
-/* A tuning hook's value from the environment: 0 when unset or empty, else one of 1, 2, 4
- * (anything else refused). */
-static hk_status tuning_env(const char *fn, const char *var, uint32_t *out)
+/* A tuning hook's value from the environment: 0 when unset or empty, else 1, 2 or 4 (pow2) or
+ * 1 .. HK_MATVEC_MAX_TOKENS; anything else is refused. */
+static hk_status tuning_env(const char *fn, const char *var, int pow2, uint32_t *out)
 {
     const char *env = getenv(var);
     *out = 0;
@@ -105,8 +107,10 @@ static hk_status tuning_env(const char *fn, const char *var, uint32_t *out)
         return HK_OK;
     unsigned v;
     char tail;
-    if (sscanf(env, "%u%c", &v, &tail) != 1 || (v != 1 && v != 2 && v != 4))
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not 1, 2 or 4", var, env);
+    int ok = sscanf(env, "%u%c", &v, &tail) == 1 && (pow2 ? v == 1 || v == 2 || v == 4 : v >= 1 && v <= HK_MATVEC_MAX_TOKENS);
+    if (!ok)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s", var, env,
+                        pow2 ? "1, 2 or 4" : "1 .. 16");
     *out = v;
     return HK_OK;
 }
@@ -198,24 +202,28 @@ static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_
                              uint32_t *stage_blocks)
 {
     uint32_t sg = context->caps.subgroup_size, wg = sg * MATVEC_SUBGROUPS;
-    uint32_t want_rows = *nrows, env_rows = 0, env_items = 0, default_items = 1;
+    uint32_t want_rows = *nrows, env_rows = 0, env_items = 0, env_pass = 0, default_items = 1;
     hk_status st = HK_OK;
     if (tokens > 1) {
         want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
-        if (t == 0)
-            default_items = want_rows == 4 ? MATVEC_TOKENS_SLOTS_Q8_0 / 4 : MATVEC_TOKENS_ITEMS_Q8_0;
-        st = tuning_env(fn, "HK_MATVEC_TOKENS_NROWS", &env_rows);
-        if (st == HK_OK && t == 0)
-            st = tuning_env(fn, "HK_MATVEC_TOKENS_ITEMS", &env_items);
+        st = tuning_env(fn, "HK_MATVEC_TOKENS_NROWS", 1, &env_rows);
+        if (st == HK_OK)
+            st = tuning_env(fn, "HK_MATVEC_TOKENS_PASS", 0, &env_pass);
+        if (t == 0) {
+            default_items = (env_rows ? env_rows : want_rows) == 4 ? MATVEC_TOKENS_SLOTS_Q8_0 / 4
+                                                                   : MATVEC_TOKENS_ITEMS_Q8_0;
+            if (st == HK_OK)
+                st = tuning_env(fn, "HK_MATVEC_TOKENS_ITEMS", 1, &env_items);
+        }
     } else if (!moe_n) {
-        st = tuning_env(fn, "HK_MATVEC_INT8_ITEMS", &env_items);
+        st = tuning_env(fn, "HK_MATVEC_INT8_ITEMS", 1, &env_items);
     }
     if (st != HK_OK)
         return st;
     want_rows = env_rows ? env_rows : want_rows;
     uint32_t want_items = env_items ? env_items : default_items;
     uint64_t fixed = 16 + (uint64_t)wg * 4, avail = context->caps.shared_memory_bytes;
-    for (uint32_t pass = tokens; pass >= 1; pass--) {
+    for (uint32_t pass = env_pass && env_pass < tokens ? env_pass : tokens; pass >= 1; pass--) {
         for (uint32_t nr = want_rows; nr >= 1; nr /= 2) {
             if (moe_n % nr)
                 continue;
