@@ -18,4 +18,7 @@ int hk_dot4(uint a, uint b) { return hk_sdot(a, b, 0); }
 
 // acc + the sum of the 16 products of the signed bytes of a and b (an exact integer), one chain
 // of dependent adds that packed-dot hardware takes as its accumulator
-int hk_dot16(uvec4 a, uvec4 b, int acc) { return acc + hk_dot4(a.x, b.x) + hk_dot4(a.y, b.y) + hk_dot4(a.z, b.z) + hk_dot4(a.w, b.w); }
+int hk_dot16(uvec4 a, uvec4 b, int acc)
+{
+    return acc + hk_dot4(a.x, b.x) + hk_dot4(a.y, b.y) + hk_dot4(a.z, b.z) + hk_dot4(a.w, b.w);
+}

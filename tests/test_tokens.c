@@ -14,8 +14,8 @@
  *  - on the default context and on one without HK_FEATURE_INTEGER_DOT (the scalar-dot twin),
  *    which must give the same bits as the OpSDot kernel;
  *  - the tuning hooks (hkernel.h): every rows per subgroup, Q8_0 items per step and tokens per
- *    pass of the tokens kernel, and the one-token items per step, give the same bits (against
- *    the separate calls, which the one-token hook changes instead);
+ *    pass of the tokens kernel, the one-token items per step and both Q8_0 weight-load forms give
+ *    the same bits (against the separate calls, which the one-token hooks change instead);
  *  - argument errors: tokens 0 and 17, xq or y too small for the tokens, misaligned views,
  *    overlap, the shape limits, a bad tuning hook; a refused call writes nothing.
  * Under GPU-assisted validation the many-rows shape is smaller (main says why).
@@ -340,17 +340,22 @@ static void test_tuning(hk_context *full, uint64_t seed)
     } hooks[] = {
         {"HK_MATVEC_TOKENS_NROWS", "1", 5}, {"HK_MATVEC_TOKENS_NROWS", "4", 5}, {"HK_MATVEC_TOKENS_NROWS", "4", 16},
         {"HK_MATVEC_TOKENS_ITEMS", "1", 5}, {"HK_MATVEC_TOKENS_ITEMS", "2", 5}, {"HK_MATVEC_TOKENS_PASS", "3", 5},
-        {"HK_MATVEC_INT8_ITEMS", "2", 3},   {"HK_MATVEC_INT8_ITEMS", "4", 3},
+        {"HK_MATVEC_INT8_ITEMS", "2", 3},   {"HK_MATVEC_INT8_ITEMS", "4", 3},   {"HK_MATVEC_Q8_0_LOAD_BITS", "32", 3},
+        {"HK_MATVEC_Q8_0_LOAD_BITS", "16", 5},
     };
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
     for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
         printf("-- %s=%s\n", hooks[h].var, hooks[h].value);
         setenv(hooks[h].var, hooks[h].value, 1);
         for (int t = 0; t < 3; t++) {
-            if (!strcmp(hooks[h].var, "HK_MATVEC_TOKENS_ITEMS") && types[t] != HK_TYPE_Q8_0)
-                continue; /* read for Q8_0 only */
+            int q8_0_only =
+                !strcmp(hooks[h].var, "HK_MATVEC_TOKENS_ITEMS") || !strcmp(hooks[h].var, "HK_MATVEC_Q8_0_LOAD_BITS");
+            if (q8_0_only && types[t] != HK_TYPE_Q8_0)
+                continue;
             uint32_t k = hk_type_block_values(types[t]) == 32 ? 1056 : 1024;
-            check_case(full, NULL, types[t], 131, k, hooks[h].tokens, X_QUANTIZED, (int)(h % 2), ++seed);
+            /* the weights flush (a Q8_0 row 2 bytes into a word) and padded for the load forms */
+            for (int flush = q8_0_only ? 0 : (int)(h % 2); flush <= (q8_0_only ? 1 : (int)(h % 2)); flush++)
+                check_case(full, NULL, types[t], 131, k, hooks[h].tokens, X_QUANTIZED, flush, ++seed);
         }
         unsetenv(hooks[h].var);
     }
@@ -423,8 +428,11 @@ static void test_errors(hk_context *ctx)
            "context");
     static const struct {
         const char *var, *value;
-    } bad_hooks[] = {{"HK_MATVEC_TOKENS_NROWS", "3"}, {"HK_MATVEC_TOKENS_PASS", "17"}, {"HK_MATVEC_TOKENS_ITEMS", "2x"}};
-    for (int i = 0; i < 3; i++) {
+    } bad_hooks[] = {{"HK_MATVEC_TOKENS_NROWS", "3"},
+                     {"HK_MATVEC_TOKENS_PASS", "17"},
+                     {"HK_MATVEC_TOKENS_ITEMS", "2x"},
+                     {"HK_MATVEC_Q8_0_LOAD_BITS", "8"}};
+    for (int i = 0; i < 4; i++) {
         char label[96];
         snprintf(label, sizeof label, "matvec_int8_tokens error: %s=%s", bad_hooks[i].var, bad_hooks[i].value);
         setenv(bad_hooks[i].var, bad_hooks[i].value, 1);

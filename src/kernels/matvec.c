@@ -97,9 +97,9 @@ static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, uint32_t sg, u
     return o * (1 + 2 * nrows * (1 + tokens) + steps * step);
 }
 
-/* A tuning hook's value from the environment: 0 when unset or empty, else 1, 2 or 4 (pow2) or
- * 1 .. HK_MATVEC_MAX_TOKENS; anything else is refused. */
-static hk_status tuning_env(const char *fn, const char *var, int pow2, uint32_t *out)
+/* A tuning hook's value from the environment: 0 when unset or empty, else a number in lo .. hi
+ * (a power of 2 where pow2); anything else is refused. */
+static hk_status tuning_env(const char *fn, const char *var, uint32_t lo, uint32_t hi, int pow2, uint32_t *out)
 {
     const char *env = getenv(var);
     *out = 0;
@@ -107,10 +107,9 @@ static hk_status tuning_env(const char *fn, const char *var, int pow2, uint32_t 
         return HK_OK;
     unsigned v;
     char tail;
-    int ok = sscanf(env, "%u%c", &v, &tail) == 1 && (pow2 ? v == 1 || v == 2 || v == 4 : v >= 1 && v <= HK_MATVEC_MAX_TOKENS);
-    if (!ok)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s", var, env,
-                        pow2 ? "1, 2 or 4" : "1 .. 16");
+    if (sscanf(env, "%u%c", &v, &tail) != 1 || v < lo || v > hi || (pow2 && (v & (v - 1))))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s%u .. %u", var, env,
+                        pow2 ? "a power of 2 in " : "", lo, hi);
     *out = v;
     return HK_OK;
 }
@@ -143,7 +142,7 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
                                const hk_binding *b, uint64_t x_token_bytes, uint64_t y_token_bytes, uint32_t tokens,
                                uint32_t per_pass, uint32_t stage_blocks)
 {
-    uint32_t spec[5];
+    uint32_t spec[6];
     memcpy(spec, d->spec, sizeof spec);
     d->spec = spec;
     hk_binding pass[3];
@@ -199,24 +198,29 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
  * for the dense kernel. */
 static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t tokens,
                              uint32_t moe_n, uint32_t *nrows, uint32_t *items, uint32_t *per_pass,
-                             uint32_t *stage_blocks)
+                             uint32_t *stage_blocks, uint32_t *q8_0_w16)
 {
+    uint32_t bits = 0;
+    hk_status st_bits = t == 0 ? tuning_env(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 16, 32, 1, &bits) : HK_OK;
+    if (st_bits != HK_OK)
+        return st_bits;
+    *q8_0_w16 = bits ? bits == 16 : tokens == 1;
     uint32_t sg = context->caps.subgroup_size, wg = sg * MATVEC_SUBGROUPS;
     uint32_t want_rows = *nrows, env_rows = 0, env_items = 0, env_pass = 0, default_items = 1;
     hk_status st = HK_OK;
     if (tokens > 1) {
         want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
-        st = tuning_env(fn, "HK_MATVEC_TOKENS_NROWS", 1, &env_rows);
+        st = tuning_env(fn, "HK_MATVEC_TOKENS_NROWS", 1, 4, 1, &env_rows);
         if (st == HK_OK)
-            st = tuning_env(fn, "HK_MATVEC_TOKENS_PASS", 0, &env_pass);
+            st = tuning_env(fn, "HK_MATVEC_TOKENS_PASS", 1, HK_MATVEC_MAX_TOKENS, 0, &env_pass);
         if (t == 0) {
             default_items = (env_rows ? env_rows : want_rows) == 4 ? MATVEC_TOKENS_SLOTS_Q8_0 / 4
                                                                    : MATVEC_TOKENS_ITEMS_Q8_0;
             if (st == HK_OK)
-                st = tuning_env(fn, "HK_MATVEC_TOKENS_ITEMS", 1, &env_items);
+                st = tuning_env(fn, "HK_MATVEC_TOKENS_ITEMS", 1, 4, 1, &env_items);
         }
     } else if (!moe_n) {
-        st = tuning_env(fn, "HK_MATVEC_INT8_ITEMS", 1, &env_items);
+        st = tuning_env(fn, "HK_MATVEC_INT8_ITEMS", 1, 4, 1, &env_items);
     }
     if (st != HK_OK)
         return st;
@@ -305,7 +309,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     }
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    uint32_t nrows = 1, items = 1, per_pass = tokens, stage_blocks = 0;
+    uint32_t nrows = 1, items = 1, per_pass = tokens, stage_blocks = 0, q8_0_w16 = 0;
     if (rows_layout && aligned) {
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
         if (rows >= MATVEC_MANY_ROWS)
@@ -314,7 +318,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             nrows = 2;
         if (int8) {
             st = int8_config(context, fn, t, rows, k, tokens, moe ? moe->shape->n : 0, &nrows, &items, &per_pass,
-                             &stage_blocks);
+                             &stage_blocks, &q8_0_w16);
             if (st != HK_OK)
                 return st;
         }
@@ -331,9 +335,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = portable_shaders[t];
         d.groups = rows;
     }
-    uint32_t spec[5] = {wg, nrows, tokens, 0, items};
+    uint32_t spec[6] = {wg, nrows, tokens, 0, items, q8_0_w16};
     d.spec = spec;
-    d.spec_count = !d.subgroup_size ? 1 : int8 ? 5 : 2;
+    d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
     if (tokens == 1)
         return hk__dispatch(context, stream, fn, &d);
     if (per_pass >= tokens) {
