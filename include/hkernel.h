@@ -607,7 +607,8 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * 1e-2 of the output scale at most, more where blocks are tiny (see hk_quantize_q8_1). Q4_K
  * weights must be 16-byte aligned (GGUF aligns tensor data to 32); needs
  * caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
- * rows <= 16777216, ceil(rows / 32768) * k <= 262144. */
+ * rows <= 16777216, ceil(rows / 32768) * k <= 262144. Tuning hooks HK_MATVEC_INT8_ITEMS and
+ * HK_MATVEC_Q8_0_LOAD_BITS: see hk_matvec_int8_tokens. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
@@ -619,9 +620,25 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * on every device where subgroupAdd is a fixed function of the lanes' values (every driver we
  * know); so the same rules apply: exact contraction, s never read, NaN blocks give NaN outputs
  * for their token only. 1 <= tokens <= 16 (HK_MATVEC_MAX_TOKENS); tokens = 1 is hk_matvec_int8.
- * The tokens' x is staged through shared memory, 88 bytes per token per subgroup lane (Q8_0:
- * 18): where the device has less than that for all tokens, they run in several passes (each
- * reading the weights), with the same results.
+ * The tokens' x is staged through shared memory, 80 bytes per token per subgroup lane (Q8_0: 20
+ * per item per lane of a step, 40 or 80): where the device has less than that for all tokens, or
+ * where the shape is so wide and shallow (millions of rows, a few blocks of k) that one pass
+ * would loop past lavapipe's iteration limit, they run in several passes (each reading the
+ * weights), with the same results.
+ * Tuning hooks (environment variables, read at each call; for measuring, not for production:
+ * a value out of range fails the call with HK_ERROR_INVALID_ARGUMENT naming the variable; none
+ * changes a result, every choice is bit-identical):
+ *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 4 from
+ *    8192 rows at up to 8 tokens, else 2 from 4096 rows, else 1);
+ *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: Q8_0 items per lane staged and computed per barrier pair
+ *    (default 4, 2 at 4 rows per subgroup; K-quants always 1);
+ *  - HK_MATVEC_TOKENS_PASS = 1 .. 16: at most this many tokens per pass (default all);
+ *  - HK_MATVEC_INT8_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
+ *    in hk_matvec_int8 and one-token passes (default 1);
+ *  - HK_MATVEC_Q8_0_LOAD_BITS = 16, 32: Q8_0 weights read through 16-bit loads or 32-bit words
+ *    (default 16 for one token, 32 for several).
+ * A hook is ignored where the loop limit (or shared memory) does not allow it (fewer rows per
+ * subgroup, the default items, fewer tokens per pass are taken instead).
  * Alignment, types and limits as hk_matvec_int8 (k <= 98304, rows <= 16777216,
  * ceil(rows / 32768) * k <= 262144) and, for tokens > 1, ceil(rows / 32768) * k * (tokens + 1)
  * <= 1048576 (HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS): at 16 tokens k <= 61680 for up to 32768 rows

@@ -46,6 +46,14 @@ vec4 hk_u8x4_to_vec4(uvec4 bytes) { return uintBitsToFloat(bytes | 0x4B000000u) 
 vec4 hk_lanes(uint v, uint mask) { return hk_u8x4_to_vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & mask); }
 // The four signed bytes of v, as floats (bias by 128 to unsigned, then subtract it back).
 vec4 hk_i8x4(uint v) { return uintBitsToFloat(((uvec4(v, v >> 8, v >> 16, v >> 24) & 0xFFu) ^ 0x80u) | 0x4B000000u) - 8388736.0; }
+// The low byte of each word of v as a signed value, as floats (as hk_i8x4).
+vec4 hk_i8_low(uvec4 v) { return uintBitsToFloat(((v & 0xFFu) ^ 0x80u) | 0x4B000000u) - 8388736.0; }
+// Integer sums to float without a conversion: a sum of n (|n| < 2^22) started at HK_I2F_BIAS
+// instead of 0 holds the bits of the float 1.5 * 2^23 + n (n in the low mantissa bits), and
+// hk_biased_float subtracts 1.5 * 2^23 back, exactly (both in [2^23, 2^24)). An integer add that
+// the packed dot products fold in, and an f32 add, for the int->float conversion they replace.
+const int HK_I2F_BIAS = 0x4B400000;
+float hk_biased_float(int bits) { return intBitsToFloat(bits) - 12582912.0; }
 
 // Maximum of v over the workgroup, returned to every invocation (as hk_workgroup_sum).
 float hk_workgroup_max(float v)

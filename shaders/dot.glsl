@@ -15,3 +15,10 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 int hk_sdot(uint a, uint b, spirv_literal int packed_format);
 int hk_dot4(uint a, uint b) { return hk_sdot(a, b, 0); }
 #endif
+
+// acc + the sum of the 16 products of the signed bytes of a and b (an exact integer), one chain
+// of dependent adds that packed-dot hardware takes as its accumulator
+int hk_dot16(uvec4 a, uvec4 b, int acc)
+{
+    return acc + hk_dot4(a.x, b.x) + hk_dot4(a.y, b.y) + hk_dot4(a.z, b.z) + hk_dot4(a.w, b.w);
+}

@@ -16,8 +16,10 @@
 //                 products of the weight quants with the activation quants (dot.glsl). HK_NTOK
 //                 tokens at once (x [tokens, k/32] blocks, y [tokens, rows]): each weight word
 //                 is loaded once and met by every token's activation; one token is HK_NTOK = 1.
-//                 With HK_XSTAGE_BLOCKS (several tokens, dense) the workgroup copies the x blocks
-//                 of each subgroup-wide chunk of items into shared memory first.
+//                 Each lane loads the weights of HK_NITEMS items before it computes them (more
+//                 loads in flight where there are few subgroups). With HK_XSTAGE_BLOCKS (several
+//                 tokens, dense) the workgroup copies the x blocks of those items into shared
+//                 memory first.
 //   HK_MOE        (with either of the two above) the MoE expert gather: W is [experts, n, k],
 //                 output slot s is W[ids[s]] . x_s, rows = slots * n.
 #include "common.glsl"
@@ -41,6 +43,11 @@ layout(constant_id = 2) const uint HK_NTOK = 1;
 // blocks those items read: Q8_0 subgroup/2, K-quants 2*subgroup); 0: x read from the buffer.
 // Specialization constant 3.
 layout(constant_id = 3) const uint HK_XSTAGE_BLOCKS = 0;
+// HK_INT8: items whose weights each lane loads before computing them (a step: HK_NITEMS chunks
+// of gl_SubgroupSize items; the staged kernel stages the x of a whole step). Specialization
+// constant 4.
+layout(constant_id = 4) const uint HK_NITEMS = 1;
+#define HK_NSLOTS (HK_NROWS * HK_NITEMS)
 
 HK_PUSH_BEGIN
     uint rows;      // HK_MOE: slots * n
@@ -74,26 +81,37 @@ uint x_token;
 // Staged x (HK_XSTAGE_BLOCKS > 0): each lane reads its own item's blocks, 72 bytes from its
 // neighbour's, so from the buffer every load instruction of a subgroup touches a sector per lane
 // for 4 useful bytes; with several tokens that load traffic, not the weights, would bound the
-// kernel. The workgroup instead copies the chunk's blocks once (hk_stage_x), and each lane reads
-// them from shared memory 16 bytes at a time: per token, the d of each block as f32 (hk_xs_d)
-// and the quants of each pair of blocks as HK_XSTAGE_PAIR uvec4 (hk_xs_q: 4 of data; K-quants 1
-// of padding, so that the 8 lanes of each 128-byte phase hit different banks: Q4_K lane l reads
-// pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1)).
-#ifdef HK_Q8_0
-#define HK_XSTAGE_PAIR 4u
-#else
+// kernel. The workgroup instead copies a step's blocks once (hk_stage_x: word for word, so that
+// each load instruction of a subgroup reads 128 contiguous bytes), and each lane reads them from
+// shared memory 16 bytes at a time. Per token, each pair of blocks takes 5 uvec4: the quants of
+// its even block (halves 0, 1), of its odd block, and the two blocks' d as f32 (.x even, .y odd);
+// the fifth also keeps the 8 lanes of each 128-byte phase on different banks (Q4_K lane l reads
+// pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1), Q8_0 lane l half l & 1 of block
+// l >> 1).
 #define HK_XSTAGE_PAIR 5u
-#endif
 shared uvec4 hk_xs_q[HK_NTOK * (HK_XSTAGE_BLOCKS / 2u) * HK_XSTAGE_PAIR + 1u];
-shared float hk_xs_d[HK_NTOK * HK_XSTAGE_BLOCKS + 1u];
-uint xs_block0; // the first block of the staged chunk
+uint xs_block0; // the first block of the staged step
+
+// the index in hk_xs_q of pair of blocks p (relative to xs_block0) of token t
+uint hk_xs_pair(uint t, uint p) { return (t * (HK_XSTAGE_BLOCKS / 2u) + p) * HK_XSTAGE_PAIR; }
 
 // d of Q8_1 block blk of token t
 float hk_xd(uint t, uint blk)
 {
-    if (HK_XSTAGE_BLOCKS > 0u)
-        return hk_xs_d[t * HK_XSTAGE_BLOCKS + (blk - xs_block0)];
+    if (HK_XSTAGE_BLOCKS > 0u) {
+        uint b = blk - xs_block0;
+        return uintBitsToFloat(hk_xs_q[hk_xs_pair(t, b >> 1) + 4u][b & 1u]);
+    }
     return unpackHalf2x16(xq[x_base + t * x_token + blk * 9u]).x;
+}
+
+// d of Q8_1 blocks blk (even) and blk + 1 of token t
+vec2 hk_xd2(uint t, uint blk)
+{
+    if (HK_XSTAGE_BLOCKS > 0u)
+        return uintBitsToFloat(hk_xs_q[hk_xs_pair(t, (blk - xs_block0) >> 1) + 4u].xy);
+    uint w = x_base + t * x_token + blk * 9u;
+    return vec2(unpackHalf2x16(xq[w]).x, unpackHalf2x16(xq[w + 9u]).x);
 }
 
 // the 16 quants of half h of Q8_1 block blk of token t (4 words), written out: a loop would count
@@ -102,14 +120,11 @@ uvec4 hk_x16(uint t, uint blk, uint h)
 {
     if (HK_XSTAGE_BLOCKS > 0u) {
         uint b = blk - xs_block0;
-        return hk_xs_q[(t * (HK_XSTAGE_BLOCKS / 2u) + (b >> 1)) * HK_XSTAGE_PAIR + 2u * (b & 1u) + h];
+        return hk_xs_q[hk_xs_pair(t, b >> 1) + 2u * (b & 1u) + h];
     }
     uint w = x_base + t * x_token + blk * 9u + 1u + 4u * h;
     return uvec4(xq[w], xq[w + 1u], xq[w + 2u], xq[w + 3u]);
 }
-
-// sum of the 16 products of the signed bytes of a and b (an exact integer)
-int hk_dot16(uvec4 a, uvec4 b) { return hk_dot4(a.x, b.x) + hk_dot4(a.y, b.y) + hk_dot4(a.z, b.z) + hk_dot4(a.w, b.w); }
 #endif
 #if defined(HK_Q8_0)
 #include "q8_0.glsl"
@@ -163,24 +178,53 @@ void hk_rows_end(uint first, bool write)
 }
 
 #if defined(HK_INT8) && !defined(HK_MOE)
-// Copies the Q8_1 blocks of every token that items it0 .. it0 + gl_SubgroupSize - 1 read into
-// hk_xs_d / hk_xs_q. A unit is half a block of one token (its 4 quant words, one 16-byte store,
-// and for half 0 the d): neighbouring invocations take neighbouring halves, so a subgroup's loads
-// cover a contiguous stretch of the tokens' blocks. Blocks past k are skipped (items past k read
-// none).
+// Word u of the staged blocks of token t (block u / 9, its word u % 9: d|s, then the quants) into
+// hk_xs_q: d as f32 (the s half never read), quants as they are.
+void hk_stage_word(uint t, uint u, uint v)
+{
+    uint b = u / 9u, j = u - 9u * b;
+    uint slot = j == 0u ? 4u : 2u * (b & 1u) + ((j - 1u) >> 2), comp = j == 0u ? b & 1u : (j - 1u) & 3u;
+    hk_xs_q[hk_xs_pair(t, b >> 1) + slot][comp] = j == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
+}
+
+// Copies the Q8_1 blocks of every token that the step of items it0 .. it0 + HK_NITEMS *
+// gl_SubgroupSize - 1 reads (HK_XSTAGE_BLOCKS of them, none past k) into hk_xs_q. Neighbouring
+// invocations take neighbouring words of a token's blocks, and every invocation issues the loads
+// of all tokens before its first store, so the copy waits on one round trip, not one per token.
+// 9 * HK_XSTAGE_BLOCKS words per token over WG invocations: at most 4.5 each (the host keeps
+// HK_XSTAGE_BLOCKS <= WG / 2), so 5 guarded loads, written out (no loop to count).
+#define HK_XSTAGE_LOADS 5u
 void hk_stage_x(uint it0)
 {
     xs_block0 = hk_item_block(it0);
-    uint blocks = pc.k / 32u, sb = max(HK_XSTAGE_BLOCKS, 1u); // never called with 0; no division by it
-    for (uint u = gl_LocalInvocationIndex; u < HK_NTOK * sb * 2u; u += WG) {
-        uint t = u / (2u * sb), b = (u >> 1) % sb, h = u & 1u;
-        if (xs_block0 + b < blocks) {
-            uint w = x_base + t * x_token + (xs_block0 + b) * 9u, q = w + 1u + 4u * h;
-            hk_xs_q[(t * (sb / 2u) + (b >> 1)) * HK_XSTAGE_PAIR + 2u * (b & 1u) + h] =
-                uvec4(xq[q], xq[q + 1u], xq[q + 2u], xq[q + 3u]);
-            if (h == 0u)
-                hk_xs_d[t * sb + b] = unpackHalf2x16(xq[w]).x;
-        }
+    uint words = 9u * min(HK_XSTAGE_BLOCKS, pc.k / 32u - xs_block0), lid = gl_LocalInvocationIndex;
+    uint u0 = lid, u1 = lid + WG, u2 = lid + 2u * WG, u3 = lid + 3u * WG, u4 = lid + 4u * WG;
+    uint v[HK_NTOK * HK_XSTAGE_LOADS];
+    [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
+        uint w = x_base + t * x_token + xs_block0 * 9u, i = t * HK_XSTAGE_LOADS;
+        if (u0 < words)
+            v[i] = xq[w + u0];
+        if (u1 < words)
+            v[i + 1u] = xq[w + u1];
+        if (u2 < words)
+            v[i + 2u] = xq[w + u2];
+        if (u3 < words)
+            v[i + 3u] = xq[w + u3];
+        if (u4 < words)
+            v[i + 4u] = xq[w + u4];
+    }
+    [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
+        uint i = t * HK_XSTAGE_LOADS;
+        if (u0 < words)
+            hk_stage_word(t, u0, v[i]);
+        if (u1 < words)
+            hk_stage_word(t, u1, v[i + 1u]);
+        if (u2 < words)
+            hk_stage_word(t, u2, v[i + 2u]);
+        if (u3 < words)
+            hk_stage_word(t, u3, v[i + 3u]);
+        if (u4 < words)
+            hk_stage_word(t, u4, v[i + 4u]);
     }
 }
 #endif
@@ -206,15 +250,21 @@ void main()
         for (uint group0 = hk_group_id() * gl_NumSubgroups; group0 < row_groups; group0 += stride) {
             uint group = group0 + gl_SubgroupID, first = min(group, row_groups - 1u) * HK_NROWS;
             hk_rows_begin(first, first, row_bytes);
-            for (uint it0 = 0; it0 < items; it0 += gl_SubgroupSize) {
-                uint it = it0 + gl_SubgroupInvocationID;
-                if (it < items)
-                    hk_load(it); // the weights' loads fly while the chunk is staged
-                barrier();       // every lane is done with the previous chunk
+            for (uint it0 = 0; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
+                // the weights' loads fly while the step is staged
+                [[unroll]] for (uint c = 0; c < HK_NITEMS; c++) {
+                    uint it = it0 + c * gl_SubgroupSize + gl_SubgroupInvocationID;
+                    if (it < items)
+                        hk_load(it, c);
+                }
+                barrier(); // every lane is done with the previous step
                 hk_stage_x(it0);
                 barrier();
-                if (it < items)
-                    hk_compute(it);
+                [[unroll]] for (uint c = 0; c < HK_NITEMS; c++) {
+                    uint it = it0 + c * gl_SubgroupSize + gl_SubgroupInvocationID;
+                    if (it < items)
+                        hk_compute(it, c);
+                }
             }
             hk_rows_end(first, group < row_groups);
         }
@@ -237,8 +287,21 @@ void main()
         row0 = expert * pc.n + (first - slot * pc.n);
 #endif
         hk_rows_begin(first, row0, row_bytes);
+#ifdef HK_INT8
+        // the same items in the same lanes in the same order as the staged loop (item it0 is in
+        // range: c = 0 needs no test)
+        for (uint it0 = gl_SubgroupInvocationID; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
+            [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
+                if (c == 0u || it0 + c * gl_SubgroupSize < items)
+                    hk_load(it0 + c * gl_SubgroupSize, c);
+            [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
+                if (c == 0u || it0 + c * gl_SubgroupSize < items)
+                    hk_compute(it0 + c * gl_SubgroupSize, c);
+        }
+#else
         for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
             hk_item(it);
+#endif
         hk_rows_end(first, true);
     }
 }

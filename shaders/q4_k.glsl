@@ -45,15 +45,22 @@ uint hk_items(uint k) { return k / 64u; }
 
 // Scales and mins of sub-blocks 2c and 2c+1 from the scale bytes in head.yzw, unpacked as in
 // llama.cpp's vec_dot_q4_K: 16-bit words s16[i] = bytes 2i, 2i+1, selects rather than indexing
-// (a dynamically indexed vector can land in local memory).
-void hk_q4k_scales(uvec4 head, uint c, out vec2 sc, out vec2 m)
+// (a dynamically indexed vector can land in local memory). sc: byte 0 the scale of 2c, byte 1
+// that of 2c+1; m: the mins alike.
+void hk_q4k_scale_words(uvec4 head, uint c, out uint sc, out uint m)
 {
     uint lo = (c & 1u) * 16u;
     uint s_c = (c < 2u ? head.y : head.z) >> lo;  // s16[c]
     uint s_c2 = (c < 2u ? head.z : head.w) >> lo; // s16[c + 2]
     uint s_cm2 = head.y >> lo;                    // s16[c - 2], for c >= 2
-    uint a = c < 2u ? s_c & 0x3F3Fu : (s_c2 & 0x0F0Fu) | ((s_cm2 & 0xC0C0u) >> 2);
-    uint b = c < 2u ? s_c2 & 0x3F3Fu : ((s_c2 >> 4) & 0x0F0Fu) | ((s_c & 0xC0C0u) >> 2);
+    sc = c < 2u ? s_c & 0x3F3Fu : (s_c2 & 0x0F0Fu) | ((s_cm2 & 0xC0C0u) >> 2);
+    m = c < 2u ? s_c2 & 0x3F3Fu : ((s_c2 >> 4) & 0x0F0Fu) | ((s_c & 0xC0C0u) >> 2);
+}
+
+void hk_q4k_scales(uvec4 head, uint c, out vec2 sc, out vec2 m)
+{
+    uint a, b;
+    hk_q4k_scale_words(head, c, a, b);
     sc = vec2(float(a & 0xFFu), float((a >> 8) & 0xFFu));
     m = vec2(float(b & 0xFFu), float((b >> 8) & 0xFFu));
 }
@@ -76,49 +83,64 @@ uint hk_item_block(uint it) { return 2u * it; }
 // Per sub-block j: d*sc_j * dx_j*sum(q*xq) - dmin*m_j * dx_j*sum(xq), the contraction of the
 // dequantized values. sum(xq) is summed here from the quants (packed dots with 0x01010101), once
 // per item and token for all rows: the Q8_1 block's s field is never read (another producer may
-// round it differently, and an f16 s overflows for blocks the f16 d still holds). Every row's
-// chunk is loaded once (hk_load) and met by each token's activation (hk_compute); per (row,
-// token) the same f32 expression whatever HK_NTOK (a precise sum: matvec.comp).
-uvec4 hk_lo0[HK_NROWS], hk_lo1[HK_NROWS], hk_hi0[HK_NROWS], hk_hi1[HK_NROWS]; // the 4-bit quants as bytes
-vec2 hk_dm[HK_NROWS], hk_sc[HK_NROWS], hk_m[HK_NROWS];
+// round it differently, and an f16 s overflows for blocks the f16 d still holds).
+// hk_load issues a row's three 16-byte loads (slot c * HK_NROWS + r: the c-th of the HK_NITEMS
+// items in flight, row r) and nothing that waits for them, so that they fly while x is staged.
+// hk_compute unpacks them (quants as bytes, d*sc and dmin*m) and meets them with each token's
+// activation: per (row, token) 16 packed dots, two exact int->float turns (hk_biased_float) and
+// 2 multiplies + 4 fma into the row's sum, the same operations whatever HK_NTOK (a precise sum:
+// matvec.comp).
+uvec4 hk_head[HK_NSLOTS], hk_q0[HK_NSLOTS], hk_q1[HK_NSLOTS];
 
-void hk_load(uint it)
+// bytes 0 and 1 of w as floats (exact: hk_u8x4_to_vec4)
+vec2 hk_u8x2(uint w) { return uintBitsToFloat((uvec2(w, w >> 8) & 0xFFu) | 0x4B000000u) - 8388608.0; }
+
+void hk_load(uint it, uint c)
 {
-    uint sb = it >> 2, c = it & 3u;
+    uint sb = it >> 2, ch = it & 3u;
     [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-        uvec4 q0, q1;
-        hk_q4k_chunk(row_byte[r] / 16u + sb * 9u, c, q0, q1, hk_dm[r], hk_sc[r], hk_m[r]);
-        hk_lo0[r] = q0 & 0x0F0F0F0Fu;
-        hk_lo1[r] = q1 & 0x0F0F0F0Fu;
-        hk_hi0[r] = (q0 >> 4) & 0x0F0F0F0Fu;
-        hk_hi1[r] = (q1 >> 4) & 0x0F0F0F0Fu;
+        uint i = c * HK_NROWS + r, b = row_byte[r] / 16u + sb * 9u;
+        hk_head[i] = w128[b];
+        hk_q0[i] = w128[b + 1u + 2u * ch];
+        hk_q1[i] = w128[b + 2u + 2u * ch];
     }
 }
 
-void hk_compute(uint it)
+void hk_compute(uint it, uint c)
 {
-    uint b0 = hk_item_block(it), b1 = b0 + 1u; // Q8_1 blocks of sub-blocks 2c, 2c+1
+    uint ch = it & 3u, b0 = hk_item_block(it); // Q8_1 blocks of sub-blocks 2ch, 2ch+1: b0, b0 + 1
+    uvec4 lo0[HK_NROWS], lo1[HK_NROWS], hi0[HK_NROWS], hi1[HK_NROWS];
+    vec2 dsc[HK_NROWS], dmm[HK_NROWS];
+    [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
+        uint i = c * HK_NROWS + r, sc, m;
+        hk_q4k_scale_words(hk_head[i], ch, sc, m);
+        vec2 dm = unpackHalf2x16(hk_head[i].x);
+        precise vec2 d_sc = dm.x * hk_u8x2(sc), d_m = dm.y * hk_u8x2(m);
+        dsc[r] = d_sc;
+        dmm[r] = d_m;
+        lo0[r] = hk_q0[i] & 0x0F0F0F0Fu;
+        lo1[r] = hk_q1[i] & 0x0F0F0F0Fu;
+        hi0[r] = (hk_q0[i] >> 4) & 0x0F0F0F0Fu;
+        hi1[r] = (hk_q1[i] >> 4) & 0x0F0F0F0Fu;
+    }
     const uvec4 ones = uvec4(0x01010101u);
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
-        float dx0 = hk_xd(t, b0), dx1 = hk_xd(t, b1);
-        uvec4 xa0 = hk_x16(t, b0, 0u), xa1 = hk_x16(t, b0, 1u), xb0 = hk_x16(t, b1, 0u), xb1 = hk_x16(t, b1, 1u);
-        int sum0 = hk_dot16(ones, xa0) + hk_dot16(ones, xa1), sum1 = hk_dot16(ones, xb0) + hk_dot16(ones, xb1);
-        vec2 xsum = vec2(dx0 * float(sum0), dx1 * float(sum1)); // dx * sum(xq) of sub-blocks 2c, 2c+1
+        uvec4 xa0 = hk_x16(t, b0, 0u), xa1 = hk_x16(t, b0, 1u), xb0 = hk_x16(t, b0 + 1u, 0u), xb1 = hk_x16(t, b0 + 1u, 1u);
+        vec2 dx = hk_xd2(t, b0);
+        // dx * sum(xq) of the two blocks
+        precise vec2 xs = dx * vec2(hk_biased_float(hk_dot16(ones, xa1, hk_dot16(ones, xa0, HK_I2F_BIAS))),
+                                    hk_biased_float(hk_dot16(ones, xb1, hk_dot16(ones, xb0, HK_I2F_BIAS))));
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-            int dl = hk_dot16(hk_lo0[r], xa0) + hk_dot16(hk_lo1[r], xa1);
-            int dh = hk_dot16(hk_hi0[r], xb0) + hk_dot16(hk_hi1[r], xb1);
-            precise float sum = acc[r * HK_NTOK + t] +
-                                (hk_dm[r].x * (hk_sc[r].x * dx0 * float(dl) + hk_sc[r].y * dx1 * float(dh)) -
-                                 hk_dm[r].y * (hk_m[r].x * xsum.x + hk_m[r].y * xsum.y));
+            int dl = hk_dot16(lo1[r], xa1, hk_dot16(lo0[r], xa0, HK_I2F_BIAS));
+            int dh = hk_dot16(hi1[r], xb1, hk_dot16(hi0[r], xb0, HK_I2F_BIAS));
+            precise float sum = acc[r * HK_NTOK + t];
+            sum = fma(dsc[r].x * dx.x, hk_biased_float(dl), sum);
+            sum = fma(dsc[r].y * dx.y, hk_biased_float(dh), sum);
+            sum = fma(-dmm[r].x, xs.x, sum);
+            sum = fma(-dmm[r].y, xs.y, sum);
             acc[r * HK_NTOK + t] = sum;
         }
     }
-}
-
-void hk_item(uint it)
-{
-    hk_load(it);
-    hk_compute(it);
 }
 #else
 void hk_item(uint it)

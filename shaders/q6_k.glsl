@@ -51,17 +51,22 @@ uvec2 hk_q6k_window8(uint at)
     return (at & 2u) == 0u ? a : (a >> 16) | (uvec2(a.y, w32[w + 2u]) << 16);
 }
 
-// The 64 6-bit quants of item (n, q) of the block at byte b, one byte each: group g (g0..g3)
-// word i holds values 128n + 32g + 16q + 4i .. +3 (before the -32).
-void hk_q6k_quants(uint b, uint n, uint q, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
+// The 64 6-bit quants of an item, one byte each, from its windows of ql (qla: the 16 bytes of
+// groups 0 and 2, qlb: 1 and 3) and qh: group g (g0..g3) word i holds values 128n + 32g + 16q +
+// 4i .. +3 of item (n, q) (before the -32).
+void hk_q6k_groups(uvec4 qla, uvec4 qlb, uvec4 qh, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
 {
-    uvec4 qla = hk_q6k_window(b + 64u * n + 16u * q);
-    uvec4 qlb = hk_q6k_window(b + 64u * n + 32u + 16u * q);
-    uvec4 qh = hk_q6k_window(b + 128u + 32u * n + 16u * q);
     g0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
     g1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
     g2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
     g3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
+}
+
+// The quants of item (n, q) of the block at byte b (hk_q6k_groups)
+void hk_q6k_quants(uint b, uint n, uint q, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
+{
+    hk_q6k_groups(hk_q6k_window(b + 64u * n + 16u * q), hk_q6k_window(b + 64u * n + 32u + 16u * q),
+                  hk_q6k_window(b + 128u + 32u * n + 16u * q), g0, g1, g2, g3);
 }
 
 // signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes
@@ -80,49 +85,76 @@ float hk_q6k_d(uint b) { return hk_half(uint(w16[(b + 208u) >> 1])); }
 // items; item (n, q) reads blocks 4n .. 4n+3, half q of each)
 uint hk_item_block(uint it) { return 2u * (it & ~1u); }
 
-// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block).
-// Every row's quants, scales and d are loaded once (hk_load) and met by each token's activation
-// (hk_compute); per (row, token) the same f32 expression whatever HK_NTOK (a precise sum:
-// matvec.comp).
-uvec4 hk_g0[HK_NROWS], hk_g1[HK_NROWS], hk_g2[HK_NROWS], hk_g3[HK_NROWS]; // groups 0..3
-vec4 hk_wsc[HK_NROWS];
-float hk_wd[HK_NROWS];
+// sum((q - 32) * xq) = dot(q, xq) - 32 * sum(xq), per group g of 16 values (one Q8_1 half-block),
+// an exact integer. hk_load issues a row's loads (slot c * HK_NROWS + r: the c-th of the
+// HK_NITEMS items in flight, row r) and nothing that waits for them, so that they fly while x is
+// staged: the item's three 16-byte windows and the 8-byte window of its scales as the words that
+// hold them (hk_q6k_window; the word past each when the block starts 2 bytes into a word, in
+// hk_e) and d's 16 bits. hk_compute unpacks them and meets them with each token's activation:
+// per token the groups' -32 * sum(xq) start the packed-dot sums of every row (biased for
+// hk_biased_float), per (row, token) 16 packed dots, 4 exact int->float turns and 4 multiplies +
+// 4 fma into the row's sum, the same operations whatever HK_NTOK (a precise sum: matvec.comp).
+uvec4 hk_qla[HK_NSLOTS], hk_qlb[HK_NSLOTS], hk_qh[HK_NSLOTS], hk_e[HK_NSLOTS];
+uvec2 hk_sc[HK_NSLOTS];
+uint hk_dbits[HK_NSLOTS];
 
-void hk_load(uint it)
+// the words a + e shifted down 2 bytes where `odd`
+uvec4 hk_q6k_shift(uvec4 a, uint e, bool odd) { return odd ? (a >> 16) | (uvec4(a.yzw, e) << 16) : a; }
+
+// signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes, as floats
+vec4 hk_q6k_scales_f(uvec2 s, uint q)
+{
+    uint sh = 8u * q;
+    return hk_i8_low(uvec4(s.x >> sh, s.x >> (sh + 16u), s.y >> sh, s.y >> (sh + 16u)));
+}
+
+void hk_load(uint it, uint c)
 {
     uint sb = it >> 2, n = (it >> 1) & 1u, q = it & 1u;
     [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-        uint b = row_byte[r] + sb * 210u;
-        hk_q6k_quants(b, n, q, hk_g0[r], hk_g1[r], hk_g2[r], hk_g3[r]);
-        hk_wsc[r] = hk_q6k_scales(hk_q6k_window8(b + 192u + 8u * n), q);
-        hk_wd[r] = hk_q6k_d(b);
+        uint i = c * HK_NROWS + r, b = row_byte[r] + sb * 210u;
+        // every window starts a multiple of 8 bytes into the block: 2 bytes into a word with it
+        uint wa = (b + 64u * n + 16u * q) >> 2, wb = wa + 8u, wh = (b + 128u + 32u * n + 16u * q) >> 2;
+        uint ws = (b + 192u + 8u * n) >> 2;
+        hk_qla[i] = uvec4(w32[wa], w32[wa + 1u], w32[wa + 2u], w32[wa + 3u]);
+        hk_qlb[i] = uvec4(w32[wb], w32[wb + 1u], w32[wb + 2u], w32[wb + 3u]);
+        hk_qh[i] = uvec4(w32[wh], w32[wh + 1u], w32[wh + 2u], w32[wh + 3u]);
+        hk_sc[i] = uvec2(w32[ws], w32[ws + 1u]);
+        if ((b & 2u) != 0u)
+            hk_e[i] = uvec4(w32[wa + 4u], w32[wb + 4u], w32[wh + 4u], w32[ws + 2u]);
+        hk_dbits[i] = uint(w16[(b + 208u) >> 1]); // as hk_q6k_d
     }
 }
 
-void hk_compute(uint it)
+void hk_compute(uint it, uint c)
 {
-    uint q = it & 1u, xb = hk_item_block(it); // group g: block xb + g
+    uint sb = it >> 2, q = it & 1u, xb = hk_item_block(it); // group g: block xb + g
+    uvec4 g0[HK_NROWS], g1[HK_NROWS], g2[HK_NROWS], g3[HK_NROWS];
+    vec4 wsc[HK_NROWS];
+    [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
+        uint i = c * HK_NROWS + r;
+        bool odd = ((row_byte[r] + sb * 210u) & 2u) != 0u;
+        hk_q6k_groups(hk_q6k_shift(hk_qla[i], hk_e[i].x, odd), hk_q6k_shift(hk_qlb[i], hk_e[i].y, odd),
+                      hk_q6k_shift(hk_qh[i], hk_e[i].z, odd), g0[r], g1[r], g2[r], g3[r]);
+        uvec2 s = odd ? (hk_sc[i] >> 16) | (uvec2(hk_sc[i].y, hk_e[i].w) << 16) : hk_sc[i];
+        precise vec4 d_sc = hk_half(hk_dbits[i]) * hk_q6k_scales_f(s, q);
+        wsc[r] = d_sc;
+    }
     const uvec4 ones = uvec4(0x01010101u);
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
-        vec4 dx = vec4(hk_xd(t, xb), hk_xd(t, xb + 1u), hk_xd(t, xb + 2u), hk_xd(t, xb + 3u));
         uvec4 x0 = hk_x16(t, xb, q), x1 = hk_x16(t, xb + 1u, q), x2 = hk_x16(t, xb + 2u, q), x3 = hk_x16(t, xb + 3u, q);
-        vec4 xs = 32.0 * vec4(float(hk_dot16(ones, x0)), float(hk_dot16(ones, x1)), float(hk_dot16(ones, x2)),
-                              float(hk_dot16(ones, x3)));
+        vec4 dx = vec4(hk_xd2(t, xb), hk_xd2(t, xb + 2u));
+        ivec4 base = HK_I2F_BIAS - 32 * ivec4(hk_dot16(ones, x0, 0), hk_dot16(ones, x1, 0), hk_dot16(ones, x2, 0),
+                                              hk_dot16(ones, x3, 0));
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-            vec4 idot = vec4(float(hk_dot16(hk_g0[r], x0)), float(hk_dot16(hk_g1[r], x1)),
-                             float(hk_dot16(hk_g2[r], x2)), float(hk_dot16(hk_g3[r], x3)));
-            vec4 g4 = dx * (idot - xs);
-            precise float sum = acc[r * HK_NTOK + t] + hk_wd[r] * (hk_wsc[r].x * g4.x + hk_wsc[r].y * g4.y +
-                                                                   hk_wsc[r].z * g4.z + hk_wsc[r].w * g4.w);
+            precise float sum = acc[r * HK_NTOK + t];
+            sum = fma(wsc[r].x * dx.x, hk_biased_float(hk_dot16(g0[r], x0, base.x)), sum);
+            sum = fma(wsc[r].y * dx.y, hk_biased_float(hk_dot16(g1[r], x1, base.y)), sum);
+            sum = fma(wsc[r].z * dx.z, hk_biased_float(hk_dot16(g2[r], x2, base.z)), sum);
+            sum = fma(wsc[r].w * dx.w, hk_biased_float(hk_dot16(g3[r], x3, base.w)), sum);
             acc[r * HK_NTOK + t] = sum;
         }
     }
-}
-
-void hk_item(uint it)
-{
-    hk_load(it);
-    hk_compute(it);
 }
 #else
 void hk_item(uint it)

@@ -27,38 +27,57 @@ uint hk_q8_0_word(uint i) { return uint(w16[i]) | (uint(w16[i + 1u]) << 16); }
 // The first Q8_1 block that item it reads
 uint hk_item_block(uint it) { return it >> 1; }
 
-// Every row's 16 weight quants and d of the item (hk_load), held for all tokens (hk_compute);
-// per (row, token) the same f32 expression whatever HK_NTOK (a precise sum: matvec.comp).
-uvec4 hk_wq[HK_NROWS];
-float hk_wd[HK_NROWS];
+// hk_load issues a row's loads of the item (slot c * HK_NROWS + r: the c-th of the HK_NITEMS
+// items in flight, row r): d's 16 bits and the 16 quants (2-byte aligned), either as 8 16-bit
+// loads put together in pairs (HK_Q8_0_W16; the one-token kernel as measured) or, loading
+// nothing that waits for a load so that they fly while x is staged, as the 4 words from the one
+// holding their first byte and, when they start 2 bytes into a word, the 16 bits after those
+// (every byte read is the block's). hk_compute aligns them and meets them with each token's
+// activation: per (row, token) 4 packed dots, an exact int->float turn, a multiply and an fma
+// into the row's sum, the same operations whatever HK_NTOK (a precise sum: matvec.comp).
+// Specialization constant 5 (1: 16-bit loads).
+layout(constant_id = 5) const uint HK_Q8_0_W16 = 1;
+uvec4 hk_wa[HK_NSLOTS];
+uint hk_we[HK_NSLOTS], hk_wdb[HK_NSLOTS];
 
-void hk_load(uint it)
+void hk_load(uint it, uint c)
 {
     uint blk = it >> 1, h = it & 1u;
     [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-        uint b = row_byte[r] / 2u + blk * HK_Q8_0_U16, q = b + 1u + 8u * h;
-        hk_wq[r] = uvec4(hk_q8_0_word(q), hk_q8_0_word(q + 2u), hk_q8_0_word(q + 4u), hk_q8_0_word(q + 6u));
-        hk_wd[r] = hk_half(uint(w16[b]));
+        uint i = c * HK_NROWS + r, b = row_byte[r] + blk * 34u, at = b + 2u + 16u * h, w = at >> 2;
+        if (HK_Q8_0_W16 != 0u) {
+            uint q = at >> 1;
+            hk_wa[i] = uvec4(hk_q8_0_word(q), hk_q8_0_word(q + 2u), hk_q8_0_word(q + 4u), hk_q8_0_word(q + 6u));
+        } else {
+            hk_wa[i] = uvec4(w32[w], w32[w + 1u], w32[w + 2u], w32[w + 3u]);
+            if ((at & 2u) != 0u)
+                hk_we[i] = uint(w16[(at + 14u) >> 1]);
+        }
+        hk_wdb[i] = uint(w16[b >> 1]);
     }
 }
 
-void hk_compute(uint it)
+void hk_compute(uint it, uint c)
 {
     uint blk = it >> 1, h = it & 1u;
+    uvec4 wq[HK_NROWS];
+    float wd[HK_NROWS];
+    [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
+        uint i = c * HK_NROWS + r;
+        uvec4 a = hk_wa[i];
+        bool odd = HK_Q8_0_W16 == 0u && ((row_byte[r] + blk * 34u) & 2u) == 0u; // quants 2 bytes into a word
+        wq[r] = odd ? (a >> 16) | (uvec4(a.yzw, hk_we[i]) << 16) : a;
+        wd[r] = hk_half(hk_wdb[i]);
+    }
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
         float dx = hk_xd(t, blk);
         uvec4 xw = hk_x16(t, blk, h);
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
-            precise float sum = acc[r * HK_NTOK + t] + hk_wd[r] * dx * float(hk_dot16(hk_wq[r], xw));
+            precise float sum = acc[r * HK_NTOK + t];
+            sum = fma(wd[r] * dx, hk_biased_float(hk_dot16(wq[r], xw, HK_I2F_BIAS)), sum);
             acc[r * HK_NTOK + t] = sum;
         }
     }
-}
-
-void hk_item(uint it)
-{
-    hk_load(it);
-    hk_compute(it);
 }
 #else
 void hk_item(uint it)

@@ -13,8 +13,11 @@
  *  - every input flush against its buffer's end and at a padded offset (0xFF around it);
  *  - on the default context and on one without HK_FEATURE_INTEGER_DOT (the scalar-dot twin),
  *    which must give the same bits as the OpSDot kernel;
+ *  - the tuning hooks (hkernel.h): every rows per subgroup, Q8_0 items per step and tokens per
+ *    pass of the tokens kernel, the one-token items per step and both Q8_0 weight-load forms give
+ *    the same bits (against the separate calls, which the one-token hooks change instead);
  *  - argument errors: tokens 0 and 17, xq or y too small for the tokens, misaligned views,
- *    overlap, the shape limits; a refused call writes nothing.
+ *    overlap, the shape limits, a bad tuning hook; a refused call writes nothing.
  * Under GPU-assisted validation the many-rows shape is smaller (main says why).
  *
  * Each case is (1) tokens_build: seeded host inputs and the per-token reference, (2)
@@ -29,6 +32,7 @@
  * Bytes of one op: the weights once (rows * k/256 * 144 for Q4_K) + tokens * k/32 * 36 (Q8_1 x) +
  * tokens * rows * 4 (y): 9.44 MB + 0.15 MB + 0.13 MB at 4096 x 4096 x 8.
  * ------------------------------------------------------------------------------------------------- */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "hk_test.h"
 
 #include <math.h>
@@ -321,6 +325,42 @@ static void check_case(hk_context *full, hk_context *scalar, hk_type type, uint3
     tokens_free(&c);
 }
 
+/* ---- tuning hooks ------------------------------------------------------------------------------ */
+
+/* Each hook on its own, on a tail of rows (131: not a multiple of 4 rows per subgroup) and an odd
+ * token count (5: passes of 3 and 2), for every type: the tokens kernel and the separate
+ * hk_matvec_int8 calls must still give the same bits (and the reference gate). 4 rows also at 16
+ * tokens (the default stops at 8). The scalar-dot arm is left out: the hooks change no
+ * arithmetic. */
+static void test_tuning(hk_context *full, uint64_t seed)
+{
+    static const struct {
+        const char *var, *value;
+        uint32_t tokens;
+    } hooks[] = {
+        {"HK_MATVEC_TOKENS_NROWS", "1", 5}, {"HK_MATVEC_TOKENS_NROWS", "4", 5}, {"HK_MATVEC_TOKENS_NROWS", "4", 16},
+        {"HK_MATVEC_TOKENS_ITEMS", "1", 5}, {"HK_MATVEC_TOKENS_ITEMS", "2", 5}, {"HK_MATVEC_TOKENS_PASS", "3", 5},
+        {"HK_MATVEC_INT8_ITEMS", "2", 3},   {"HK_MATVEC_INT8_ITEMS", "4", 3},   {"HK_MATVEC_Q8_0_LOAD_BITS", "32", 3},
+        {"HK_MATVEC_Q8_0_LOAD_BITS", "16", 5},
+    };
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
+        printf("-- %s=%s\n", hooks[h].var, hooks[h].value);
+        setenv(hooks[h].var, hooks[h].value, 1);
+        for (int t = 0; t < 3; t++) {
+            int q8_0_only =
+                !strcmp(hooks[h].var, "HK_MATVEC_TOKENS_ITEMS") || !strcmp(hooks[h].var, "HK_MATVEC_Q8_0_LOAD_BITS");
+            if (q8_0_only && types[t] != HK_TYPE_Q8_0)
+                continue;
+            uint32_t k = hk_type_block_values(types[t]) == 32 ? 1056 : 1024;
+            /* the weights flush (a Q8_0 row 2 bytes into a word) and padded for the load forms */
+            for (int flush = q8_0_only ? 0 : (int)(h % 2); flush <= (q8_0_only ? 1 : (int)(h % 2)); flush++)
+                check_case(full, NULL, types[t], 131, k, hooks[h].tokens, X_QUANTIZED, flush, ++seed);
+        }
+        unsetenv(hooks[h].var);
+    }
+}
+
 /* ---- argument errors ---------------------------------------------------------------------------- */
 
 static void test_errors(hk_context *ctx)
@@ -386,6 +426,25 @@ static void test_errors(hk_context *ctx)
            HK_ERROR_INVALID_ARGUMENT, "rows=16777217 exceeds");
     EXPECT("NULL context", hk_matvec_int8_tokens(NULL, s, q4, vw, vx, vy, rows, k, tokens), HK_ERROR_INVALID_ARGUMENT,
            "context");
+    static const struct {
+        const char *var, *value;
+    } bad_hooks[] = {{"HK_MATVEC_TOKENS_NROWS", "3"},
+                     {"HK_MATVEC_TOKENS_PASS", "17"},
+                     {"HK_MATVEC_TOKENS_ITEMS", "2x"},
+                     {"HK_MATVEC_Q8_0_LOAD_BITS", "8"}};
+    for (int i = 0; i < 4; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "matvec_int8_tokens error: %s=%s", bad_hooks[i].var, bad_hooks[i].value);
+        setenv(bad_hooks[i].var, bad_hooks[i].value, 1);
+        /* HK_MATVEC_TOKENS_ITEMS is read for Q8_0 only: one Q8_0 row fits in the weights' buffer */
+        hk_check_status(label, hk_matvec_int8_tokens(ctx, s, HK_TYPE_Q8_0, vw, vx, vy, 1, k, tokens),
+                        HK_ERROR_INVALID_ARGUMENT, bad_hooks[i].var);
+        unsetenv(bad_hooks[i].var);
+    }
+    setenv("HK_MATVEC_INT8_ITEMS", "0", 1);
+    hk_check_status("matvec_int8 error: HK_MATVEC_INT8_ITEMS=0", hk_matvec_int8(ctx, s, q4, vw, vx, vy, rows, k),
+                    HK_ERROR_INVALID_ARGUMENT, "HK_MATVEC_INT8_ITEMS");
+    unsetenv("HK_MATVEC_INT8_ITEMS");
 #undef EXPECT
     hk_check(hk_stream_kernel_count(s) == 0, "matvec_int8_tokens errors: nothing recorded", "%u kernels recorded",
              hk_stream_kernel_count(s));
@@ -445,6 +504,7 @@ int main(void)
         uint32_t k16 = HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS / (HK_MATVEC_MAX_TOKENS + 1) / block * block;
         check_case(full, scalar, type, 3, k16, HK_MATVEC_MAX_TOKENS, X_QUANTIZED, 1, ++seed);
     }
+    test_tuning(full, seed);
     test_errors(full);
     if (scalar) {
         uint32_t messages = hk_context_validation_messages(scalar);

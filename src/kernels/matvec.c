@@ -7,6 +7,8 @@
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
 #include "internal.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Portable kernel: one invocation per 32-value unit of a 4096-wide row (every Vulkan device takes
@@ -24,12 +26,32 @@
 #define MATVEC_MANY_ROWS 16384u
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 /* Several tokens (hk_matvec_int8_tokens): each lane holds nrows rows' weights of an item and
- * nrows * tokens sums, and loads each token's activation once per item for all its rows; at most
- * 2 rows keep that tile near 100 registers at 16 tokens (an estimate: a row's weights are 22
- * words for Q4_K, 21 for Q6_K); below 4096 rows 1, as for one token. Not yet measured against 1 and 4 on the
- * H200. A row's sums do not depend on nrows (its items run in the same lanes in the same order,
- * and subgroupAdd sees the same values), so any choice stays bit-identical to hk_matvec_int8. */
-#define MATVEC_TOKENS_NROWS 2u
+ * nrows * tokens sums, and reads each token's activation of the item from shared memory once for
+ * all its rows. Per (row, token, item) the work is fixed (Q4_K: 16 packed dots and 8 f32
+ * operations), but what the token side costs (the activation's 72 bytes of shared-memory reads
+ * per lane and token, its block sums) and the staging of x per workgroup are shared by the rows
+ * of a subgroup: at 2 rows the shared-memory reads equal the packed dots in issue time on the
+ * H200 (a 128-byte/clock shared-memory path, packed dots at half rate), at 4 rows half. So 4
+ * rows from 8192 rows (the 14336-row projections: 896 workgroups), 2 from 4096 (fewer, fatter
+ * subgroups left too few per SM at 4096 rows for one token: docs/perf.md), 1 below as for one
+ * token; above 8 tokens at most 2 (4 rows x 16 tokens of sums and 4 rows of weights would pass
+ * 150 registers). The environment variable HK_MATVEC_TOKENS_NROWS (1, 2 or 4) overrides this
+ * for every shape (a tuning hook, hkernel.h). A row's sums do not depend on nrows (its items run
+ * in the same lanes in the same order, and subgroupAdd sees the same values), so any choice
+ * stays bit-identical to hk_matvec_int8. */
+#define MATVEC_TOKENS_NROWS_ROWS 8192u
+/* Items per step (spec constant HK_NITEMS): each lane issues the weight loads of that many items
+ * (one per gl_SubgroupSize) before computing them. One token: 1, the measured kernel
+ * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides: more loads in flight where few subgroups run, for
+ * more registers). Several tokens: the x of a step is staged per barrier pair, and a K-quant step
+ * of 1 item per lane stages 2 * subgroup blocks per token already (the most the copy's 5 loads
+ * per invocation and token cover), Q8_0's 16-value items a quarter of that: Q8_0 takes 4 items
+ * per step, 2 at 4 rows (8 rows' items in flight either way: 48 registers of raw weights);
+ * HK_MATVEC_TOKENS_ITEMS (1, 2 or 4) overrides it for Q8_0. */
+#define MATVEC_TOKENS_ITEMS_Q8_0 4u
+#define MATVEC_TOKENS_SLOTS_Q8_0 8u
+/* Loop iterations allowed per invocation (lavapipe stops at 65535; see the count below). */
+#define MATVEC_LOOP_BUDGET 63000u
 
 /* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
  * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
@@ -41,21 +63,56 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    inner loops. k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep
  *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
  *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
- *  - int8, one token (hk_matvec_int8, the MoE): the item's inner code is straight-line but for
- *    its loops over rows and tokens, so an item costs 1 + nrows + 1 + nrows and a row group
- *    1 + 4 * nrows + ceil(items / 4) * 2 * (1 + nrows): at most 19700 under the f32 rule.
- *  - int8, t > 1 tokens (staged x): per chunk of 4 items, 1 + nrows (weights) + ceil(t / 4)
- *    (Q8_0) or t (K-quants) to stage x (2 * blocks * t half-blocks over 16 invocations) + t +
- *    nrows * t; per row group 1 + 2 * nrows * (1 + t) besides. With the f32 rule and
- *    ceil(rows / 32768) * k * (1 + t) <= 2^20 the worst over every type, t, nrows (1 below 4096
- *    rows, else 2) and rows is 53900 iterations (Q8_0, 13 tokens, nrows 2, k = 74880: Q8_0's
- *    16-value items are the many).
+ *  - int8 (hk_matvec_int8, the MoE, hk_matvec_int8_tokens): the item code is straight-line but
+ *    for its loops over rows and tokens. int8_loop_count counts a call (every step as if all of
+ *    its items were in range) on the device's subgroup size, and int8_config takes the most
+ *    tokens per pass, then the largest nrows, whose count stays under MATVEC_LOOP_BUDGET. One
+ *    token per pass with nrows 1 (1 item per step, or Q8_0's 4) always does on 4-lane subgroups:
+ *    at most 38500 iterations (Q8_0, 4 items, k = 544 at 2^24 rows, where 512 row groups each
+ *    clear and reduce their sums) under the f32 rule ceil(rows / 32768) * k <= 2^18. Real shapes
+ *    stay far under with all their tokens (151936 x 2048 at 16 tokens, 32 lanes: 468); only
+ *    shapes of millions of rows and a few blocks of k need several passes.
  * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
  * or the shaders' loops redoes this count. */
 _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
 #define MATVEC_ROW_BLOCK 32768u
 
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
+
+/* Loop iterations of one invocation of the int8 rows layout (shaders/matvec.comp), every loop
+ * counted: O row groups of 1 + 2 * nrows * (1 + tokens) (clear and reduce the sums) + steps of
+ * `items` items per lane. A step: 1 + items * (1 + nrows) (loading the weights) + items * (1 +
+ * nrows + tokens * (1 + nrows)) (unpacking them, computing), + 2 * tokens (the staging copy)
+ * where staged. */
+static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, uint32_t sg, uint32_t nrows, uint32_t tokens,
+                                uint32_t items, int staged)
+{
+    uint64_t row_groups = (rows + (uint64_t)nrows - 1) / nrows;
+    uint64_t groups = (row_groups + MATVEC_SUBGROUPS - 1) / MATVEC_SUBGROUPS;
+    uint64_t stride = (groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS) * MATVEC_SUBGROUPS;
+    uint64_t o = (row_groups + stride - 1) / stride;
+    uint64_t all_items = t == 0 ? k / 16 : k / 64, per_step = (uint64_t)sg * items;
+    uint64_t steps = (all_items + per_step - 1) / per_step;
+    uint64_t step = 1 + items * (1 + nrows) + items * (1 + nrows + tokens * (1 + nrows)) + (staged ? 2 * tokens : 0);
+    return o * (1 + 2 * nrows * (1 + tokens) + steps * step);
+}
+
+/* A tuning hook's value from the environment: 0 when unset or empty, else a number in lo .. hi
+ * (a power of 2 where pow2); anything else is refused. */
+static hk_status tuning_env(const char *fn, const char *var, uint32_t lo, uint32_t hi, int pow2, uint32_t *out)
+{
+    const char *env = getenv(var);
+    *out = 0;
+    if (!env || !*env)
+        return HK_OK;
+    unsigned v;
+    char tail;
+    if (sscanf(env, "%u%c", &v, &tail) != 1 || v < lo || v > hi || (pow2 && (v & (v - 1))))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s%u .. %u", var, env,
+                        pow2 ? "a power of 2 in " : "", lo, hi);
+    *out = v;
+    return HK_OK;
+}
 
 #ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
 #define DOT(p, t) HK_SHADER_##p##_##t##_INT8
@@ -85,7 +142,7 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
                                const hk_binding *b, uint64_t x_token_bytes, uint64_t y_token_bytes, uint32_t tokens,
                                uint32_t per_pass, uint32_t stage_blocks)
 {
-    uint32_t spec[4];
+    uint32_t spec[6];
     memcpy(spec, d->spec, sizeof spec);
     d->spec = spec;
     hk_binding pass[3];
@@ -126,6 +183,73 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
         hk_stream_destroy(s);
     }
     return st;
+}
+
+/* The int8 rows layout's configuration for a call: rows per subgroup (nrows: the one-token rule
+ * passed in, or the several-token one), items per step, tokens per pass and the blocks staged per
+ * token (several tokens: x staged through shared memory per step of items * sg items,
+ * shaders/matvec.comp: sg / 2 blocks per Q8_0 item per lane, 2 * sg per K-quant one, at most
+ * 2 * sg = WG / 2, which the copy's 5 loads per invocation and token assume; per token 5 uvec4
+ * per pair of blocks). The tuning hooks override the defaults; then the most tokens per pass
+ * (shared memory with the workgroup's reduction scratch, and the loop budget), the largest nrows
+ * and the wanted items before the default that fit are taken. Each token's outputs are the same
+ * whatever is taken. One token per pass, nrows 1 and 1 item (the default items for Q8_0) loop as
+ * counted above, so there is always one. moe_n: the MoE's rows per expert (nrows divides it), 0
+ * for the dense kernel. */
+static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t tokens,
+                             uint32_t moe_n, uint32_t *nrows, uint32_t *items, uint32_t *per_pass,
+                             uint32_t *stage_blocks, uint32_t *q8_0_w16)
+{
+    uint32_t bits = 0;
+    hk_status st_bits = t == 0 ? tuning_env(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 16, 32, 1, &bits) : HK_OK;
+    if (st_bits != HK_OK)
+        return st_bits;
+    *q8_0_w16 = bits ? bits == 16 : tokens == 1;
+    uint32_t sg = context->caps.subgroup_size, wg = sg * MATVEC_SUBGROUPS;
+    uint32_t want_rows = *nrows, env_rows = 0, env_items = 0, env_pass = 0, default_items = 1;
+    hk_status st = HK_OK;
+    if (tokens > 1) {
+        want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
+        st = tuning_env(fn, "HK_MATVEC_TOKENS_NROWS", 1, 4, 1, &env_rows);
+        if (st == HK_OK)
+            st = tuning_env(fn, "HK_MATVEC_TOKENS_PASS", 1, HK_MATVEC_MAX_TOKENS, 0, &env_pass);
+        if (t == 0) {
+            default_items = (env_rows ? env_rows : want_rows) == 4 ? MATVEC_TOKENS_SLOTS_Q8_0 / 4
+                                                                   : MATVEC_TOKENS_ITEMS_Q8_0;
+            if (st == HK_OK)
+                st = tuning_env(fn, "HK_MATVEC_TOKENS_ITEMS", 1, 4, 1, &env_items);
+        }
+    } else if (!moe_n) {
+        st = tuning_env(fn, "HK_MATVEC_INT8_ITEMS", 1, 4, 1, &env_items);
+    }
+    if (st != HK_OK)
+        return st;
+    want_rows = env_rows ? env_rows : want_rows;
+    uint32_t want_items = env_items ? env_items : default_items;
+    uint64_t fixed = 16 + (uint64_t)wg * 4, avail = context->caps.shared_memory_bytes;
+    for (uint32_t pass = env_pass && env_pass < tokens ? env_pass : tokens; pass >= 1; pass--) {
+        for (uint32_t nr = want_rows; nr >= 1; nr /= 2) {
+            if (moe_n % nr)
+                continue;
+            for (int fallback = 0; fallback < 2; fallback++) {
+                uint32_t it = fallback ? default_items : want_items;
+                if (fallback && it == want_items)
+                    break;
+                uint32_t blocks = t == 0 ? it * sg / 2 : 2 * sg;
+                if (pass > 1 && (t != 0 ? it != 1 : fixed + (uint64_t)pass * blocks * 40 > avail))
+                    continue;
+                if (int8_loop_count(rows, k, t, sg, nr, pass, it, pass > 1) > MATVEC_LOOP_BUDGET)
+                    continue;
+                *nrows = nr;
+                *items = it;
+                *per_pass = pass;
+                *stage_blocks = blocks;
+                return HK_OK;
+            }
+        }
+    }
+    return hk__fail(HK_ERROR_UNSUPPORTED, fn, "no configuration loops under %u iterations (rows=%u, k=%u)",
+                    MATVEC_LOOP_BUDGET, rows, k);
 }
 
 /* tokens: 1, or (dense int8 only) 2..HK_MATVEC_MAX_TOKENS, x [tokens, k/32] and y [tokens, rows] */
@@ -185,15 +309,19 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     }
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    uint32_t nrows = 1;
+    uint32_t nrows = 1, items = 1, per_pass = tokens, stage_blocks = 0, q8_0_w16 = 0;
     if (rows_layout && aligned) {
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
         if (rows >= MATVEC_MANY_ROWS)
             nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
         else if (rows >= MATVEC_SOME_ROWS)
             nrows = 2;
-        if (tokens > 1 && nrows > MATVEC_TOKENS_NROWS)
-            nrows = MATVEC_TOKENS_NROWS;
+        if (int8) {
+            st = int8_config(context, fn, t, rows, k, tokens, moe ? moe->shape->n : 0, &nrows, &items, &per_pass,
+                             &stage_blocks, &q8_0_w16);
+            if (st != HK_OK)
+                return st;
+        }
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
         uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
@@ -207,20 +335,11 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = portable_shaders[t];
         d.groups = rows;
     }
-    uint32_t spec[4] = {wg, nrows, tokens, 0};
+    uint32_t spec[6] = {wg, nrows, tokens, 0, items, q8_0_w16};
     d.spec = spec;
-    d.spec_count = !d.subgroup_size ? 1 : int8 ? 4 : 2;
+    d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
     if (tokens == 1)
         return hk__dispatch(context, stream, fn, &d);
-    /* Several tokens: x staged through shared memory per chunk of sg items (HK_XSTAGE_BLOCKS,
-     * shaders/matvec.comp): per token the chunk's blocks' d as f32 and their quants as 4 (Q8_0)
-     * or 5 (K-quants, padded) uvec4 per pair of blocks. Where that does not fit in the device's
-     * shared memory (with the workgroup's reduction scratch), the tokens go in several passes;
-     * each token's outputs are the same either way. */
-    uint32_t stage_blocks = t == 0 ? sg / 2 : 2 * sg;
-    uint64_t token_bytes = (uint64_t)stage_blocks / 2 * (t == 0 ? 4 : 5) * 16 + (uint64_t)stage_blocks * 4;
-    uint64_t fixed = 16 + 4 + (uint64_t)wg * 4, avail = context->caps.shared_memory_bytes;
-    uint32_t per_pass = avail > fixed + token_bytes ? (uint32_t)((avail - fixed) / token_bytes) : 1;
     if (per_pass >= tokens) {
         spec[3] = stage_blocks;
         return hk__dispatch(context, stream, fn, &d);
