@@ -119,8 +119,9 @@ uint row_out(uint r)
 }
 
 // Combines the partials of splits 0 .. n_active-1 into the output rows of this workgroup: an
-// invocation per (row, 4 columns), its splits in batches of SB loads.
-const uint SB = 8u;
+// invocation per (row, 4 columns), its splits in batches of SB (the loads of a batch issued
+// together: the last workgroup's combine is the tail of the call, a few L2 round trips).
+const uint SB = 16u;
 void combine(uint n_active)
 {
     for (uint e = gl_LocalInvocationID.x; e < HK_R * (HK_D / 4u); e += WG) {
@@ -182,6 +183,7 @@ const uint DPT = (HK_D + WG - 1u) / WG;            // output columns per invocat
 shared float kg_m[NKG * HK_R]; // per key group and row: running max, sum
 shared float kg_l[NKG * HK_R];
 shared float merge_sh[HK_WORK];
+shared float row_sh[2 * HK_R]; // the workgroup's max and sum per row
 shared uint sync_sh[2];        // G; 1 if some flag is not set
 
 uint pair16k(uint b) { return uint(k16[b]) | (uint(k16[b + 1u]) << 16); }
@@ -265,7 +267,7 @@ void main()
     bool direct = (pc.flags & F_DIRECT) != 0u || (single && n_active == 1u);
     uint sync = hk_ws_sync(rest);
     if (t == 0u) {
-        sync_sh[0] = (pc.flags & F_DIRECT) != 0u ? 0u : wsu[sync];
+        sync_sh[0] = (pc.flags & (F_DIRECT | F_SINGLE)) == F_SINGLE ? wsu[sync] : 0u;
         sync_sh[1] = 0u;
     }
     bool causal = (pc.flags & F_CAUSAL) != 0u;
@@ -395,17 +397,22 @@ void main()
             kg_l[kg * HK_R + r] = l[r];
         }
     barrier();
-    float mw[HK_R], lw[HK_R];
-    for (uint r = 0; r < HK_R; r++) {
+    if (t < HK_R) { // row t's max and sum over the key groups
         float mx = NEG;
         for (uint g = 0; g < NKG; g++)
-            mx = max(mx, kg_m[g * HK_R + r]);
+            mx = max(mx, kg_m[g * HK_R + t]);
         float sum = 0.0;
         for (uint g = 0; g < NKG; g++)
-            sum += kg_l[g * HK_R + r] * exp2(kg_m[g * HK_R + r] - mx);
-        mw[r] = mx;
-        lw[r] = sum;
-        float f = exp2(m[r] - mx);
+            sum += kg_l[g * HK_R + t] * exp2(kg_m[g * HK_R + t] - mx);
+        row_sh[t] = mx;
+        row_sh[HK_R + t] = sum;
+    }
+    barrier();
+    float mw[HK_R], lw[HK_R];
+    for (uint r = 0; r < HK_R; r++) {
+        mw[r] = row_sh[r];
+        lw[r] = row_sh[HK_R + r];
+        float f = exp2(m[r] - mw[r]);
         for (uint j = 0; j < NCL * CV; j++)
             acc[r * NCL * CV + j] *= f;
     }

@@ -238,7 +238,7 @@ static int has_shuffle(const hk_context *context)
  * reduction array, the arrival words. */
 static uint32_t shared_floats(uint32_t wg, uint32_t lpk, uint32_t rows, uint32_t work)
 {
-    return 2 * (wg / lpk) * rows + work + wg + 2;
+    return 2 * (wg / lpk) * rows + work + wg + 2 * rows + 2;
 }
 
 /* Loop iterations one invocation of pass 1 runs at most, counting every loop of sdpa.comp as if
@@ -259,8 +259,8 @@ static uint64_t sdpa_trips(const sdpa_plan *p, uint32_t d, hk_type type, uint32_
     uint64_t batches = (chunk + p->align - 1) / p->align;
     uint64_t rounds = (nkg + kgb - 1) / kgb;
     uint64_t start = 2 * r + 2 * r * ncl + r * ncl * cv + r * ncl * cv;
-    uint64_t merge = r + r * (2 * nkg + ncl * cv + 1) + r * (2 * dpt + rounds * (1 + ncl + ncl * cv * 5 + dpt + dpt * kgb) + dpt);
-    uint64_t combine = (r * d / 4 / p->wg + 1) * ((SDPA_MAX_SPLITS + 7) / 8 + 1) * (3 * 8 + 1);
+    uint64_t merge = r + 2 * nkg + r * (ncl * cv + 1) + r * (2 * dpt + rounds * (1 + ncl + ncl * cv * 5 + dpt + dpt * kgb) + dpt);
+    uint64_t combine = (r * d / 4 / p->wg + 1) * ((SDPA_MAX_SPLITS + 15) / 16 + 1) * (3 * 16 + 1); /* SB = 16 */
     uint64_t flags = SDPA_MAX_SPLITS / p->wg + 1;
     return start + batches * batch + merge + flags + combine;
 }
@@ -305,10 +305,13 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
         wg = pow2_floor(caps->max_workgroup_size);
     p->wg = wg;
     uint64_t rows_per_kv = (uint64_t)desc->n_q * group;
-    uint32_t rows = 1;
-    while (rows < max_rows && rows < rows_per_kv)
-        rows *= 2;
     uint32_t ncl = (nc + p->lpk - 1) / p->lpk;
+    /* q and the accumulators of a lane's chunks stay in registers: at most 64 floats each
+     * (rows x chunks per lane x values per chunk), e.g. 8 rows of a 128-wide f16 row over 16
+     * lanes, 4 rows of a 256-wide one */
+    uint32_t rows = 1, lane_values = ncl * chunk_values(desc->kv.type);
+    while (rows < max_rows && rows < rows_per_kv && 2 * rows * lane_values <= 64)
+        rows *= 2;
     /* the batch's loads and scores stay in registers: about 32 (key, row, chunk) triples */
     if (!kb) {
         uint32_t want = 32 / (rows * ncl);
