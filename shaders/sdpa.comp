@@ -44,7 +44,7 @@ layout(constant_id = 1) const uint HK_D = 128;     // head_dim
 layout(constant_id = 2) const uint HK_R = 4;       // query rows per workgroup: 1, 2, 4 or 8
 layout(constant_id = 3) const uint HK_LPK = 16;    // lanes per key: a power of 2, <= the subgroup size
 layout(constant_id = 4) const uint HK_KB = 8;      // keys per key group and batch
-layout(constant_id = 5) const uint HK_WORK = 1024; // floats of the merge array: a multiple of HK_D
+layout(constant_id = 5) const uint HK_WORK = 4096; // floats of the merge array: a multiple of HK_R * HK_D
 
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer K16 { uint16_t k16[]; };
@@ -177,7 +177,7 @@ const uint CV = CD / 4u;                           // vec4s per chunk
 const uint NC = HK_D / CD;                         // chunks per row
 const uint NCL = (NC + HK_LPK - 1u) / HK_LPK;      // chunks per lane
 const uint NKG = WG / HK_LPK;                      // key groups
-const uint KGB = HK_WORK / HK_D;                   // key groups merged per round
+const uint KGB = HK_WORK / (HK_R * HK_D);          // key groups merged per round
 const uint DPT = (HK_D + WG - 1u) / WG;            // output columns per invocation
 
 shared float kg_m[NKG * HK_R]; // per key group and row: running max, sum
@@ -390,7 +390,7 @@ void main()
     }
 
     // merge the key groups: the workgroup's max and sum per row, every key group's acc rescaled
-    // to that max, then summed over the key groups through shared memory (KGB at a time)
+    // to that max, then summed over the key groups through shared memory
     if (lane == 0u)
         for (uint r = 0; r < HK_R; r++) {
             kg_m[kg * HK_R + r] = m[r];
@@ -416,29 +416,33 @@ void main()
         for (uint j = 0; j < NCL * CV; j++)
             acc[r * NCL * CV + j] *= f;
     }
-    for (uint r = 0; r < HK_R; r++) {
-        float tot[DPT];
-        for (uint j = 0; j < DPT; j++)
-            tot[j] = 0.0;
-        for (uint g0 = 0; g0 < NKG; g0 += KGB) {
-            if (kg >= g0 && kg < g0 + KGB)
+    // the key groups' accumulators summed: KGB key groups (all rows) per round
+    float tot[HK_R * DPT];
+    for (uint j = 0; j < HK_R * DPT; j++)
+        tot[j] = 0.0;
+    for (uint g0 = 0; g0 < NKG; g0 += KGB) {
+        if (kg >= g0 && kg < g0 + KGB)
+            for (uint r = 0; r < HK_R; r++)
                 for (uint i = 0; i < NCL; i++) {
                     uint c = lane + i * HK_LPK;
                     if (c < NC)
                         for (uint u = 0; u < CV; u++)
                             for (uint e = 0; e < 4u; e++)
-                                merge_sh[(kg - g0) * HK_D + c * CD + u * 4u + e] = acc[(r * NCL + i) * CV + u][e];
+                                merge_sh[((kg - g0) * HK_R + r) * HK_D + c * CD + u * 4u + e] =
+                                    acc[(r * NCL + i) * CV + u][e];
                 }
-            barrier();
-            uint ng = min(KGB, NKG - g0);
+        barrier();
+        uint ng = min(KGB, NKG - g0);
+        for (uint r = 0; r < HK_R; r++)
             for (uint j = 0; j < DPT; j++) {
                 uint col = t + j * WG;
                 if (col < HK_D)
                     for (uint g = 0; g < ng; g++)
-                        tot[j] += merge_sh[g * HK_D + col];
+                        tot[r * DPT + j] += merge_sh[(g * HK_R + r) * HK_D + col];
             }
-            barrier();
-        }
+        barrier();
+    }
+    for (uint r = 0; r < HK_R; r++) {
         if (!row_valid(r))
             continue;
         uint row = row_out(r);
@@ -447,9 +451,9 @@ void main()
             if (col >= HK_D)
                 continue;
             if (direct)
-                o[pc.view_offset[3] / 4u + row * HK_D + col] = lw[r] > 0.0 ? tot[j] / lw[r] : 0.0;
+                o[pc.view_offset[3] / 4u + row * HK_D + col] = lw[r] > 0.0 ? tot[r * DPT + j] / lw[r] : 0.0;
             else
-                ws[hk_ws_acc(row, split) + col] = tot[j];
+                ws[hk_ws_acc(row, split) + col] = tot[r * DPT + j];
         }
         if (!direct && t == 0u) {
             ws[hk_ws_ml(row, split)] = mw[r];

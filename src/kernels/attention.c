@@ -247,7 +247,7 @@ static uint32_t shared_floats(uint32_t wg, uint32_t lpk, uint32_t rows, uint32_t
 static uint64_t sdpa_trips(const sdpa_plan *p, uint32_t d, hk_type type, uint32_t chunk, uint32_t sg)
 {
     uint64_t cd = chunk_values(type), cv = cd / 4, nc = d / cd, ncl = (nc + p->lpk - 1) / p->lpk;
-    uint64_t r = p->rows, kb = p->kb, nkg = p->wg / p->lpk, kgb = p->work / d, dpt = (d + p->wg - 1) / p->wg;
+    uint64_t r = p->rows, kb = p->kb, nkg = p->wg / p->lpk, kgb = p->work / (r * d), dpt = (d + p->wg - 1) / p->wg;
     uint64_t log2l = 0;
     while ((1u << log2l) < p->lpk)
         log2l++;
@@ -259,7 +259,8 @@ static uint64_t sdpa_trips(const sdpa_plan *p, uint32_t d, hk_type type, uint32_
     uint64_t batches = (chunk + p->align - 1) / p->align;
     uint64_t rounds = (nkg + kgb - 1) / kgb;
     uint64_t start = 2 * r + 2 * r * ncl + r * ncl * cv + r * ncl * cv;
-    uint64_t merge = r + 2 * nkg + r * (ncl * cv + 1) + r * (2 * dpt + rounds * (1 + ncl + ncl * cv * 5 + dpt + dpt * kgb) + dpt);
+    uint64_t merge = r + 2 * nkg + r * (ncl * cv + 1) + r * dpt +
+                     rounds * (1 + r * (1 + ncl + ncl * cv * 5) + r * (1 + dpt + dpt * kgb)) + r * (1 + dpt);
     uint64_t combine = (r * d / 4 / p->wg + 1) * ((SDPA_MAX_SPLITS + 15) / 16 + 1) * (3 * 16 + 1); /* SB = 16 */
     uint64_t flags = SDPA_MAX_SPLITS / p->wg + 1;
     return start + batches * batch + merge + flags + combine;
@@ -308,7 +309,7 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
     uint32_t ncl = (nc + p->lpk - 1) / p->lpk;
     /* q and the accumulators of a lane's chunks stay in registers: at most 64 floats each
      * (rows x chunks per lane x values per chunk), e.g. 8 rows of a 128-wide f16 row over 16
-     * lanes, 4 rows of a 256-wide one */
+     * lanes, 4 rows of a 256-wide one (larger arrays also take lavapipe's compiler minutes) */
     uint32_t rows = 1, lane_values = ncl * chunk_values(desc->kv.type);
     while (rows < max_rows && rows < rows_per_kv && 2 * rows * lane_values <= 64)
         rows *= 2;
@@ -320,13 +321,13 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
     uint32_t nkg = p->wg / p->lpk, kgb = nkg;
     /* fit the device's shared memory: fewer key groups merged per round, then fewer rows */
     uint32_t budget = caps->shared_memory_bytes / 4;
-    while (shared_floats(p->wg, p->lpk, rows, kgb * d) > budget && (kgb > 1 || rows > 1)) {
+    while (shared_floats(p->wg, p->lpk, rows, kgb * rows * d) > budget && (kgb > 1 || rows > 1)) {
         if (kgb > 1)
             kgb /= 2;
         else
             rows /= 2;
     }
-    if (shared_floats(p->wg, p->lpk, rows, kgb * d) > budget)
+    if (shared_floats(p->wg, p->lpk, rows, kgb * rows * d) > budget)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "flash-decoding with %u invocations, %u lanes per key and head_dim=%u "
                         "needs more shared memory than the device's %u bytes", p->wg, p->lpk, d,
                         caps->shared_memory_bytes);
@@ -334,7 +335,7 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
         kb /= 2;
     p->rows = rows;
     p->kb = kb;
-    p->work = kgb * d;
+    p->work = kgb * rows * d;
     p->align = nkg * kb;
     uint64_t chunks = (rows_per_kv + rows - 1) / rows, base = chunks * desc->n_kv_heads;
     /* the keys one split may fold: SDPA_MAX_CHUNK, less where the loops would run too long */
