@@ -756,18 +756,24 @@ typedef struct hk_sdpa_desc {
 HK_API const char *hk_sdpa_path(hk_context *context, const hk_sdpa_desc *desc);
 
 /* Bytes of workspace hk_sdpa_blk needs for this shape on this device (0: none; the workspace
- * view may then be {NULL, 0}). Depends on the shape and kv.capacity, never on seq_k, so one
- * workspace serves a replayed stream whatever the number of keys. Flash-decoding needs
- * n_q x n_heads x splits x (head_dim + 2) x 4 bytes, the splits fixed by kv.capacity and the
- * device (at least capacity/2048; none when one split serves, e.g. a short cache of a small
- * batch); decode with H=32, d=128 on a large GPU: 2.1 MB. */
+ * view may then be {NULL, 0}). Depends on the shape, kv.capacity, the device and the
+ * HK_SDPA_* tuning hooks (hk_sdpa_blk), never on seq_k, so one workspace serves a replayed
+ * stream whatever the number of keys. Flash-decoding needs
+ * (n_q x n_heads x splits x (head_dim + 2) + n_kv_heads x row chunks x (splits + 2)) x 4 bytes,
+ * the splits fixed by kv.capacity and the device (at least capacity/2048; none when one split
+ * serves, e.g. a short cache on a CPU device); decode with H=32, Hkv=8, d=128 on a GPU
+ * (32 splits): 534 KB. */
 HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc *desc, uint64_t *out_bytes);
 
 /* Scaled dot-product attention: out[i, h, :] = softmax_j(scale * q[i, h, :] . K[h', j, :]) V[h', j, :]
  * over the keys j query i sees (all seq_k, or the causal prefix), h' = h / (n_heads/n_kv_heads).
- * Decode (n_q small) splits the keys over many workgroups per head (flash-decoding) and combines
- * their partial (max, sum, acc) in a second pass through `workspace` (hk_sdpa_workspace_bytes);
- * prefill runs flash attention on the matrix cores where the device has them.
+ * Decode (n_q small) splits the keys over many workgroups per kv head (flash-decoding: one
+ * workgroup reads each K/V row once for up to 8 query rows, the rows being the kv head's query
+ * heads times the queries) and combines their partial (max, sum, acc) through `workspace`
+ * (hk_sdpa_workspace_bytes) in the same dispatch: the last split of each kv head to finish does
+ * it, found by arrival words the workspace holds, which need no initialisation (any contents
+ * work, the workspace may serve other kernels between calls); prefill runs flash attention on
+ * the matrix cores where the device has them.
  * seq_k_counter: {NULL, 0} to use desc->seq_k; else a u32 on the device (4-byte aligned offset)
  * read when the kernel runs, so a recorded stream can be replayed for the next token after
  * writing the new count. A counter value of 0 or above kv.capacity (or below n_q when causal) is
@@ -777,7 +783,27 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * views and strides are multiples of 16 bytes are read 16 bytes at a time (faster). Arithmetic
  * is f32 (softmax in base 2); against a double reference on the dequantized cache the output is
  * within about 1e-6 of its scale. The workspace is scratch for the call: two calls that may run
- * at once (two streams) need two workspaces. Any subgroup size; no optional device feature. */
+ * at once (two streams) need two workspaces. Any subgroup size; no optional device feature
+ * (subgroup shuffles where the device has them).
+ * Flash-decoding's limits: kv.capacity <= 2097152 (at most 1024 splits of at most 2048 keys, so
+ * no invocation loops more than ~60000 times); head_dim as above.
+ * Tuning hooks (environment variables, read at every call, for benchmarking; a malformed value
+ * fails the call, HK_ERROR_INVALID_ARGUMENT naming it; they change the workspace size, so set
+ * them before hk_sdpa_workspace_bytes and keep them while recording):
+ *   HK_SDPA_SINGLE_PASS  1 (default): the last split combines; 0: a second dispatch does.
+ *   HK_SDPA_GROUPS       workgroups the split count aims for (default 256 on GPUs: about two per
+ *                        SM of an H200; 16 on CPU devices); splits stay within
+ *                        ceil(capacity/2048)..min(1024, capacity / keys per workgroup batch).
+ *   HK_SDPA_WG           invocations per workgroup, a power of two 32..1024 (default 128; raised
+ *                        to the device's largest subgroup).
+ *   HK_SDPA_LPK          lanes per key, a power of two (default 16; lowered to the smallest
+ *                        subgroup and to the 16-byte chunks of a row: f16 8 values, f32 4, Q8_0
+ *                        a quarter block).
+ *   HK_SDPA_KB           keys each key group loads per batch, a power of two 1..16 (default
+ *                        32 / (rows x chunks per lane), at most 8).
+ *   HK_SDPA_ROWS         query rows per workgroup at most, a power of two 1..8 (default 8; fewer
+ *                        where a lane's accumulators would pass 64 floats).
+ *   HK_SDPA_SHUFFLE      0: the variant without subgroup shuffles (testing). */
 HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q,
                              hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
                              hk_view seq_k_counter);

@@ -1,7 +1,12 @@
 /* Attention beyond its kernel-table rows (tools/cases_attention.c: hk_sdpa_blk and hk_rope on every
  * test shape in every placement, run by test_kernels): one decode step recorded once into an
  * engine's command buffer and replayed token after token, the workspace size's independence of
- * seq_k, and every argument check. */
+ * seq_k, flash-decoding's one-dispatch combine from any workspace contents and over calls of
+ * changing counts in one stream, every variant its tuning hooks select, and every argument
+ * check. */
+#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200112L /* setenv */
+#endif
 #include "cases.h"
 #include "hk_test.h"
 
@@ -13,6 +18,8 @@
 
 /* rope's angles are good to ~1e-6 rad up to position 2^24 (include/hkernel.h) */
 #define GATE_ROPE 1e-5
+
+extern const hk_case hk_case_sdpa; /* tools/cases_attention.c */
 
 static hk_context *ctx;
 
@@ -384,11 +391,227 @@ static void test_workspace_size(void)
     }
 }
 
+/* ---- flash-decoding: the arrival words and the tuning hooks ------------------------------------ */
+
+static void set_env(const char *name, const char *value)
+{
+#if defined(_WIN32)
+    _putenv_s(name, value ? value : "");
+#else
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+#endif
+}
+
+static const char *const tuning_hooks[] = {"HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE", "HK_SDPA_LPK", "HK_SDPA_WG",
+                                           "HK_SDPA_KB", "HK_SDPA_GROUPS", "HK_SDPA_ROWS"};
+#define N_HOOKS (sizeof tuning_hooks / sizeof tuning_hooks[0])
+
+static void clear_hooks(void)
+{
+    for (size_t i = 0; i < N_HOOKS; i++)
+        set_env(tuning_hooks[i], NULL);
+}
+
+/* "NAME=value NAME=value" */
+static void set_hooks(const char *spec)
+{
+    clear_hooks();
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        if (eq) {
+            *eq = 0;
+            set_env(tok, eq + 1);
+        }
+    }
+}
+
+/* The last split of each (kv head, row chunk) combines the partials in the same dispatch, told by
+ * the arrival words in the workspace, which need no initialisation: a workspace of random bytes,
+ * of zeros, or left by a call of another layout, then three calls in one stream at changing counts
+ * (the counter rewritten between them), each checked. */
+static void test_arrival(void)
+{
+    const uint32_t H = 8, HKV = 2, D = 64, CAP = 4096, FILLED = 3000;
+    static const uint32_t counts[3] = {3000, 1000, 2501};
+    hk_rng rng = {321};
+    hk_case_kv cache;
+    if (!hk_case_kv_create(&cache, HK_TYPE_F16, CAP, HKV, D, 0, 0)) {
+        hk_check(0, "arrival", "out of host memory");
+        return;
+    }
+    float row[64], q[8 * 64];
+    for (uint32_t h = 0; h < HKV; h++)
+        for (uint32_t j = 0; j < FILLED; j++) {
+            hk_rng_fill(&rng, row, D, -1.0f, 1.0f);
+            hk_case_kv_put(&cache, 0, h, j, row);
+            hk_rng_fill(&rng, row, D, -1.0f, 1.0f);
+            hk_case_kv_put(&cache, 1, h, j, row);
+        }
+    hk_rng_fill(&rng, q, H * D, -3.0f, 3.0f);
+    hk_view kc = input_flush(cache.k, cache.bytes, 0), vc = input_flush(cache.v, cache.bytes, 0);
+    hk_view qv = input_flush(q, sizeof q, 0);
+    hk_sdpa_desc d = {.n_q = 1, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .scale = 0.125f, .kv = cache.kv};
+    hk_sdpa_desc other = d; /* GQA 1 over the same cache: another layout of the workspace */
+    other.n_heads = HKV;
+    other.seq_k = 2000;
+    uint64_t ws_bytes = 0, other_bytes = 0;
+    hk_sdpa_workspace_bytes(ctx, &d, &ws_bytes);
+    hk_sdpa_workspace_bytes(ctx, &other, &other_bytes);
+    hk_check(ws_bytes > 0, "arrival: the shape splits its keys", "workspace %llu bytes", (unsigned long long)ws_bytes);
+    uint64_t size = (ws_bytes > other_bytes ? ws_bytes : other_bytes) + 64;
+    hk_buffer *wsb = hk_test_buffer(ctx, size, NULL);
+    hk_view ws = {wsb, 16};
+    hk_buffer *cb = hk_test_buffer(ctx, 16, NULL);
+    hk_view counter = {cb, 4};
+    hk_test_out o = hk_test_out_create(ctx, H * D), o2 = hk_test_out_create(ctx, HKV * D);
+    float refs[3][8 * 64];
+    for (int c = 0; c < 3; c++) {
+        float *kp, *vp;
+        hk_case_kv_pack(&cache, cache.k, cache.v, counts[c], &kp, &vp);
+        hk_ref_sdpa(q, kp, vp, refs[c], 1, H, HKV, counts[c], D, d.scale, 0);
+        free(kp);
+        free(vp);
+    }
+    uint32_t *noise = malloc(size);
+    for (uint64_t i = 0; i < size / 4; i++)
+        noise[i] = (uint32_t)(hk_rng_uniform(&rng, 0.0f, 1.0f) * 4294967040.0f) ^ (uint32_t)i;
+    static const char *const states[] = {"random bytes", "zeros", "another layout's call"};
+    for (int state = 0; state < 3; state++) {
+        hk_status st = HK_OK;
+        if (state == 0)
+            st = hk_buffer_upload(wsb, 0, noise, size / 4 * 4);
+        else if (state == 1)
+            st = hk_buffer_fill(wsb, 0, size / 4 * 4, 0);
+        else
+            st = hk_sdpa_blk(ctx, NULL, &other, qv, kc, vc, hk_test_out_view(&o2), ws, (hk_view){NULL, 0});
+        char name[160];
+        snprintf(name, sizeof name, "arrival: workspace holding %s", states[state]);
+        hk_check_status(name, st, HK_OK, NULL);
+        float got[3][8 * 64];
+        hk_stream *s = NULL;
+        if (st == HK_OK)
+            st = hk_stream_create(ctx, 0, &s);
+        for (int c = 0; c < 3 && st == HK_OK; c++) {
+            st = hk_stream_upload(s, counter, &counts[c], 4);
+            if (st == HK_OK)
+                st = hk_sdpa_blk(ctx, s, &d, qv, kc, vc, hk_test_out_view(&o), ws, counter);
+            if (st == HK_OK)
+                st = hk_stream_download(s, hk_test_out_view(&o), got[c], sizeof got[c]);
+        }
+        if (st == HK_OK)
+            st = hk_stream_submit(s);
+        hk_stream_destroy(s);
+        if (st != HK_OK) {
+            hk_check(0, name, "%s", hk_last_error());
+            continue;
+        }
+        for (int c = 0; c < 3; c++) {
+            char label[200];
+            snprintf(label, sizeof label, "%s, then %u keys (call %d of a stream)", name, counts[c], c + 1);
+            hk_check_close(label, got[c], refs[c], H * D, HK_GATE_F32);
+        }
+        if (state == 2) {
+            float *kp, *vp, ref2[2 * 64];
+            hk_case_kv_pack(&cache, cache.k, cache.v, other.seq_k, &kp, &vp);
+            hk_ref_sdpa(q, kp, vp, ref2, 1, HKV, HKV, other.seq_k, D, d.scale, 0);
+            hk_check_close("arrival: the other layout's call", hk_test_out_read(&o2, "arrival other"), ref2, HKV * D,
+                           HK_GATE_F32);
+            free(kp);
+            free(vp);
+        }
+    }
+    free(noise);
+    hk_test_out_destroy(&o);
+    hk_test_out_destroy(&o2);
+    hk_buffer_destroy(wsb);
+    hk_buffer_destroy(cb);
+    hk_buffer_destroy(qv.buffer);
+    hk_buffer_destroy(kc.buffer);
+    hk_buffer_destroy(vc.buffer);
+    hk_case_kv_destroy(&cache);
+}
+
+/* Every variant the tuning hooks (include/hkernel.h) select, on a few decode shapes (table rows'
+ * prepare, poisoned workspace), and a malformed hook refused. */
+static void test_tuning_hooks(void)
+{
+    /* each setting on two of the shapes below (a bit per shape): lavapipe compiles every
+     * variant anew, seconds each */
+    static const struct {
+        const char *hooks;
+        unsigned shapes;
+    } settings[] = {
+        {"HK_SDPA_SINGLE_PASS=0", 1 | 8},
+        {"HK_SDPA_SHUFFLE=0", 1 | 2},
+        {"HK_SDPA_SHUFFLE=0 HK_SDPA_LPK=4 HK_SDPA_GROUPS=4096", 4 | 8},
+        {"HK_SDPA_LPK=1 HK_SDPA_KB=2", 4},
+        {"HK_SDPA_LPK=2 HK_SDPA_KB=4 HK_SDPA_ROWS=2", 1 | 2},
+        {"HK_SDPA_WG=256 HK_SDPA_KB=1 HK_SDPA_GROUPS=100000", 4 | 8},
+        {"HK_SDPA_WG=32 HK_SDPA_ROWS=1 HK_SDPA_SINGLE_PASS=0 HK_SDPA_KB=16", 1 | 2},
+    };
+    static const hk_case_shape shapes[] = {
+        /* {n_q, H, Hkv, d, seq_k, capacity, causal, counter}; variant 1: token-major */
+        {HK_TYPE_F16, {1, 8, 2, 128, 700, 1024, 0, 0}, 1, 0},
+        {HK_TYPE_Q8_0, {1, 8, 1, 96, 333, 512, 0, 0}, 0, 0},
+        {HK_TYPE_F32, {1, 4, 2, 80, 290, 300, 0, 0}, 0, 0},
+        /* prefill rows on flash-decoding (a capacity past the flash twin's): 12 rows, 2 chunks */
+        {HK_TYPE_F16, {3, 4, 1, 64, 150, 140000, 1, 0}, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        set_hooks(settings[i].hooks);
+        for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
+            if (!(settings[i].shapes & (1u << j)))
+                continue;
+            hk_case_run run;
+            char name[256], detail[320];
+            hk_status st = hk_case_prepare(&hk_case_sdpa, &shapes[j], ctx, HK_REF_ALL, 77 + j, &run);
+            snprintf(name, sizeof name, "sdpa [%s] %s", settings[i].hooks, st == HK_OK ? run.label : "");
+            if (st != HK_OK) {
+                hk_check(0, name, "prepare: %s", hk_last_error());
+                continue;
+            }
+            hk_case_bound bound;
+            if (hk_case_bind(&run, j % 2 ? HK_PLACE_END_MIN : HK_PLACE_ALIGNED, 1, &bound) != HK_OK) {
+                hk_check(0, name, "bind: %s", bound.why);
+            } else {
+                double err = hk_case_check(&run, &bound, 0, detail, sizeof detail), gate = hk_case_gate(&run);
+                hk_check(err < gate, name, "%s (gate %.0e)", detail, gate);
+                hk_case_unbind(&bound);
+            }
+            hk_case_release(&run);
+        }
+    }
+    /* malformed hooks: refused by name, nothing written */
+    set_hooks("HK_SDPA_KB=3");
+    hk_case_run run;
+    uint64_t bytes = 5;
+    hk_status st = hk_case_prepare(&hk_case_sdpa, &shapes[0], ctx, HK_REF_NONE, 1, &run);
+    hk_check_status("sdpa: malformed tuning hook", st, HK_ERROR_INVALID_ARGUMENT,
+                    "HK_SDPA_KB=\"3\" is not a power of two in 1..16");
+    if (st == HK_OK)
+        hk_case_release(&run);
+    set_hooks("HK_SDPA_GROUPS=lots");
+    hk_sdpa_desc d = {.n_q = 1, .n_heads = 4, .n_kv_heads = 1, .head_dim = 64, .seq_k = 1, .scale = 1.0f,
+                      .kv = {HK_TYPE_F16, 64, 128, 8192, 128, 8192}};
+    hk_check_status("sdpa workspace: malformed tuning hook", hk_sdpa_workspace_bytes(ctx, &d, &bytes),
+                    HK_ERROR_INVALID_ARGUMENT, "HK_SDPA_GROUPS=\"lots\" is not an integer");
+    hk_check(bytes == 0, "sdpa workspace: failure gives 0", NULL);
+    clear_hooks();
+}
+
 int main(void)
 {
     ctx = hk_test_context();
+    clear_hooks();
     test_workspace_size();
     test_replay();
+    test_arrival();
+    test_tuning_hooks();
     test_errors();
     return hk_test_finish(ctx);
 }

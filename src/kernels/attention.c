@@ -3,6 +3,7 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #define HK_MAX_HEAD_DIM 256u
 /* Flash-decoding folds at most 2048 keys per split and combines at most 1024 splits. */
@@ -116,9 +117,11 @@ hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc *desc,
     hk_status st = check_desc(fn, context, desc, 1, &k_bytes, &v_bytes);
     if (st != HK_OK)
         return st;
-    *out_bytes = use_flash(context, desc) ? hk__sdpa_flash_workspace(context, desc)
-                                          : hk__sdpa_decode_workspace(context, desc);
-    return HK_OK;
+    if (use_flash(context, desc)) {
+        *out_bytes = hk__sdpa_flash_workspace(context, desc);
+        return HK_OK;
+    }
+    return hk__sdpa_decode_workspace(context, fn, desc, out_bytes);
 }
 
 hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q, hk_view k_cache,
@@ -132,7 +135,11 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
     if (st != HK_OK)
         return st;
     int flash = use_flash(context, desc);
-    uint64_t ws = flash ? hk__sdpa_flash_workspace(context, desc) : hk__sdpa_decode_workspace(context, desc);
+    uint64_t ws = 0;
+    if (flash)
+        ws = hk__sdpa_flash_workspace(context, desc);
+    else if ((st = hk__sdpa_decode_workspace(context, fn, desc, &ws)) != HK_OK)
+        return st;
     if (ws && !workspace.buffer)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "workspace is NULL but this shape needs %llu bytes "
                         "(hk_sdpa_workspace_bytes)", (unsigned long long)ws);
@@ -153,103 +160,220 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
 
 /* ---- flash-decoding ---- */
 
-/* Workgroups of 128 invocations (every Vulkan device takes them). Pass 1: one key per invocation
- * in the softmax step, so a tile is 128 keys. Pass 2: a workgroup per output row and 8 x 4
- * columns, its invocations over the splits (decode H=32, d=128: 128 workgroups). */
-#define SDPA_WG 128u
-#define SDPA_REDUCE_COLUMNS 8u
-/* Query rows (query heads of one kv head, times queries) per workgroup: K/V rows are read once
- * per this many rows (GQA 8 reads them once). */
-#define SDPA_MAX_ROWS 8u
-/* Keys one split folds at most: bounds every invocation's loop trips (lavapipe ends a shader
- * after 65535 loop iterations; a 2048-key split is 16 tiles of ~1400 at worst). With at most
- * SDPA_MAX_SPLITS splits (the combine pass's shared array) this bounds kv.capacity. */
+/* Keys one split folds at most and splits at most: with them every invocation's loop trips stay
+ * bounded (lavapipe ends a shader after 65535 loop iterations; sdpa_trips counts them) and
+ * kv.capacity is at most their product. */
 #define SDPA_MAX_CHUNK 2048u
 #define SDPA_MAX_SPLITS 1024u
 _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capacity limit");
-/* A split's keys are a multiple of this, so short counts use few splits rather than many
- * near-empty ones. */
-#define SDPA_SPLIT_ALIGN 32u
-/* Workgroups pass 1 aims for: several per SM of a large GPU (132 on the H200), which also
- * spreads a short count over several. A CPU device runs a few at a time. */
-#define SDPA_GPU_GROUPS 1024u
+#define SDPA_MAX_TRIPS 60000u
+/* Query rows (query heads of one kv head, times queries) per workgroup: K/V rows are read once
+ * per this many rows (GQA 8 reads them once). */
+#define SDPA_MAX_ROWS 8u
+/* Workgroups of 128 invocations; with 16 lanes per key (one 16-byte chunk of a 128-wide f16 row
+ * each) that is 8 key groups, each taking 8 keys per batch: 64 keys, 32 KiB of K and V in flight
+ * per workgroup. */
+#define SDPA_WG 128u
+#define SDPA_MAX_LPK 16u
+/* Workgroups the split count aims for: about two per SM of the H200 (132 SMs), with every load
+ * of a 2048-key decode in flight at once (8 kv heads x 32 splits of 64 keys); fewer splits keep
+ * the combine (one workgroup reading every split's partial) short. A CPU device runs a few at a
+ * time. */
+#define SDPA_GPU_GROUPS 256u
 #define SDPA_CPU_GROUPS 16u
 
 typedef struct sdpa_plan {
+    uint32_t wg;     /* invocations per workgroup */
     uint32_t rows;   /* HK_R */
-    uint32_t lpk;    /* HK_LPK */
-    uint32_t work;   /* HK_WORK floats */
-    uint32_t kb;     /* HK_KB keys per Q.K load batch */
+    uint32_t lpk;    /* HK_LPK lanes per key */
+    uint32_t kb;     /* HK_KB keys per key group and batch */
+    uint32_t work;   /* HK_WORK floats of the merge array */
     uint32_t chunks; /* row chunks per kv head */
     uint32_t splits;
+    uint32_t align;  /* keys per workgroup batch: a split's keys are a multiple of it */
+    int single;      /* the last split combines (one dispatch) */
+    int shuffle;     /* the shader variant with subgroup shuffles */
 } sdpa_plan;
 
-/* values per Q.K chunk (16 bytes of f16/f32, half a Q8_0 block), as the shader's CD */
-static uint32_t chunk_values(hk_type type) { return type == HK_TYPE_F16 ? 8 : type == HK_TYPE_F32 ? 4 : 16; }
+/* values per chunk (16 bytes of f16/f32, a quarter Q8_0 block), as the shader's CD */
+static uint32_t chunk_values(hk_type type) { return type == HK_TYPE_F32 ? 4 : 8; }
 
-static uint32_t work_floats(uint32_t rows, uint32_t lpk, uint32_t d)
+static uint32_t pow2_floor(uint32_t x)
 {
-    uint32_t kg = SDPA_WG / (d / 4), qk = lpk * rows * SDPA_WG, pv = (kg - 1) * rows * d;
-    return qk > pv ? qk : pv;
+    uint32_t p = 1;
+    while (p * 2 <= x)
+        p *= 2;
+    return p;
 }
 
-/* Shared memory of pass 1 in floats: q, the per-subgroup reduction, p, the work array. */
-static uint32_t shared_floats(uint32_t rows, uint32_t lpk, uint32_t d)
+/* A tuning hook (include/hkernel.h): unset or empty gives def; else a decimal integer in lo..hi
+ * (a power of two where pow2 is set), or the call fails naming the variable. */
+static hk_status env_u32(const char *fn, const char *name, uint32_t def, uint32_t lo, uint32_t hi, int pow2,
+                         uint32_t *out)
 {
-    return rows * d + 2 * rows * SDPA_WG + work_floats(rows, lpk, d);
+    const char *env = getenv(name);
+    *out = def;
+    if (!env || !*env)
+        return HK_OK;
+    char *end;
+    unsigned long v = strtoul(env, &end, 10);
+    if (*end || end == env || v < lo || v > hi || (pow2 && (v & (v - 1))))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s in %u..%u", name, env,
+                        pow2 ? "a power of two" : "an integer", lo, hi);
+    *out = (uint32_t)v;
+    return HK_OK;
 }
 
-/* Everything here depends on the shape, kv.capacity and the device, never on seq_k, so the
- * workspace and the recorded dispatch serve any count a replay brings. */
-static void make_plan(const hk_context *context, const hk_sdpa_desc *desc, sdpa_plan *p)
+/* Subgroup shuffles in compute shaders (the default variant's key-group sums). */
+static int has_shuffle(const hk_context *context)
 {
+    VkPhysicalDeviceVulkan11Properties v11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &v11};
+    vkGetPhysicalDeviceProperties2(context->physical_device, &p2);
+    return (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           (v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+}
+
+/* Shared memory of pass 1 in floats: the key groups' (max, sum), the merge array, common.glsl's
+ * reduction array, the arrival words. */
+static uint32_t shared_floats(uint32_t wg, uint32_t lpk, uint32_t rows, uint32_t work)
+{
+    return 2 * (wg / lpk) * rows + work + wg + 2 * rows + 2;
+}
+
+/* Loop iterations one invocation of pass 1 runs at most, counting every loop of sdpa.comp as if
+ * nothing were unrolled, for splits of `chunk` keys (lanes of a subgroup of `sg` for the
+ * shuffle-free variant's sums). */
+static uint64_t sdpa_trips(const sdpa_plan *p, uint32_t d, hk_type type, uint32_t chunk, uint32_t sg)
+{
+    uint64_t cd = chunk_values(type), cv = cd / 4, nc = d / cd, ncl = (nc + p->lpk - 1) / p->lpk;
+    uint64_t r = p->rows, kb = p->kb, nkg = p->wg / p->lpk, kgb = p->work / (r * d), dpt = (d + p->wg - 1) / p->wg;
+    uint64_t log2l = 0;
+    while ((1u << log2l) < p->lpk)
+        log2l++;
+    uint64_t sums = p->shuffle ? log2l + log2l * kb * r : kb * r + kb * r * (sg / p->lpk + 1);
+    uint64_t batch = (kb + kb * ncl)                                          /* loads */
+                     + (kb + kb * r + kb * ncl + kb * ncl * r + kb * ncl * r * cv) /* Q.K */
+                     + sums + (r + 2 * r * kb + r * ncl * cv)                 /* softmax */
+                     + (kb + kb * ncl + kb * ncl * r + kb * ncl * r * cv) + 1; /* P.V */
+    uint64_t batches = (chunk + p->align - 1) / p->align;
+    uint64_t rounds = (nkg + kgb - 1) / kgb;
+    uint64_t start = 2 * r + 2 * r * ncl + r * ncl * cv + r * ncl * cv;
+    uint64_t merge = r + 2 * nkg + r * (ncl * cv + 1) + r * dpt +
+                     rounds * (1 + r * (1 + ncl + ncl * cv * 5) + r * (1 + dpt + dpt * kgb)) + r * (1 + dpt);
+    uint64_t combine = (r * d / 4 / p->wg + 1) * ((SDPA_MAX_SPLITS + 15) / 16 + 1) * (3 * 16 + 1); /* SB = 16 */
+    uint64_t flags = SDPA_MAX_SPLITS / p->wg + 1;
+    return start + batches * batch + merge + flags + combine;
+}
+
+/* Everything here depends on the shape, kv.capacity, the device and the tuning hooks, never on
+ * seq_k, so the workspace and the recorded dispatch serve any count a replay brings. */
+static hk_status make_plan(const hk_context *context, const char *fn, const hk_sdpa_desc *desc, sdpa_plan *p)
+{
+    const hk_caps *caps = &context->caps;
     uint32_t d = desc->head_dim, group = desc->n_heads / desc->n_kv_heads;
+    uint32_t nc = d / chunk_values(desc->kv.type);
+    uint32_t sg = caps->subgroup_size_min && caps->subgroup_size_min < caps->subgroup_size ? caps->subgroup_size_min
+                                                                                          : caps->subgroup_size;
+    uint32_t sg_max = caps->subgroup_size_max > caps->subgroup_size ? caps->subgroup_size_max : caps->subgroup_size;
+    int cpu = caps->device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    uint32_t shuffle, lpk, wg, max_rows, kb, target, single;
+    hk_status st = env_u32(fn, "HK_SDPA_SHUFFLE", 1, 0, 1, 0, &shuffle);
+    if (st == HK_OK)
+        st = env_u32(fn, "HK_SDPA_LPK", SDPA_MAX_LPK, 1, 64, 1, &lpk);
+    if (st == HK_OK)
+        st = env_u32(fn, "HK_SDPA_WG", SDPA_WG, 32, 1024, 1, &wg);
+    if (st == HK_OK)
+        st = env_u32(fn, "HK_SDPA_ROWS", SDPA_MAX_ROWS, 1, SDPA_MAX_ROWS, 1, &max_rows);
+    if (st == HK_OK)
+        st = env_u32(fn, "HK_SDPA_KB", 0, 1, 16, 1, &kb);
+    if (st == HK_OK)
+        st = env_u32(fn, "HK_SDPA_GROUPS", cpu ? SDPA_CPU_GROUPS : SDPA_GPU_GROUPS, 1, 1u << 20, 0, &target);
+    if (st == HK_OK)
+        st = env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
+    if (st != HK_OK)
+        return st;
+    p->shuffle = shuffle && has_shuffle(context);
+    p->single = (int)single;
+    /* lanes of a key group share a subgroup of any size the device may give */
+    uint32_t lim = pow2_floor(nc) < sg ? pow2_floor(nc) : pow2_floor(sg);
+    p->lpk = lpk < lim ? lpk : lim;
+    if (wg < sg_max)
+        wg = sg_max;
+    if (wg < p->lpk)
+        wg = p->lpk;
+    if (wg > caps->max_workgroup_size)
+        wg = pow2_floor(caps->max_workgroup_size);
+    p->wg = wg;
     uint64_t rows_per_kv = (uint64_t)desc->n_q * group;
-    uint32_t rows = 1;
-    while (rows < SDPA_MAX_ROWS && rows < rows_per_kv)
+    uint32_t ncl = (nc + p->lpk - 1) / p->lpk;
+    /* q and the accumulators of a lane's chunks stay in registers: at most 64 floats each
+     * (rows x chunks per lane x values per chunk), e.g. 8 rows of a 128-wide f16 row over 16
+     * lanes, 4 rows of a 256-wide one (larger arrays also take lavapipe's compiler minutes) */
+    uint32_t rows = 1, lane_values = ncl * chunk_values(desc->kv.type);
+    while (rows < max_rows && rows < rows_per_kv && 2 * rows * lane_values <= 64)
         rows *= 2;
-    uint32_t lpk = 4;
-    while (lpk > d / chunk_values(desc->kv.type))
-        lpk /= 2;
-    /* fit the device's shared memory (common.glsl's reduction array besides): fewer lanes per
-     * key first, then fewer rows (lavapipe's 32 KiB takes 8 rows of d=256 at 2 lanes) */
-    uint32_t budget = context->caps.shared_memory_bytes / 4 - SDPA_WG;
-    while (shared_floats(rows, lpk, d) > budget && (lpk > 1 || rows > 1)) {
-        if (lpk > 1)
-            lpk /= 2;
+    /* the batch's loads and scores stay in registers: about 32 (key, row, chunk) triples */
+    if (!kb) {
+        uint32_t want = 32 / (rows * ncl);
+        kb = want < 1 ? 1 : want > 8 ? 8 : pow2_floor(want);
+    }
+    uint32_t nkg = p->wg / p->lpk, kgb = nkg;
+    /* fit the device's shared memory: fewer key groups merged per round, then fewer rows */
+    uint32_t budget = caps->shared_memory_bytes / 4;
+    while (shared_floats(p->wg, p->lpk, rows, kgb * rows * d) > budget && (kgb > 1 || rows > 1)) {
+        if (kgb > 1)
+            kgb /= 2;
         else
             rows /= 2;
     }
+    if (shared_floats(p->wg, p->lpk, rows, kgb * rows * d) > budget)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "flash-decoding with %u invocations, %u lanes per key and head_dim=%u "
+                        "needs more shared memory than the device's %u bytes", p->wg, p->lpk, d,
+                        caps->shared_memory_bytes);
+    while (kb > 1 && nkg * kb > SDPA_MAX_CHUNK)
+        kb /= 2;
+    p->rows = rows;
+    p->kb = kb;
+    p->work = kgb * rows * d;
+    p->align = nkg * kb;
     uint64_t chunks = (rows_per_kv + rows - 1) / rows, base = chunks * desc->n_kv_heads;
-    uint64_t target = context->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU ? SDPA_CPU_GROUPS : SDPA_GPU_GROUPS;
+    /* the keys one split may fold: SDPA_MAX_CHUNK, less where the loops would run too long */
+    uint32_t max_chunk = SDPA_MAX_CHUNK;
+    while (max_chunk > p->align && sdpa_trips(p, d, desc->kv.type, max_chunk, sg_max) > SDPA_MAX_TRIPS)
+        max_chunk /= 2;
+    if (sdpa_trips(p, d, desc->kv.type, max_chunk, sg_max) > SDPA_MAX_TRIPS)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "flash-decoding with these tuning hooks runs too many loop "
+                        "iterations per invocation for head_dim=%u (%s cache)", d, hk_type_name(desc->kv.type));
+    uint64_t least = (desc->kv.capacity + max_chunk - 1) / max_chunk;
+    if (least > SDPA_MAX_SPLITS)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "kv.capacity=%u needs more than %u splits of %u keys with these "
+                        "tuning hooks", desc->kv.capacity, SDPA_MAX_SPLITS, max_chunk);
     uint64_t want = (target + base - 1) / base;
-    uint64_t least = (desc->kv.capacity + SDPA_MAX_CHUNK - 1) / SDPA_MAX_CHUNK;
-    uint64_t most = (desc->kv.capacity + SDPA_SPLIT_ALIGN - 1) / SDPA_SPLIT_ALIGN;
+    uint64_t most = (desc->kv.capacity + p->align - 1) / p->align;
     if (most > SDPA_MAX_SPLITS)
         most = SDPA_MAX_SPLITS;
     if (want > most)
         want = most;
     if (want < least)
         want = least;
-    /* Q.K loads of a batch stay in registers until used: about 8 x 16 bytes per invocation */
-    uint32_t per_key = (d / chunk_values(desc->kv.type) + lpk - 1) / lpk, kb = lpk;
-    while (kb > 1 && kb * per_key > 8)
-        kb /= 2;
-    p->rows = rows;
-    p->lpk = lpk;
-    p->kb = kb;
-    p->work = work_floats(rows, lpk, d);
     p->chunks = chunks > UINT32_MAX ? UINT32_MAX : (uint32_t)chunks;
     p->splits = (uint32_t)want;
+    return HK_OK;
 }
 
-uint64_t hk__sdpa_decode_workspace(const hk_context *context, const hk_sdpa_desc *desc)
+hk_status hk__sdpa_decode_workspace(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
+                                    uint64_t *out_bytes)
 {
     sdpa_plan p;
-    make_plan(context, desc, &p);
-    if (p.splits == 1)
-        return 0; /* one split writes the output directly */
-    return (uint64_t)desc->n_q * desc->n_heads * p.splits * (desc->head_dim + 2) * 4;
+    *out_bytes = 0;
+    hk_status st = make_plan(context, fn, desc, &p);
+    if (st != HK_OK || p.splits == 1)
+        return st; /* one split writes the output directly */
+    /* the partials, then the arrival words of each (kv head, row chunk) */
+    uint64_t rows = (uint64_t)desc->n_q * desc->n_heads;
+    *out_bytes = (rows * p.splits * (desc->head_dim + 2) + (uint64_t)desc->n_kv_heads * p.chunks * (p.splits + 2)) * 4;
+    return HK_OK;
 }
 
 typedef struct sdpa_params {
@@ -258,7 +382,7 @@ typedef struct sdpa_params {
     float scale_log2;
 } sdpa_params;
 
-enum { SDPA_F_COUNTER = 1, SDPA_F_CAUSAL = 2, SDPA_F_DIRECT = 4 };
+enum { SDPA_F_COUNTER = 1, SDPA_F_CAUSAL = 2, SDPA_F_DIRECT = 4, SDPA_F_SINGLE = 8 };
 
 /* 16-byte loads: the views and every stride in use are multiples of 16 bytes */
 static int wide_ok(const hk_sdpa_call *call)
@@ -270,31 +394,40 @@ static int wide_ok(const hk_sdpa_call *call)
     return ((call->b[SDPA_K].view.offset | call->b[SDPA_V].view.offset | rs | hs) & 15) == 0;
 }
 
+static int decode_shader(hk_type type, int wide, int shuffle)
+{
+    if (!shuffle)
+        return type == HK_TYPE_Q8_0 ? HK_SHADER_SDPA_Q8_0_NS
+             : type == HK_TYPE_F16  ? HK_SHADER_SDPA_F16_NS
+                                    : HK_SHADER_SDPA_F32_NS;
+    return type == HK_TYPE_Q8_0 ? HK_SHADER_SDPA_Q8_0
+         : type == HK_TYPE_F16  ? (wide ? HK_SHADER_SDPA_F16_WIDE : HK_SHADER_SDPA_F16)
+                                : (wide ? HK_SHADER_SDPA_F32_WIDE : HK_SHADER_SDPA_F32);
+}
+
 hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call)
 {
     const hk_sdpa_desc *desc = call->desc;
     const hk_kv_layout *kv = &desc->kv;
     sdpa_plan p;
-    make_plan(context, desc, &p);
+    hk_status st = make_plan(context, fn, desc, &p);
+    if (st != HK_OK)
+        return st;
     uint64_t groups = (uint64_t)desc->n_kv_heads * p.chunks * p.splits;
     if (groups > (uint64_t)65535 * 65535)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_q=%u x n_heads=%u needs %llu workgroups, more than one dispatch allows",
                         desc->n_q, desc->n_heads, (unsigned long long)groups);
-    int wide = wide_ok(call);
-    int shader = kv->type == HK_TYPE_Q8_0 ? HK_SHADER_SDPA_Q8_0
-               : kv->type == HK_TYPE_F16  ? (wide ? HK_SHADER_SDPA_F16_WIDE : HK_SHADER_SDPA_F16)
-                                          : (wide ? HK_SHADER_SDPA_F32_WIDE : HK_SHADER_SDPA_F32);
-    int direct = p.splits == 1;
+    int direct = p.splits == 1, single = p.single && !direct;
     sdpa_params params = {
         .n_q = desc->n_q,
         .n_heads = desc->n_heads,
         .group = desc->n_heads / desc->n_kv_heads,
         .seq_k = call->has_counter ? 0 : desc->seq_k,
         .flags = (call->has_counter ? SDPA_F_COUNTER : 0) | (desc->causal ? SDPA_F_CAUSAL : 0) |
-                 (direct ? SDPA_F_DIRECT : 0),
+                 (direct ? SDPA_F_DIRECT : 0) | (single ? SDPA_F_SINGLE : 0),
         .capacity = kv->capacity,
         .n_splits = p.splits,
-        .split_align = SDPA_SPLIT_ALIGN,
+        .split_align = p.align,
         .n_chunks = p.chunks,
         /* strides that are used stay below the views' spans, which the device can bind */
         .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
@@ -303,43 +436,44 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         .v_head = desc->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
         .scale_log2 = (float)((double)desc->scale * 1.4426950408889634),
     };
-    /* pass 1 writes the workspace (or the output), pass 2 reads it and writes the output: each
-     * pass declares only what it touches, so the stream orders them and nothing else */
+    /* Two passes: pass 1 writes the workspace, pass 2 reads it and writes the output; each pass
+     * declares only what it touches, so the stream orders them and nothing else. One pass (a
+     * single split, or the last split combining) declares everything. */
+    int two = !direct && !single;
     hk_binding b1[SDPA_BINDINGS], b2[SDPA_BINDINGS];
     for (int i = 0; i < SDPA_BINDINGS; i++) {
         b1[i] = call->b[i];
         b2[i] = (hk_binding){call->b[SDPA_Q].view, 0, 1, 0, 0};
     }
-    if (!direct) {
+    if (two) {
         b1[SDPA_OUT] = b2[SDPA_OUT];
         b2[SDPA_OUT] = call->b[SDPA_OUT];
         b2[SDPA_WORKSPACE] = call->b[SDPA_WORKSPACE];
         b2[SDPA_WORKSPACE].writes = 0;
         b2[SDPA_COUNTER] = call->b[SDPA_COUNTER];
     }
-    uint32_t columns = desc->head_dim / 4 < SDPA_REDUCE_COLUMNS ? desc->head_dim / 4 : SDPA_REDUCE_COLUMNS;
-    uint32_t spec1[6] = {SDPA_WG, desc->head_dim, p.rows, p.lpk, p.work, p.kb};
-    uint32_t spec2[3] = {SDPA_WG, desc->head_dim, columns};
-    hk_dispatch_desc d1 = {.shader = shader, .spec = spec1, .spec_count = 6, .bindings = b1,
+    uint32_t spec[6] = {p.wg, desc->head_dim, p.rows, p.lpk, p.kb, p.work};
+    hk_dispatch_desc d1 = {.shader = decode_shader(kv->type, wide_ok(call), p.shuffle), .spec = spec, .spec_count = 6,
+                           .bindings = b1, .binding_count = SDPA_BINDINGS, .params = &params,
+                           .params_bytes = sizeof params, .groups = groups};
+    hk_dispatch_desc d2 = {.shader = HK_SHADER_SDPA_REDUCE, .spec = spec, .spec_count = 6, .bindings = b2,
                            .binding_count = SDPA_BINDINGS, .params = &params, .params_bytes = sizeof params,
-                           .groups = groups};
-    hk_dispatch_desc d2 = {.shader = HK_SHADER_SDPA_REDUCE, .spec = spec2, .spec_count = 3, .bindings = b2,
-                           .binding_count = SDPA_BINDINGS, .params = &params, .params_bytes = sizeof params,
-                           .groups = (uint64_t)desc->n_q * desc->n_heads *
-                                     ((desc->head_dim / 4 + columns - 1) / columns)};
+                           .groups = (uint64_t)desc->n_kv_heads * p.chunks};
     /* both pipelines first, so that a failure records nothing */
     VkPipeline pipeline;
     VkPipelineLayout layout;
     VkDescriptorSetLayout set_layout;
-    hk_status st = hk__pipeline_get(context, fn, &d1, &pipeline, &layout, &set_layout);
-    if (st == HK_OK && !direct)
+    st = hk__pipeline_get(context, fn, &d1, &pipeline, &layout, &set_layout);
+    if (st == HK_OK && two)
         st = hk__pipeline_get(context, fn, &d2, &pipeline, &layout, &set_layout);
     if (st != HK_OK)
         return st;
+    if (!two)
+        return hk__dispatch(context, stream, fn, &d1);
     /* without a stream, both passes go in one submit */
     hk_stream *s = stream ? stream : hk__immediate_begin(context);
     st = hk__dispatch(context, s, fn, &d1);
-    if (st == HK_OK && !direct)
+    if (st == HK_OK)
         st = hk__dispatch(context, s, fn, &d2);
     return stream ? st : hk__immediate_end(context, fn, st);
 }

@@ -23,7 +23,9 @@ hk_status hk__kv_layout_check(const char *fn, const hk_kv_layout *kv, uint32_t n
                               uint64_t *k_bytes, uint64_t *v_bytes);
 
 /* Flash-decoding (attention.c): every shape hk_sdpa_blk accepts. */
-uint64_t hk__sdpa_decode_workspace(const hk_context *context, const hk_sdpa_desc *desc);
+/* The workspace bytes of a shape (0: none); fails only on a malformed tuning hook. */
+hk_status hk__sdpa_decode_workspace(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
+                                    uint64_t *out_bytes);
 hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call);
 
 /* Flash attention for prefill (flash.c): whether it serves this shape on this device, the
