@@ -767,14 +767,14 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
 
 /* Prefill (n_q > 1) with flash attention: workgroups of 64 rows (matrix cores, by default), a
  * row being one (query, query head) pair and the rows of one kv head's query heads sharing every
- * K/V tile, stage the keys 64 at a time (the next tile's loads in flight during the current
- * tile's work) and walk them in chunks of 32 with an online softmax; tiles and chunks past the
+ * K/V tile, stage the keys 32 at a time (the next tile's loads in flight during the current
+ * tile's work) and walk them with an online softmax; tiles and chunks past the
  * causal diagonal are not visited. Each subgroup owns 16 rows and runs its softmax on its own
  * (no workgroup barrier per chunk).
  *  - Matrix cores: Q.K^T and P.V on KHR cooperative matrices (16x16x16, f16 x f16 -> f32) where
  *    the device lists that shape at subgroup scope and has shaderFloat16, subgroup size control
  *    (subgroups of 16 to 64 invocations) and the shared memory for a tile (the default takes
- *    44 KiB at head_dim 128, 28 KiB at 64; smaller tiles serve larger heads and smaller
+ *    27 KiB at head_dim 128, 19 KiB at 64; smaller tiles serve larger heads and smaller
  *    devices, down to 28 KiB at head_dim 256). scale * q, K, V and the softmax weights are
  *    rounded to f16 (about 1e-3 of the output scale for logits of a few units, more for larger
  *    logits; |scale * q * log2(e)| and the K and V values of f32 and Q8_0 caches must stay
@@ -797,7 +797,7 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  *    x subgroups), keys per chunk (bc: 16..128, a multiple of 16, and of 8 per invocation of a
  *    row), keys per staged tile (bkv: a multiple of bc up to 256), Q in registers (qreg 1) or
  *    shared memory (0), next tile's loads issued before the current tile's work (prefetch 1).
- *    Default "4,1,32,64,1,1" (smaller tiles where head_dim or the device needs them). Ignored
+ *    Default "4,1,32,32,1,1" (smaller tiles where head_dim or the device needs them). Ignored
  *    where the twin runs.
  *    HK_FLASH_GROUPS=N: split keys into chunks while a call has fewer than N workgroups
  *    (default 256).

@@ -345,7 +345,7 @@ static const flash_case longest_twin = {2, 1, 1, 128, 2048, 2048, 0, F32, 0, 0, 
 /* The tiles hk-bench compares on a GPU with matrix cores (HK_FLASH_TILE; docs/perf.md): each runs
  * the cases with head_dim up to 128 there. */
 static const char *const tuning_tiles[] = {
-    "4,1,32,64,1,1", "4,1,32,32,1,1", "4,1,32,64,1,0", "4,1,16,64,1,1",
+    "4,1,32,32,1,1", "4,1,32,64,1,1", "4,1,32,64,1,0", "4,1,16,64,1,1",
     "8,1,32,32,1,1", "2,1,32,32,1,1", "2,2,32,32,0,0",
 };
 #undef F16

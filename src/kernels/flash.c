@@ -18,12 +18,14 @@ typedef struct flash_tile {
     uint32_t nsg, mr, bc, bkv, qreg, prefetch;
 } flash_tile;
 
-/* Matrix-core defaults, the first that fits the device and this head_dim wins: 4 subgroups of 16
- * rows (BR 64), Q in registers, tiles of 64 keys prefetched, chunks of 32 (44 KiB of shared
- * memory at head_dim 128); smaller tiles and Q in shared memory where registers or shared memory
- * are short (head_dim above 128: the O accumulators alone take 128 registers). */
+/* Matrix-core defaults, the first that fits the device and this head_dim (shared memory, and
+ * about 224 registers a lane by coop_registers) wins: 4 subgroups of 16 rows (BR 64), Q in
+ * registers, tiles of 32 keys prefetched, one chunk per tile (27 KiB of shared memory at head_dim
+ * 128: two workgroups fit an SM even where the driver gives a workgroup's SM only 64 KiB); Q in
+ * shared memory and smaller tiles where registers or shared memory are short (head_dim above
+ * 160: the O accumulators alone take 128 registers). HK_FLASH_TILE replaces them. */
 static const flash_tile coop_defaults[] = {
-    {4, 1, 32, 64, 1, 1}, {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
+    {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
 };
 /* The emulated arm (testing, HK_FLASH_EMULATE_COOPMAT="1"): a tile that fits lavapipe's 32 KiB. */
 static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};
