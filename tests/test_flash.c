@@ -334,7 +334,8 @@ static const flash_case emulated_80[] = { /* "2,1,16,32,1,1": head_dim 80, 5 col
     {19, 8, 2, 80, 50, 64, 1, F16, 0, 2, 2, 0, 0, 0, 0},
     {2, 2, 2, 80, 2, 2, 1, F16, 0, 2, 2, 1, 1, 0, 0},
 };
-static const flash_case emulated_64[] = { /* "4,1,16,32,1,1": 4 subgroups (the GPU default's), 2 chunks per tile */
+static const flash_case emulated_64[] = { /* "4,1,16,32,1,1": 4 subgroups, 2 chunks per tile; and
+                                          * "4,1,32,32,1,1", the GPU's default tile */
     {100, 8, 1, 64, 131, 160, 1, F16, 1, 0, 4, 1, 0, 0, 0},
     {64, 4, 4, 64, 100, 100, 0, F16, 1, 0, 16, 1, 0, 0, 0},
 };
@@ -500,11 +501,13 @@ int main(void)
         /* no matrix cores here: the matrix-core arm's code with its matrix operations emulated
          * (HK_FLASH_EMULATE_COOPMAT, f16 caches): the GPU's staging and loop on smaller tiles, f16
          * rounding, the f16 gate */
-        static const char *const configs[] = {"2,1,32,32,1,1", "1,2,16,32,0,0", "2,1,16,32,1,1", "4,1,16,32,1,1"};
-        const flash_case *lists[] = {emulated_128, emulated_mr2, emulated_80, emulated_64};
+        static const char *const configs[] = {"2,1,32,32,1,1", "1,2,16,32,0,0", "2,1,16,32,1,1", "4,1,16,32,1,1",
+                                              "4,1,32,32,1,1"};
+        const flash_case *lists[] = {emulated_128, emulated_mr2, emulated_80, emulated_64, emulated_64};
         size_t counts[] = {sizeof emulated_128 / sizeof emulated_128[0], sizeof emulated_mr2 / sizeof emulated_mr2[0],
-                           sizeof emulated_80 / sizeof emulated_80[0], sizeof emulated_64 / sizeof emulated_64[0]};
-        for (int i = 0; i < 4; i++) {
+                           sizeof emulated_80 / sizeof emulated_80[0], sizeof emulated_64 / sizeof emulated_64[0],
+                           sizeof emulated_64 / sizeof emulated_64[0]};
+        for (int i = 0; i < 5; i++) {
             setenv("HK_FLASH_EMULATE_COOPMAT", configs[i], 1);
             arm_name = "matrix-core arm, emulated";
             arm_gate = GATE_F16_COOPMAT;
