@@ -800,7 +800,8 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  *    Default "4,1,32,32,1,1" (smaller tiles where head_dim or the device needs them). Ignored
  *    where the twin runs.
  *    HK_FLASH_GROUPS=N: split keys into chunks while a call has fewer than N workgroups
- *    (default 256).
+ *    (default 256). HK_FLASH_WORKGROUP_SYNC=1 (diagnostic): the matrix-core arm's subgroups
+ *    synchronise by workgroup barriers and skip no chunk on their own, as its emulation does.
  *  - Testing only: HK_FLASH_EMULATE_COOPMAT="1" (or a tile in HK_FLASH_TILE's format) runs the
  *    matrix-core arm's code with its matrix operations emulated, on a device without matrix
  *    cores, for f16 caches (slow). */

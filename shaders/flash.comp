@@ -55,7 +55,7 @@ layout(constant_id = 2) const uint BR = 64;    // rows per workgroup
 layout(constant_id = 3) const uint BC = 32;    // keys per chunk (HK_COOPMAT: a multiple of 16)
 layout(constant_id = 4) const uint FLAGS = 0;  // bit 0: K and V rows start on 16 bytes (vector
                                                // loads); bit 1: Q in registers (HK_COOPMAT);
-                                               // bit 2: PREFETCH
+                                               // bit 2: PREFETCH; bit 3: WG_SYNC
 layout(constant_id = 5) const uint MR = 1;     // HK_COOPMAT: 16-row blocks per subgroup
 layout(constant_id = 6) const uint BKV = 64;   // keys per staged tile, a multiple of BC
 
@@ -66,6 +66,9 @@ const uint QREG = (FLAGS >> 1) & 1u;
 const uint QREG = 0u; // the twin reads Q rows from shared memory
 #endif
 const uint PREFETCH = (FLAGS >> 2) & 1u;
+// Diagnostic (HK_COOPMAT on a device): units synchronise by workgroup barriers and skip nothing
+// on their own, as the emulation does
+const bool WG_SYNC = ((FLAGS >> 3) & 1u) != 0u;
 const float RESCALE = 8.0; // log2 of the largest P
 
 #ifdef HK_COOPMAT
@@ -149,11 +152,13 @@ shared vec4 sm[U_BASE + USZ];
 #define UNIT gl_SubgroupID
 #define LANE gl_SubgroupInvocationID
 #define SYNC_UNIT()                                                                             \
-    {                                                                                           \
+    if (WG_SYNC) {                                                                              \
+        barrier();                                                                              \
+    } else {                                                                                    \
         subgroupMemoryBarrierShared();                                                          \
         subgroupBarrier();                                                                      \
     }
-#define HK_UNIT_SUBGROUP 1 // unit-uniform branches are allowed around SYNC_UNIT
+#define HK_UNIT_SUBGROUP 1 // unit-uniform branches are allowed around SYNC_UNIT (unless WG_SYNC)
 #elif defined(HK_COOPMAT)
 #define UNIT (gl_LocalInvocationIndex / 32u)
 #define LANE (gl_LocalInvocationIndex % 32u)
@@ -381,6 +386,8 @@ void main()
     // chunks at or past the unit's last visible key are skipped (subgroup-uniform)
     uint ulast = min(urow0 + UR - 1u, n_rows - 1u);
     uint skip_from = urow0 >= n_rows ? 0u : pc.causal != 0u ? sk - pc.n_q + ulast / pc.group + 1u : sk;
+    if (WG_SYNC)
+        skip_from = kend;
 #else
     uint skip_from = kend;
 #endif
@@ -484,7 +491,7 @@ void main()
                 HK_PUT8(ub + r * PSTR8 + (part * CPT + i) / 8u, HK_OCT(lo, hi));
             }
 #ifdef HK_UNIT_SUBGROUP
-            bool rescale = subgroupMin(alpha) != 1.0; // subgroup-uniform: does any row move its max?
+            bool rescale = WG_SYNC || subgroupMin(alpha) != 1.0; // subgroup-uniform: does any row move its max?
 #else
             const bool rescale = true;
 #endif

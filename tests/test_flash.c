@@ -484,6 +484,10 @@ int main(void)
             run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
         }
         unsetenv("HK_FLASH_TILE");
+        setenv("HK_FLASH_WORKGROUP_SYNC", "1", 1); /* the diagnostic mode */
+        printf("-- HK_FLASH_WORKGROUP_SYNC=1, gate %.0e\n", arm_gate);
+        run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
+        unsetenv("HK_FLASH_WORKGROUP_SYNC");
         hk_context *twin = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
         if (twin) {
             arm_name = "portable twin";

@@ -163,6 +163,16 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     uint32_t sg = caps->subgroup_size;
     if ((context->features & need) != need || !coop_tile_listed(caps) || sg < 16 || sg > 128 || (sg & (sg - 1)))
         return 0;
+    /* diagnostic: units synchronised by workgroup barriers, no unit-level skips (the emulation's
+     * way, on the matrix cores) */
+    const char *sync = getenv("HK_FLASH_WORKGROUP_SYNC");
+    uint32_t extra = 0;
+    if (sync && *sync && strcmp(sync, "0")) {
+        if (!strcmp(sync, "1"))
+            extra = 8;
+        else
+            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_WORKGROUP_SYNC=\"%.40s\" is not 0 or 1", sync);
+    }
     flash_tile t;
     int e = env_tile("HK_FLASH_TILE", &t, p);
     if (e > 0) {
@@ -170,6 +180,7 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
         if (!why) {
             set_tile(p, &t, sg);
             p->subgroup = sg;
+            p->flags |= extra;
             return 1;
         }
         snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_TILE=\"%u,%u,%u,%u,%u,%u\" cannot run here: %s", t.nsg,
@@ -182,6 +193,7 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
         if (!coop_tile_problem(context, d, &t, sg, 0) && coop_registers(d, &t, sg) <= 224) {
             set_tile(p, &t, sg);
             p->subgroup = sg;
+            p->flags |= extra;
             return 1;
         }
     }
