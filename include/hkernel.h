@@ -808,28 +808,44 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
                              hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
                              hk_view seq_k_counter);
 
-/* Prefill (n_q > 1) with flash attention: workgroups of up to 64 rows, a row being one (query,
- * query head) pair and the rows of one kv head's query heads sharing every K/V tile, walk the
- * keys in tiles of 32 with an online softmax; tiles past the causal diagonal are not visited.
+/* Prefill (n_q > 1) with flash attention: workgroups of 64 rows (matrix cores, by default), a
+ * row being one (query, query head) pair and the rows of one kv head's query heads sharing every
+ * K/V tile, stage the keys 32 at a time (the next tile's loads in flight during the current
+ * tile's work) and walk them with an online softmax; tiles and chunks past the
+ * causal diagonal are not visited. Each subgroup owns 16 rows and runs its softmax on its own
+ * (no workgroup barrier per chunk).
  *  - Matrix cores: Q.K^T and P.V on KHR cooperative matrices (16x16x16, f16 x f16 -> f32) where
  *    the device lists that shape at subgroup scope and has shaderFloat16, subgroup size control
- *    (subgroups of 16 to 64 invocations) and the shared memory for the tiles (44 KiB at
- *    head_dim 128 and 256, 32 KiB at 64). scale * q, K, V and the softmax weights are rounded to
- *    f16 (about 1e-3 of the output scale for logits of a few units, more for larger logits;
- *    |scale * q * log2(e)| and the K and V values of f32 and Q8_0 caches must stay within f16's
- *    65504); sums are f32.
+ *    (subgroups of 16 to 64 invocations) and the shared memory for a tile (the default takes
+ *    27 KiB at head_dim 128, 19 KiB at 64; smaller tiles serve larger heads and smaller
+ *    devices, down to 28 KiB at head_dim 256). scale * q, K, V and the softmax weights are
+ *    rounded to f16 (about 1e-3 of the output scale for logits of a few units, more for larger
+ *    logits; |scale * q * log2(e)| and the K and V values of f32 and Q8_0 caches must stay
+ *    within f16's 65504); sums are f32.
  *  - Elsewhere, or with HK_FEATURE_COOPMAT_KHR in hk_context_desc.disable_features: a portable
- *    twin, f32 throughout (about 1e-6), 16 rows per workgroup, key tiles of 32, 16 or 8 as the
- *    shared memory allows.
+ *    twin, f32 throughout (about 1e-6), 16 rows per workgroup (8 at head_dim 256 where shared
+ *    memory is short), key tiles of 32, 16 or 8 as the shared memory allows.
  *  - Every head_dim hk_sdpa_blk accepts (multiples of 16 up to 256); f32, f16 and Q8_0 caches.
- *  - Bounded loops: a workgroup walks at most 256 key tiles (matrix cores; 64 on the twin).
- *    Longer caches, and short ones with few rows (under 512 workgroups), are split in up to 64
- *    chunks of keys whose partial results a second pass merges; the workspace then holds
- *    chunks x n_q x n_heads x (head_dim + 2) floats (sized from kv.capacity). A cache that
- *    needs more than 64 chunks (kv.capacity above 524288 keys on the matrix cores, 131072 on
- *    the twin with tiles of 32), or a workspace larger than one binding, goes to
+ *  - Bounded loops: a workgroup walks at most 8192 keys (matrix cores; 2048 on the twin).
+ *    Longer caches, and short ones with few rows (under 256 workgroups), are split in up to 64
+ *    chunks of keys (at least 512 keys each) whose partial results a second pass merges; the
+ *    workspace then holds chunks x n_q x n_heads x (head_dim + 2) floats (sized from
+ *    kv.capacity). A cache that needs more than 64 chunks (kv.capacity above 524288 keys on the
+ *    matrix cores, 131072 on the twin), or a workspace larger than one binding, goes to
  *    flash-decoding instead.
- *  - Testing only: HK_FLASH_EMULATE_COOPMAT="2,1" (row blocks per subgroup, subgroups) runs the
+ *  - Tuning hooks (read at every call; a value that cannot run makes the call fail with
+ *    HK_ERROR_UNSUPPORTED and a message, never a silent fallback):
+ *    HK_FLASH_TILE="subgroups,mr,bc,bkv,qreg,prefetch" replaces the matrix-core tile: subgroups
+ *    per workgroup (1..16), 16-row blocks per subgroup (mr 1 or 2; rows per workgroup = 16 x mr
+ *    x subgroups), keys per chunk (bc: 16..128, a multiple of 16, and of 8 per invocation of a
+ *    row), keys per staged tile (bkv: a multiple of bc up to 256), Q in registers (qreg 1) or
+ *    shared memory (0), next tile's loads issued before the current tile's work (prefetch 1).
+ *    Default "4,1,32,32,1,1" (smaller tiles where head_dim or the device needs them). Ignored
+ *    where the twin runs.
+ *    HK_FLASH_GROUPS=N: split keys into chunks while a call has fewer than N workgroups
+ *    (default 256). HK_FLASH_WORKGROUP_SYNC=1 (diagnostic): the matrix-core arm's subgroups
+ *    synchronise by workgroup barriers and skip no chunk on their own, as its emulation does.
+ *  - Testing only: HK_FLASH_EMULATE_COOPMAT="1" (or a tile in HK_FLASH_TILE's format) runs the
  *    matrix-core arm's code with its matrix operations emulated, on a device without matrix
  *    cores, for f16 caches (slow). */
 

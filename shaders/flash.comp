@@ -12,42 +12,81 @@
 // place from a strided KV cache (HK_KV_F32 / HK_KV_F16 / HK_KV_Q8_0).
 //
 // A workgroup owns BR rows of one kv head: (query token, query head of the group) pairs, so the
-// group's heads share every K/V tile it stages. It walks the keys in tiles of BC, each tile
-//   1. staged (K) into shared memory, rows past seq_k as zeros (never read);
-//   2. S = Q K^T for the tile, into shared memory;
-//   3. online softmax by threads, TPR per row: running max m and sum l per row (base-2 logits,
-//      scale * log2(e) folded into Q), P = 2^(S - m), alpha = 2^(m_old - m); masked keys (past
-//      the row's causal limit or seq_k) get P = 0. Meanwhile V is staged where K was;
-//   4. O = alpha O + P V.
-// Tiles past the workgroup's last visible key are not visited; the diagonal tile is masked.
-// Keys may be split in chunks over workgroups (n_split > 1): each writes its unnormalised O with
-// (m, l) to the workspace and flash_combine.comp merges them.
+// group's heads share every K/V tile it stages. Its rows are split among units: a unit is one
+// subgroup owning MR blocks of 16 rows (HK_COOPMAT), or the whole workgroup (the twin). The
+// keys go by in tiles of BKV, staged (K and V, each in its own buffer, rows past seq_k as zeros
+// that are never weighted) into shared memory by the whole workgroup; with PREFETCH the next
+// tile's global loads are issued before the current tile's work and stored after it, so their
+// latency hides behind the arithmetic: two workgroup barriers per tile. Each unit walks a tile
+// in chunks of BC keys, synchronising only its own invocations (a subgroup barrier on the matrix
+// cores), in its own shared-memory region:
+//   1. S = Q K^T for its rows and the chunk's keys;
+//   2. online softmax, TPR invocations per row: running max m and sum l per row (base-2 logits,
+//      scale * log2(e) folded into Q), P = 2^(S - m); masked keys (past the row's causal limit or
+//      seq_k) get P = 0. m moves only when a row's maximum grows by more than 2^RESCALE (so P
+//      <= 2^RESCALE; the output is the same, O and l being relative to the same m), and then
+//      alpha = 2^(m_old - m) rescales O and l;
+//   3. O = alpha O + P V.
+// Tiles past the workgroup's last visible key are not visited, nor chunks past the unit's
+// (matrix cores; the workgroup's elsewhere). Keys may be split in chunks over workgroups
+// (n_split > 1): each writes its unnormalised O with (m, l) to the workspace and
+// flash_combine.comp merges them.
 //
 // HK_COOPMAT: the two products on the matrix cores (KHR cooperative matrix, 16x16x16 f16 x f16
-// -> f32). Subgroup s owns MR 16-row blocks; its O stays in accumulators across the tiles and is
-// rescaled by a matrix whose row i holds alpha of row i (component-wise product). Q (scaled), K,
-// V and P are f16 in shared memory, 8 to a uvec4; S and the factors are vec4 arrays: every
-// matrix load and store starts and strides on 16 bytes, as Vulkan requires
+// -> f32). A subgroup's O stays in accumulators across the tiles and is rescaled by a matrix
+// whose row i holds alpha of row i (component-wise product), skipped when no row of the subgroup
+// moved its max. Q (scaled) stays in registers as A matrices (QREG) or in shared memory. Q, K, V
+// and P are f16 in shared memory, 8 to a uvec4, S and the factors are f32 in the same uvec4
+// array: every matrix load and store starts and strides on 16 bytes, as Vulkan requires
 // (VUID-RuntimeSpirv-OpCooperativeMatrixLoadKHR-08986). Needs full subgroups (WG = subgroups x
-// subgroup size).
-// HK_COOPMAT_EMU (with HK_COOPMAT, testing only): the matrix-core arm with its five matrix
-// operations emulated as the KHR specification defines them (flash_coopmat_emu.glsl), so that a
-// device without matrix cores runs this arm's tiling, layouts and strides.
-// Default (the portable twin): the same staging, loop, masking and softmax in f32, the products
-// by threads: each thread owns D/TPR columns of its row of O (quads p, p + TPR, ...).
+// subgroup size). P and the factors overwrite the unit's S once every lane has read its S.
+// HK_COOPMAT_EMU (with HK_COOPMAT, testing only): the matrix-core arm with its matrix
+// operations emulated as the KHR specification defines them (flash_coopmat_emu.glsl) on virtual
+// subgroups of 32 invocations synchronised by workgroup barriers, so that a device without
+// matrix cores runs this arm's tiling, layouts, strides and staging (the unit-level skips, which
+// are workgroup-divergent, are left out: they change no result).
+// Default (the portable twin): the same staging, loop, masking and softmax in f32, one unit, the
+// products by threads: each thread owns D/TPR columns of its row of O (quads p, p + TPR, ...).
 #include "common.glsl"
 #include "flash_push.glsl"
 
-layout(constant_id = 1) const uint D = 128;     // head_dim, a multiple of 16
-layout(constant_id = 2) const uint BR = 64;     // rows per workgroup (WG / BR threads per row)
-layout(constant_id = 3) const uint BC = 32;     // keys per tile, a multiple of 8
-layout(constant_id = 4) const uint ALIGNED = 0; // K and V rows start on 16 bytes: vector loads
-layout(constant_id = 5) const uint MR = 2;      // HK_COOPMAT: 16-row blocks per subgroup
+layout(constant_id = 1) const uint D = 128;    // head_dim, a multiple of 16
+layout(constant_id = 2) const uint BR = 64;    // rows per workgroup
+layout(constant_id = 3) const uint BC = 32;    // keys per chunk (HK_COOPMAT: a multiple of 16)
+layout(constant_id = 4) const uint FLAGS = 0;  // bit 0: K and V rows start on 16 bytes (vector
+                                               // loads); bit 1: Q in registers (HK_COOPMAT);
+                                               // bit 2: PREFETCH; bit 3: WG_SYNC
+layout(constant_id = 5) const uint MR = 1;     // HK_COOPMAT: 16-row blocks per subgroup
+layout(constant_id = 6) const uint BKV = 64;   // keys per staged tile, a multiple of BC
 
-const uint TPR = WG / BR;  // threads per row in the softmax (and the twin's products)
-const uint CPT = BC / TPR; // keys of a tile per thread in the softmax (HK_COOPMAT: a multiple of 8)
+const uint ALIGNED = FLAGS & 1u;
+#ifdef HK_COOPMAT
+const uint QREG = (FLAGS >> 1) & 1u;
+#else
+const uint QREG = 0u; // the twin reads Q rows from shared memory
+#endif
+const uint PREFETCH = (FLAGS >> 2) & 1u;
+// Diagnostic (HK_COOPMAT on a device): units synchronise by workgroup barriers and skip nothing
+// on their own, as the emulation does
+const bool WG_SYNC = ((FLAGS >> 3) & 1u) != 0u;
+const float RESCALE = 8.0; // log2 of the largest P
+
+#ifdef HK_COOPMAT
+const uint UR = 16u * MR; // rows of a unit
+const uint NU = BR / UR;  // units per workgroup
+const uint UT = WG / NU;  // invocations per unit: the subgroup size (32 when emulated)
+const uint OCTW = 1u;     // array elements (16 bytes) per oct of 8 values
+#else
+const uint UR = BR;
+const uint NU = 1u;
+const uint UT = WG;
+const uint OCTW = 2u;
+#endif
+const uint TPR = UT / UR;  // invocations per row in the softmax (and the twin's products)
+const uint CPT = BC / TPR; // keys of a chunk per invocation (HK_COOPMAT: a multiple of 8)
 
 layout(binding = 0) readonly buffer Qb { float q[]; };
+layout(binding = 0) readonly buffer Qb4 { vec4 q4[]; };
 #ifdef HK_KV_F32
 layout(binding = 1) readonly buffer Kb { float k32[]; };
 layout(binding = 1) readonly buffer Kb4 { vec4 k4[]; };
@@ -67,46 +106,75 @@ layout(binding = 3) writeonly buffer Ob { float o[]; };
 layout(binding = 4) writeonly buffer Wb { float ws[]; };
 layout(binding = 5) readonly buffer Cb { uint counter[]; };
 
-// Q and K/V rows in shared memory, in units of 8 values, padded by 8 values (16 bytes of f16)
-// so that the 8 rows of a 16-byte column hit different banks.
-const uint STR8 = (D + 8) / 8;
-const uint SSTR = BC + 4; // S rows, in floats (a multiple of 4)
-// An oct: 8 values of a row as shared memory holds them (HK_OCT from two vec4, HK_OCT_F16 from 8
-// f16 in a uvec4), HK_PUT8 stores one at slot (in octs).
+// Shared memory: one array of 16-byte elements, in regions
+//   Q   BR rows of D values (absent with QREG: Q passes through the start of the array once)
+//   K   BKV rows, V  BKV rows
+//   U   per unit: S (UR rows of SSTR floats); HK_COOPMAT: then P (UR rows of PSTR8 octs of f16)
+//       and the factors (UR rows of 16 floats) over it
+// Rows of D values are padded by 8 values (16 bytes of f16) so that the 8 rows of a 16-byte
+// column hit different banks. An oct: 8 values of a row as shared memory holds them (HK_OCT from
+// two vec4, HK_OCT_F16 from 8 f16 in a uvec4); HK_PUT8 stores one at element `at`.
+const uint STR8 = (D + 8) / 8;  // row stride in octs
+const uint SSTR = BC + 4;       // S rows, in floats (a multiple of 4)
+const uint PSTR8 = (BC + 8) / 8; // P rows, in octs
+const uint Q_BASE = 0u;
+const uint K_BASE = QREG != 0u ? 0u : BR * STR8 * OCTW;
+const uint V_BASE = K_BASE + BKV * STR8 * OCTW;
+const uint U_BASE = V_BASE + BKV * STR8 * OCTW;
 #ifdef HK_COOPMAT
-shared uvec4 Qsh[BR * STR8]; // 8 f16 each
-shared uvec4 KVsh[BC * STR8];
-const uint PSTR8 = (BC + 8) / 8;
-shared uvec4 Psh[BR * PSTR8];
-shared vec4 Ash[BR * 4]; // per row, 16 copies of its factor (alpha, then 1/l): a 16x16 tile per block
+const uint F_OFF = UR * PSTR8; // the factors, within a unit's region
+const uint USZ = UR * (SSTR / 4u > PSTR8 + 4u ? SSTR / 4u : PSTR8 + 4u);
+shared uvec4 sm[U_BASE + NU * USZ];
 #define OCT uvec4
 #define HK_OCT(lo, hi)                                                                          \
     uvec4(packFloat2x16(f16vec2((lo).xy)), packFloat2x16(f16vec2((lo).zw)), packFloat2x16(f16vec2((hi).xy)), \
           packFloat2x16(f16vec2((hi).zw)))
 #define HK_OCT_F16(u4) (u4)
-#define HK_PUT8(arr, slot, oct) arr[slot] = (oct)
+#define HK_PUT8(at, oct) sm[at] = (oct)
+#define S4_(e) uintBitsToFloat(sm[e]) // 4 floats of S at element e
 #else
-shared vec4 Qsh[BR * STR8 * 2]; // 8 values = 2 vec4
-shared vec4 KVsh[BC * STR8 * 2];
+const uint USZ = UR * SSTR / 4u;
+shared vec4 sm[U_BASE + USZ];
 #define OCT mat2x4
 #define HK_OCT(lo, hi) mat2x4(lo, hi)
 #define HK_OCT_F16(u4)                                                                          \
     mat2x4(vec4(unpackHalf2x16((u4).x), unpackHalf2x16((u4).y)), vec4(unpackHalf2x16((u4).z), unpackHalf2x16((u4).w)))
-#define HK_PUT8(arr, slot, oct)                                                                 \
+#define HK_PUT8(at, oct)                                                                        \
     {                                                                                           \
-        arr[2u * (slot)] = (oct)[0];                                                            \
-        arr[2u * (slot) + 1u] = (oct)[1];                                                       \
+        sm[at] = (oct)[0];                                                                      \
+        sm[(at) + 1u] = (oct)[1];                                                               \
     }
+#define S_(i) sm[U_BASE + (i) / 4u][(i) % 4u] // float i of the (one) unit's S
 #endif
-shared vec4 Ssh[BR * SSTR / 4]; // S; the twin's P in place
-#define S_(i) Ssh[(i) >> 2][(i) & 3u]
+
+// The unit of this invocation, its lane in the unit, and how the unit synchronises.
+#if defined(HK_COOPMAT) && !defined(HK_COOPMAT_EMU)
+#define UNIT gl_SubgroupID
+#define LANE gl_SubgroupInvocationID
+#define SYNC_UNIT()                                                                             \
+    if (WG_SYNC) {                                                                              \
+        barrier();                                                                              \
+    } else {                                                                                    \
+        subgroupMemoryBarrierShared();                                                          \
+        subgroupBarrier();                                                                      \
+    }
+#define HK_UNIT_SUBGROUP 1 // unit-uniform branches are allowed around SYNC_UNIT (unless WG_SYNC)
+#elif defined(HK_COOPMAT)
+#define UNIT (gl_LocalInvocationIndex / 32u)
+#define LANE (gl_LocalInvocationIndex % 32u)
+#define SYNC_UNIT() barrier()
+#else
+#define UNIT 0u
+#define LANE gl_LocalInvocationIndex
+#define SYNC_UNIT() barrier()
+#endif
 
 #ifdef HK_COOPMAT
 #ifdef HK_COOPMAT_EMU
 #include "flash_coopmat_emu.glsl"
 #else
-// 16x16 tiles: f16 operands, f32 accumulators. CM_LOAD8 from uvec4 arrays of 8 f16, CM_LOAD4F
-// and CM_STORE4 with vec4 arrays; offsets and strides in those elements.
+// 16x16 tiles: f16 operands, f32 accumulators. CM_LOAD8 from octs of 8 f16, CM_LOAD4F and
+// CM_STORE4 f32 through the same uvec4 array (bit patterns); offsets and strides in elements.
 #define CM_ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -118,12 +186,12 @@ shared vec4 Ssh[BR * SSTR / 4]; // S; the twin's P in place
 #define CM_STORE4(m, arr, off, stride, layout) coopMatStore(m, arr, off, stride, layout)
 #define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
 #define CM_MUL(c, f) ((c) * (f))
-#define CM_SUBGROUP gl_SubgroupID
 #define CM_UNROLL [[unroll]] // the matrices stay in registers
 #endif
 CM_ACC oacc[MR][D / 16];
+CM_A qreg[MR][D / 16]; // QREG: the unit's rows of Q (scaled), for the whole walk
 #else
-vec4 oreg[D / 4 / TPR]; // row tid / TPR, quads tid % TPR + TPR * i
+vec4 oreg[D / 4 / TPR]; // row LANE / TPR, quads LANE % TPR + TPR * i
 #endif
 
 // dst = the 8 values c .. c+7 (c a multiple of 8) of the cache row starting at byte b, as an oct.
@@ -169,108 +237,121 @@ uint seq_k_now()
     return clamp(counter[pc.view_offset[5] / 4u], pc.causal != 0u ? pc.n_q : 1u, pc.capacity);
 }
 
-// Stages rows j*BC .. j*BC+BC-1 of K (is_v 0) or V (1) of kv head kvh into KVsh; rows at or past
-// sk are zeros and are not read. Each invocation issues all its loads before its stores, so
-// their latencies overlap (the trip counts are constants).
-const uint KV8 = BC * (D / 8);            // octs of a tile
+// Staging of key tile j (rows j*BKV .. j*BKV+BKV-1 of K and V of kv head kvh): load_tile issues
+// an invocation's global loads into registers (rows at or past sk: zeros, not read), store_tile
+// writes them to the K and V regions. The trip counts are constants: every load is issued before
+// any of them is waited for.
+const uint KV8 = BKV * (D / 8);          // octs of a tile
 const uint KV_PER = (KV8 + WG - 1) / WG; // per invocation
-void stage_kv(uint is_v, uint kvh, uint j, uint sk)
+OCT kreg[KV_PER], vreg[KV_PER];
+void load_tile(uint kvh, uint j, uint sk)
 {
-    OCT buf[KV_PER];
     [[unroll]] for (uint i = 0; i < KV_PER; i++) {
         uint e = gl_LocalInvocationIndex + i * WG;
-        uint c = e / (D / 8), c8 = (e % (D / 8)) * 8u, key = j * BC + c;
-        buf[i] = HK_OCT(vec4(0.0), vec4(0.0));
+        uint c = e / (D / 8), c8 = (e % (D / 8)) * 8u, key = j * BKV + c;
+        kreg[i] = HK_OCT(vec4(0.0), vec4(0.0));
+        vreg[i] = kreg[i];
         if (e < KV8 && key < sk) {
-            if (is_v == 0u) {
-                uint b = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
-                HK_LOAD8(buf[i], K1, k4, b, c8)
-            } else {
-                uint b = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
-                HK_LOAD8(buf[i], V1, v4, b, c8)
-            }
+            uint bk = pc.view_offset[1] + kvh * pc.k_head + key * pc.k_row;
+            HK_LOAD8(kreg[i], K1, k4, bk, c8)
+            uint bv = pc.view_offset[2] + kvh * pc.v_head + key * pc.v_row;
+            HK_LOAD8(vreg[i], V1, v4, bv, c8)
         }
     }
+}
+
+void store_tile()
+{
     [[unroll]] for (uint i = 0; i < KV_PER; i++) {
         uint e = gl_LocalInvocationIndex + i * WG;
-        if (e < KV8)
-            HK_PUT8(KVsh, (e / (D / 8)) * STR8 + e % (D / 8), buf[i]);
+        if (e < KV8) {
+            uint at = ((e / (D / 8)) * STR8 + e % (D / 8)) * OCTW;
+            HK_PUT8(K_BASE + at, kreg[i]);
+            HK_PUT8(V_BASE + at, vreg[i]);
+        }
     }
 }
 
 #ifdef HK_COOPMAT
-// S for the subgroup's row blocks: each K tile loaded once serves MR blocks.
-void scores()
+// S of the unit's rows for chunk c of the staged tile, into the unit's region: each K matrix
+// loaded once serves MR row blocks.
+void scores(uint c)
 {
+    uint u = UNIT;
     CM_ACC sacc[MR][BC / 16];
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
             sacc[mr][cb] = CM_ZERO;
     CM_UNROLL for (uint kd = 0; kd < D / 16; kd++) {
         CM_A qa[MR];
-        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_LOAD8(qa[mr], Qsh, (CM_SUBGROUP * MR + mr) * 16u * STR8 + kd * 2u, STR8, CM_ROWS);
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++) {
+            if (QREG != 0u)
+                qa[mr] = qreg[mr][kd];
+            else
+                CM_LOAD8(qa[mr], sm, Q_BASE + (u * UR + mr * 16u) * STR8 + kd * 2u, STR8, CM_ROWS);
+        }
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++) {
             // B[k][n] = K[key n][dim k]: K's rows are B's columns
             CM_B kb;
-            CM_LOAD8(kb, KVsh, cb * 16u * STR8 + kd * 2u, STR8, CM_COLS);
+            CM_LOAD8(kb, sm, K_BASE + (c * BC + cb * 16u) * STR8 + kd * 2u, STR8, CM_COLS);
             CM_UNROLL for (uint mr = 0; mr < MR; mr++)
                 sacc[mr][cb] = CM_MULADD(qa[mr], kb, sacc[mr][cb]);
         }
     }
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
-            CM_STORE4(sacc[mr][cb], Ssh, ((CM_SUBGROUP * MR + mr) * 16u * SSTR + cb * 16u) / 4u, SSTR / 4u, CM_ROWS);
+            CM_STORE4(sacc[mr][cb], sm, U_BASE + u * USZ + (mr * 16u * SSTR + cb * 16u) / 4u, SSTR / 4u, CM_ROWS);
 }
 
-// O = O * (the rows' factors in Ash), component-wise.
+// O = O * (the rows' factors in the unit's region), component-wise.
 void scale_o()
 {
     CM_UNROLL for (uint mr = 0; mr < MR; mr++) {
         CM_ACC f;
-        CM_LOAD4F(f, Ash, (CM_SUBGROUP * MR + mr) * 64u, 4u, CM_ROWS);
+        CM_LOAD4F(f, sm, U_BASE + UNIT * USZ + F_OFF + mr * 64u, 4u, CM_ROWS);
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
             oacc[mr][dt] = CM_MUL(oacc[mr][dt], f);
     }
 }
 
-void accumulate_pv()
+// O += P V for chunk c
+void accumulate_pv(uint c)
 {
-    scale_o();
     CM_UNROLL for (uint kc = 0; kc < BC / 16; kc++) {
         CM_A pa[MR];
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_LOAD8(pa[mr], Psh, (CM_SUBGROUP * MR + mr) * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
+            CM_LOAD8(pa[mr], sm, U_BASE + UNIT * USZ + mr * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++) {
             CM_B vb;
-            CM_LOAD8(vb, KVsh, kc * 16u * STR8 + dt * 2u, STR8, CM_ROWS);
+            CM_LOAD8(vb, sm, V_BASE + (c * BC + kc * 16u) * STR8 + dt * 2u, STR8, CM_ROWS);
             CM_UNROLL for (uint mr = 0; mr < MR; mr++)
                 oacc[mr][dt] = CM_MULADD(pa[mr], vb, oacc[mr][dt]);
         }
     }
 }
 #else
-// S for this thread's keys of its row (the softmax's own mapping).
-void scores()
+// S for this thread's keys of its row in chunk c (the softmax's own mapping).
+void scores(uint c)
 {
-    uint r = gl_LocalInvocationIndex / TPR, c0 = (gl_LocalInvocationIndex % TPR) * CPT;
+    uint r = LANE / TPR, c0 = (LANE % TPR) * CPT;
     for (uint i = 0; i < CPT; i++) {
         float s = 0.0;
         [[unroll]] for (uint k = 0; k < D / 4; k++)
-            s += dot(Qsh[2u * r * STR8 + k], KVsh[2u * (c0 + i) * STR8 + k]);
+            s += dot(sm[Q_BASE + 2u * r * STR8 + k], sm[K_BASE + 2u * (c * BC + c0 + i) * STR8 + k]);
         S_(r * SSTR + c0 + i) = s;
     }
 }
 
-void accumulate_pv(float alpha)
+void accumulate_pv(uint c, float alpha)
 {
-    uint r = gl_LocalInvocationIndex / TPR, p = gl_LocalInvocationIndex % TPR;
-    [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
-        oreg[i] *= alpha;
-    for (uint c = 0; c < BC; c++) {
-        float pc_ = S_(r * SSTR + c);
+    uint r = LANE / TPR, p = LANE % TPR;
+    if (alpha != 1.0)
         [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
-            oreg[i] += pc_ * KVsh[2u * c * STR8 + p + TPR * i];
+            oreg[i] *= alpha;
+    for (uint k = 0; k < BC; k++) {
+        float pk = S_(r * SSTR + k);
+        [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
+            oreg[i] += pk * sm[V_BASE + 2u * (c * BC + k) * STR8 + p + TPR * i];
     }
 }
 #endif
@@ -282,36 +363,65 @@ void main()
     uint n_kv = pc.n_heads / pc.group;
     if (gid >= n_kv * pc.n_split * pc.row_tiles)
         return;
-    // the last row tiles first: under a causal mask they see the most keys
-    uint rt = pc.row_tiles - 1u - gid % pc.row_tiles;
-    uint split = (gid / pc.row_tiles) % pc.n_split;
-    uint kvh = gid / (pc.row_tiles * pc.n_split);
+    // kv heads innermost, then chunks, then the row tiles, last first: under a causal mask the
+    // workgroups that see the most keys start first, on every kv head
+    uint kvh = gid % n_kv;
+    uint split = (gid / n_kv) % pc.n_split;
+    uint rt = pc.row_tiles - 1u - gid / (n_kv * pc.n_split);
     uint n_rows = pc.n_q * pc.group, r0 = rt * BR;
     uint sk = seq_k_now();
 
-    // this thread's softmax row and its keys' exclusive bound; rows past the end act as the last
-    // row (computed, never stored)
-    uint r = tid / TPR, part = tid % TPR;
-    uint row = min(r0 + r, n_rows - 1u);
+    // this invocation's unit, softmax row and its keys' exclusive bound; rows past the end act as
+    // the last row (computed, never stored)
+    uint u = UNIT, lane = LANE;
+    uint r = lane / TPR, part = lane % TPR;
+    uint urow0 = r0 + u * UR;
+    uint row = min(urow0 + r, n_rows - 1u);
     uint lim = pc.causal != 0u ? sk - pc.n_q + row / pc.group + 1u : sk;
     uint last_row = min(r0 + BR - 1u, n_rows - 1u);
     uint kend = pc.causal != 0u ? sk - pc.n_q + last_row / pc.group + 1u : sk;
     uint j0 = split * pc.split_tiles;
-    uint j1 = min(j0 + pc.split_tiles, (kend + BC - 1u) / BC);
+    uint j1 = min(j0 + pc.split_tiles, (kend + BKV - 1u) / BKV);
+#ifdef HK_UNIT_SUBGROUP
+    // chunks at or past the unit's last visible key are skipped (subgroup-uniform)
+    uint ulast = min(urow0 + UR - 1u, n_rows - 1u);
+    uint skip_from = urow0 >= n_rows ? 0u : pc.causal != 0u ? sk - pc.n_q + ulast / pc.group + 1u : sk;
+    if (WG_SYNC)
+        skip_from = kend;
+#else
+    uint skip_from = kend;
+#endif
 
+    // the first tile's loads in flight while Q is staged (scaled; f16 on the matrix cores)
+    load_tile(kvh, j0, sk);
+    bool q_vec = (pc.view_offset[0] & 15u) == 0u;
     [[unroll]] for (uint i = 0; i < (BR * (D / 8) + WG - 1) / WG; i++) {
         uint e = tid + i * WG, rr = e / (D / 8), c8 = (e % (D / 8)) * 8u;
         if (e < BR * (D / 8)) {
             vec4 lo = vec4(0.0), hi = vec4(0.0);
             if (r0 + rr < n_rows) {
                 uint qi = pc.view_offset[0] / 4u + hk_out_row(r0 + rr, kvh) * D + c8;
-                lo = vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]) * pc.scale;
-                hi = vec4(q[qi + 4u], q[qi + 5u], q[qi + 6u], q[qi + 7u]) * pc.scale;
+                if (q_vec) {
+                    lo = q4[qi / 4u];
+                    hi = q4[qi / 4u + 1u];
+                } else {
+                    lo = vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
+                    hi = vec4(q[qi + 4u], q[qi + 5u], q[qi + 6u], q[qi + 7u]);
+                }
+                lo *= pc.scale;
+                hi *= pc.scale;
             }
-            HK_PUT8(Qsh, rr * STR8 + c8 / 8u, HK_OCT(lo, hi));
+            HK_PUT8(Q_BASE + (rr * STR8 + c8 / 8u) * OCTW, HK_OCT(lo, hi));
         }
     }
 #ifdef HK_COOPMAT
+    if (QREG != 0u) {
+        barrier(); // Q staged at the start of the array
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_UNROLL for (uint kd = 0; kd < D / 16; kd++)
+                CM_LOAD8(qreg[mr][kd], sm, Q_BASE + (u * UR + mr * 16u) * STR8 + kd * 2u, STR8, CM_ROWS);
+        barrier(); // read by every unit before the tiles overwrite it
+    }
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
             oacc[mr][dt] = CM_ZERO;
@@ -319,123 +429,150 @@ void main()
     [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
         oreg[i] = vec4(0.0);
 #endif
+    store_tile();
+    barrier(); // Q and the first tile staged
+
     // finite start: 2^(m_old - m) is 0, not NaN, when the first keys arrive
     float m_run = -1e30, l_run = 0.0;
+    uint ub = U_BASE + u * USZ; // the unit's region
 
     for (uint j = j0; j < j1; j++) {
-        stage_kv(0u, kvh, j, sk);
-        barrier(); // K (and Q) staged
-        scores();
-        barrier(); // S complete; K no longer read
-        stage_kv(1u, kvh, j, sk);
+        bool more = j + 1u < j1;
+        if (PREFETCH != 0u && more)
+            load_tile(kvh, j + 1u, sk);
+        [[dont_unroll]] for (uint c = 0; c < BKV / BC; c++) {
+            uint key0 = j * BKV + c * BC;
+            if (key0 >= skip_from)
+                continue;
+            scores(c);
+            SYNC_UNIT(); // S of the unit's rows complete
 
-        uint key0 = j * BC + part * CPT;
-        uint valid = lim > key0 ? min(lim - key0, CPT) : 0u; // this thread's visible keys, a prefix
-        float sv[CPT];
-        float mx = -1e30;
+            uint kk = key0 + part * CPT;
+            uint valid = lim > kk ? min(lim - kk, CPT) : 0u; // this invocation's visible keys, a prefix
+            float sv[CPT];
 #ifdef HK_COOPMAT
-        // CPT is a multiple of 8 here: 16-byte reads (rows 9 vec4 apart meet no bank conflict)
-        [[unroll]] for (uint i = 0; i < CPT; i += 4) {
-            vec4 s4 = Ssh[(r * SSTR + part * CPT + i) / 4u];
-            sv[i] = s4.x;
-            sv[i + 1u] = s4.y;
-            sv[i + 2u] = s4.z;
-            sv[i + 3u] = s4.w;
-        }
-#else
-        [[unroll]] for (uint i = 0; i < CPT; i++)
-            sv[i] = S_(r * SSTR + part * CPT + i);
-#endif
-        [[unroll]] for (uint i = 0; i < CPT; i++)
-            if (i < valid)
-                mx = max(mx, sv[i]);
-        if (TPR > 1u) {
-            hk_partial[tid] = mx;
-            barrier();
-            for (uint k = 0; k < TPR; k++)
-                mx = max(mx, hk_partial[r * TPR + k]);
-        }
-        float m_new = max(m_run, mx);
-        float alpha = exp2(m_run - m_new);
-        m_run = m_new;
-        float lsum = 0.0;
-#ifdef HK_COOPMAT
-        [[unroll]] for (uint i = 0; i < CPT; i += 8) {
-            vec4 lo, hi;
-            [[unroll]] for (uint k = 0; k < 4; k++) {
-                lo[k] = i + k < valid ? exp2(sv[i + k] - m_new) : 0.0;
-                hi[k] = i + k + 4u < valid ? exp2(sv[i + k + 4u] - m_new) : 0.0;
+            // CPT is a multiple of 8 here: 16-byte reads (rows SSTR/4 = 1 mod 8 elements apart
+            // meet no bank conflict)
+            [[unroll]] for (uint i = 0; i < CPT; i += 4) {
+                vec4 s4 = S4_(ub + (r * SSTR + part * CPT + i) / 4u);
+                sv[i] = s4.x;
+                sv[i + 1u] = s4.y;
+                sv[i + 2u] = s4.z;
+                sv[i + 3u] = s4.w;
             }
-            // l sums the P that V is weighted with: rounded to f16 first
-            lsum += dot(vec4(f16vec4(lo)), vec4(1.0)) + dot(vec4(f16vec4(hi)), vec4(1.0));
-            HK_PUT8(Psh, r * PSTR8 + (part * CPT + i) / 8u, HK_OCT(lo, hi));
-        }
-        [[unroll]] for (uint k = 0; k < 4 / TPR; k++) // TPR <= 4
-            Ash[r * 4u + part * (4u / TPR) + k] = vec4(alpha);
 #else
-        [[unroll]] for (uint i = 0; i < CPT; i++) {
-            float p = i < valid ? exp2(sv[i] - m_new) : 0.0;
-            lsum += p;
-            S_(r * SSTR + part * CPT + i) = p;
-        }
+            [[unroll]] for (uint i = 0; i < CPT; i++)
+                sv[i] = S_(r * SSTR + part * CPT + i);
 #endif
-        l_run = l_run * alpha + lsum;
-        barrier(); // V, P and the factors staged
+            float mx = -1e30;
+            [[unroll]] for (uint i = 0; i < CPT; i++)
+                if (i < valid)
+                    mx = max(mx, sv[i]);
+            if (TPR > 1u)
+                hk_partial[u * UT + lane] = mx;
+            SYNC_UNIT(); // the row's partial maxima written; every lane has read its S
+            if (TPR > 1u)
+                for (uint k = 0; k < TPR; k++)
+                    mx = max(mx, hk_partial[u * UT + r * TPR + k]);
+            float m_new = max(m_run, mx);
+            float m_use = m_new > m_run + RESCALE ? m_new : m_run;
+            float alpha = exp2(m_run - m_use);
+            m_run = m_use;
+            float lsum = 0.0;
 #ifdef HK_COOPMAT
-        accumulate_pv();
+            [[unroll]] for (uint i = 0; i < CPT; i += 8) {
+                vec4 lo, hi;
+                [[unroll]] for (uint k = 0; k < 4; k++) {
+                    lo[k] = i + k < valid ? exp2(sv[i + k] - m_run) : 0.0;
+                    hi[k] = i + k + 4u < valid ? exp2(sv[i + k + 4u] - m_run) : 0.0;
+                }
+                // l sums the P that V is weighted with: rounded to f16 first
+                lsum += dot(vec4(f16vec4(lo)), vec4(1.0)) + dot(vec4(f16vec4(hi)), vec4(1.0));
+                HK_PUT8(ub + r * PSTR8 + (part * CPT + i) / 8u, HK_OCT(lo, hi));
+            }
+#ifdef HK_UNIT_SUBGROUP
+            bool rescale = WG_SYNC || subgroupMin(alpha) != 1.0; // subgroup-uniform: does any row move its max?
 #else
-        accumulate_pv(alpha);
+            const bool rescale = true;
 #endif
-        barrier(); // KVsh, P and Ash free for the next tile
+            if (rescale)
+                [[unroll]] for (uint k = 0; k < 4 / TPR; k++) // TPR <= 4
+                    sm[ub + F_OFF + r * 4u + part * (4u / TPR) + k] = floatBitsToUint(vec4(alpha));
+#else
+            [[unroll]] for (uint i = 0; i < CPT; i++) {
+                float p = i < valid ? exp2(sv[i] - m_run) : 0.0;
+                lsum += p;
+                S_(r * SSTR + part * CPT + i) = p;
+            }
+#endif
+            l_run = l_run * alpha + lsum;
+            SYNC_UNIT(); // P and the factors written
+#ifdef HK_COOPMAT
+            if (rescale)
+                scale_o();
+            accumulate_pv(c);
+#else
+            accumulate_pv(c, alpha);
+#endif
+            SYNC_UNIT(); // P, the factors and the partial maxima read before the next chunk
+        }
+        if (more) {
+            barrier(); // every unit is done with tile j
+            if (PREFETCH == 0u)
+                load_tile(kvh, j + 1u, sk);
+            store_tile();
+            barrier(); // tile j + 1 staged
+        }
     }
 
-    // epilogue: l over the row's threads; normalise, or hand (O, m, l) to the combine pass
+    // epilogue: l over the row's invocations; normalise, or hand (O, m, l) to the combine pass
     if (TPR > 1u) {
-        hk_partial[tid] = l_run;
-        barrier();
+        hk_partial[u * UT + lane] = l_run;
+        SYNC_UNIT();
         l_run = 0.0;
         for (uint k = 0; k < TPR; k++)
-            l_run += hk_partial[r * TPR + k];
+            l_run += hk_partial[u * UT + r * TPR + k];
     }
     uint nr = pc.n_q * pc.n_heads;
     uint ws0 = pc.view_offset[4] / 4u;
     bool split_out = pc.n_split > 1u;
-    if (split_out && part == 0u && r0 + r < n_rows) {
-        uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(r0 + r, kvh)) * 2u;
+    if (split_out && part == 0u && urow0 + r < n_rows) {
+        uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(urow0 + r, kvh)) * 2u;
         ws[i] = m_run;
         ws[i + 1u] = l_run;
     }
-    // without a split every row saw key 0, and its largest P is 1: l >= 1
+    // without a split every row saw key 0, and its largest P is at least 1: l >= 1
     float f = split_out ? 1.0 : 1.0 / l_run;
 #ifdef HK_COOPMAT
     [[unroll]] for (uint k = 0; k < 4 / TPR; k++)
-        Ash[r * 4u + part * (4u / TPR) + k] = vec4(f);
-    barrier();
+        sm[ub + F_OFF + r * 4u + part * (4u / TPR) + k] = floatBitsToUint(vec4(f));
+    SYNC_UNIT();
     scale_o();
-    // out through Ssh, BC columns at a time
+    SYNC_UNIT(); // the factors read before O overwrites them
+    // out through the unit's region, BC columns at a time
     const uint TILES = BC / 16;
     CM_UNROLL for (uint g = 0; g < (D / 16 + TILES - 1) / TILES; g++) {
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
             CM_UNROLL for (uint k = 0; k < TILES; k++)
                 if (g * TILES + k < D / 16)
-                    CM_STORE4(oacc[mr][g * TILES + k], Ssh, ((CM_SUBGROUP * MR + mr) * 16u * SSTR + k * 16u) / 4u,
-                              SSTR / 4u, CM_ROWS);
-        barrier();
-        for (uint e = tid; e < BR * BC; e += WG) {
-            uint rr = e / BC, c = e % BC, col = g * BC + c;
-            if (col < D && r0 + rr < n_rows) {
-                uint orow = hk_out_row(r0 + rr, kvh);
+                    CM_STORE4(oacc[mr][g * TILES + k], sm, ub + (mr * 16u * SSTR + k * 16u) / 4u, SSTR / 4u, CM_ROWS);
+        SYNC_UNIT();
+        for (uint e = lane; e < UR * BC; e += UT) {
+            uint rr = e / BC, cc = e % BC, col = g * BC + cc;
+            if (col < D && urow0 + rr < n_rows) {
+                uint orow = hk_out_row(urow0 + rr, kvh);
+                float v = uintBitsToFloat(sm[ub + (rr * SSTR + cc) / 4u][cc % 4u]);
                 if (split_out)
-                    ws[ws0 + (split * nr + orow) * D + col] = S_(rr * SSTR + c);
+                    ws[ws0 + (split * nr + orow) * D + col] = v;
                 else
-                    o[pc.view_offset[3] / 4u + orow * D + col] = S_(rr * SSTR + c);
+                    o[pc.view_offset[3] / 4u + orow * D + col] = v;
             }
         }
-        barrier();
+        SYNC_UNIT();
     }
 #else
-    if (r0 + r < n_rows) {
-        uint orow = hk_out_row(r0 + r, kvh);
+    if (urow0 + r < n_rows) {
+        uint orow = hk_out_row(urow0 + r, kvh);
         uint base = split_out ? ws0 + (split * nr + orow) * D : pc.view_offset[3] / 4u + orow * D;
         [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++) {
             vec4 v = oreg[i] * f;

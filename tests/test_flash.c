@@ -315,29 +315,98 @@ static const flash_case cases[] = {
     {6, 4, 2, 64, 6, 48, 1, F16, 1, 0, 16, 0, 1, 0, 0},
     {7, 4, 1, 128, 700, 2100, 1, F16, 0, 0, 16, 0, 1, 700, 0},
 };
-/* The emulated matrix-core arm (f16 caches): one pipeline per tiling */
-static const flash_case emulated_128[] = { /* "2,1": two 16-row blocks per subgroup */
+/* The emulated matrix-core arm (f16 caches), one pipeline per tile "subgroups,mr,bc,bkv,qreg,
+ * prefetch" (HK_FLASH_TILE's format), each within lavapipe's 32 KiB of shared memory */
+static const flash_case emulated_128[] = { /* "2,1,32,32,1,1": 2 subgroups of 16 rows, Q in registers, prefetch */
     {17, 8, 2, 128, 17, 40, 1, F16, 0, 0, 16, 0, 0, 0, 0},
     {40, 16, 2, 128, 333, 340, 1, F16, 1, 0, 16, 1, 0, 0, 0},
     {3, 8, 2, 128, 1000, 1100, 1, F16, 0, 0, 16, 1, 0, 0, 0},
     {7, 4, 1, 128, 700, 2100, 1, F16, 0, 0, 16, 0, 1, 700, 0},
 };
-static const flash_case emulated_80[] = { /* "1,2": two subgroups; 5 column tiles of O */
+static const flash_case emulated_mr2[] = { /* "1,2,16,32,0,0": 32 rows per subgroup (one lane per row), Q in
+                                            * shared memory, two chunks per tile, no prefetch */
+    {17, 8, 2, 128, 17, 40, 1, F16, 0, 0, 16, 0, 0, 0, 0},
+    {40, 16, 2, 128, 333, 340, 1, F16, 1, 0, 16, 1, 0, 0, 0},
+    {6, 4, 2, 128, 48, 48, 1, F16, 0, 0, 16, 1, 1, 1000, 0},
+};
+static const flash_case emulated_80[] = { /* "2,1,16,32,1,1": head_dim 80, 5 column tiles of O, 1 per store */
     {9, 4, 2, 80, 77, 80, 0, F16, 1, 2, 2, 1, 0, 0, 0},
     {19, 8, 2, 80, 50, 64, 1, F16, 0, 2, 2, 0, 0, 0, 0},
     {2, 2, 2, 80, 2, 2, 1, F16, 0, 2, 2, 1, 1, 0, 0},
+};
+static const flash_case emulated_64[] = { /* "4,1,16,32,1,1": 4 subgroups, 2 chunks per tile; and
+                                          * "4,1,32,32,1,1", the GPU's default tile */
+    {100, 8, 1, 64, 131, 160, 1, F16, 1, 0, 4, 1, 0, 0, 0},
+    {64, 4, 4, 64, 100, 100, 0, F16, 1, 0, 16, 1, 0, 0, 0},
+};
+/* One workgroup walking the most keys it may (the loop bound lavapipe enforces), no split for
+ * occupancy (HK_FLASH_GROUPS=1): 8192 keys on the matrix-core arm (emulated), 2048 on the twin. */
+static const flash_case longest_coop = {2, 1, 1, 128, 8192, 8192, 0, F16, 0, 0, 16, 0, 0, 0, 0};
+static const flash_case longest_twin = {2, 1, 1, 128, 2048, 2048, 0, F32, 0, 0, 16, 0, 0, 0, 0};
+/* The tiles hk-bench compares on a GPU with matrix cores (HK_FLASH_TILE; docs/perf.md): each runs
+ * the cases with head_dim up to 128 there. */
+static const char *const tuning_tiles[] = {
+    "4,1,32,32,1,1", "4,1,32,64,1,1", "4,1,32,64,1,0", "4,1,16,64,1,1",
+    "8,1,32,32,1,1", "2,1,32,32,1,1", "2,2,32,32,0,0",
 };
 #undef F16
 #undef F32
 #undef Q80
 
-static void run_cases(hk_context *ctx, const flash_case *list, size_t count)
+static void run_cases_up_to(hk_context *ctx, const flash_case *list, size_t count, uint32_t max_head_dim)
 {
     for (size_t i = 0; i < count; i++) {
         flash_case c = list[i];
         c.seed = 100 + i;
-        flash_run(ctx, &c);
+        if (c.head_dim <= max_head_dim)
+            flash_run(ctx, &c);
     }
+}
+
+static void run_cases(hk_context *ctx, const flash_case *list, size_t count)
+{
+    run_cases_up_to(ctx, list, count, 256);
+}
+
+/* The longest walk of one workgroup (see longest_coop) */
+static void run_longest(hk_context *ctx, const flash_case *c)
+{
+    setenv("HK_FLASH_GROUPS", "1", 1);
+    flash_case one = *c;
+    one.seed = 7;
+    flash_run(ctx, &one);
+    unsetenv("HK_FLASH_GROUPS");
+}
+
+/* Tuning variables that cannot run are refused by the call, never replaced silently. */
+static void test_tuning_errors(hk_context *ctx, int coop)
+{
+    flash_case c = {17, 8, 2, 128, 17, 40, 1, HK_TYPE_F16, 0, 0, 16, 0, 0, 0, 3};
+    flash_data fd;
+    flash_prepare(&c, &fd);
+    hk_buffer *qb = hk_test_buffer(ctx, fd.n_out * 4, fd.q), *kb = hk_test_buffer(ctx, fd.k_bytes, fd.k);
+    hk_buffer *vb = hk_test_buffer(ctx, fd.v_bytes, fd.v), *ob = hk_test_buffer(ctx, fd.n_out * 4, NULL);
+    hk_view q = {qb, 0}, k = {kb, 0}, v = {vb, 0}, out = {ob, 0}, none = {NULL, 0};
+    setenv("HK_FLASH_GROUPS", "many", 1);
+    hk_check_status("flash: HK_FLASH_GROUPS not a count", hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none),
+                    HK_ERROR_UNSUPPORTED, "HK_FLASH_GROUPS");
+    unsetenv("HK_FLASH_GROUPS");
+    const char *var = coop ? "HK_FLASH_TILE" : "HK_FLASH_EMULATE_COOPMAT";
+    setenv(var, "4,1,32", 1);
+    hk_check_status("flash: a malformed tile", hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none),
+                    HK_ERROR_UNSUPPORTED, "subgroups,mr,bc,bkv,qreg,prefetch");
+    setenv(var, "16,2,128,256,0,1", 1); /* 512 rows, 4 tiles of 256 keys: no device holds it */
+    hk_check_status("flash: a tile the device cannot hold", hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none),
+                    HK_ERROR_UNSUPPORTED, "cannot run here");
+    setenv(var, "2,1,24,48,1,1", 1);
+    hk_check_status("flash: chunks not a multiple of 16", hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none),
+                    HK_ERROR_UNSUPPORTED, "multiple of 16");
+    unsetenv(var);
+    hk_buffer_destroy(qb);
+    hk_buffer_destroy(kb);
+    hk_buffer_destroy(vb);
+    hk_buffer_destroy(ob);
+    flash_free(&fd);
 }
 
 /* The workspace of split key chunks: sized from kv.capacity (never seq_k); a missing or short
@@ -404,28 +473,45 @@ int main(void)
     worst_rel = 0;
     run_cases(ctx, cases, sizeof cases / sizeof cases[0]);
     test_workspace_errors(ctx);
+    test_tuning_errors(ctx, coop);
     if (coop) {
         /* f16 rounding shows: the matrix-core arm really ran (the f32 twin stays near 1e-7) */
         hk_check(worst_rel > 1e-5, "flash: the matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
+        run_longest(ctx, &longest_coop);
+        for (size_t i = 0; i < sizeof tuning_tiles / sizeof tuning_tiles[0]; i++) {
+            setenv("HK_FLASH_TILE", tuning_tiles[i], 1);
+            printf("-- HK_FLASH_TILE=%s, gate %.0e\n", tuning_tiles[i], arm_gate);
+            run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
+        }
+        unsetenv("HK_FLASH_TILE");
+        setenv("HK_FLASH_WORKGROUP_SYNC", "1", 1); /* the diagnostic mode */
+        printf("-- HK_FLASH_WORKGROUP_SYNC=1, gate %.0e\n", arm_gate);
+        run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
+        unsetenv("HK_FLASH_WORKGROUP_SYNC");
         hk_context *twin = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
         if (twin) {
             arm_name = "portable twin";
             arm_gate = HK_GATE_F32;
             printf("-- without HK_FEATURE_COOPMAT_KHR: the %s, gate %.0e\n", arm_name, arm_gate);
             run_cases(twin, cases, sizeof cases / sizeof cases[0]);
+            run_longest(twin, &longest_twin);
             uint32_t messages = hk_context_validation_messages(twin);
             hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
             hk_context_destroy(twin);
         }
     }
     if (!coop) {
+        run_longest(ctx, &longest_twin);
         /* no matrix cores here: the matrix-core arm's code with its matrix operations emulated
-         * (HK_FLASH_EMULATE_COOPMAT, f16 caches): the tiling of the GPU (2 blocks of 16 rows per
-         * subgroup, then 2 subgroups), f16 rounding, the f16 gate */
-        static const char *const configs[] = {"2,1", "1,2"};
-        const flash_case *lists[] = {emulated_128, emulated_80};
-        size_t counts[] = {sizeof emulated_128 / sizeof emulated_128[0], sizeof emulated_80 / sizeof emulated_80[0]};
-        for (int i = 0; i < 2; i++) {
+         * (HK_FLASH_EMULATE_COOPMAT, f16 caches): the GPU's staging and loop on smaller tiles, f16
+         * rounding, the f16 gate */
+        static const char *const configs[] = {"2,1,32,32,1,1", "1,2,16,32,0,0", "2,1,16,32,1,1", "4,1,16,32,1,1",
+                                              "4,1,32,32,1,1"};
+        const flash_case *lists[] = {emulated_128, emulated_mr2, emulated_80, emulated_64, emulated_64};
+        size_t counts[] = {sizeof emulated_128 / sizeof emulated_128[0], sizeof emulated_mr2 / sizeof emulated_mr2[0],
+                           sizeof emulated_80 / sizeof emulated_80[0], sizeof emulated_64 / sizeof emulated_64[0],
+                           sizeof emulated_64 / sizeof emulated_64[0]};
+        for (int i = 0; i < 5; i++) {
             setenv("HK_FLASH_EMULATE_COOPMAT", configs[i], 1);
             arm_name = "matrix-core arm, emulated";
             arm_gate = GATE_F16_COOPMAT;
@@ -434,6 +520,9 @@ int main(void)
             run_cases(ctx, lists[i], counts[i]);
             hk_check(worst_rel > 1e-5, "flash: the emulated matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
         }
+        setenv("HK_FLASH_EMULATE_COOPMAT", "1", 1); /* its default tile */
+        printf("-- HK_FLASH_EMULATE_COOPMAT=1: one workgroup over 8192 keys\n");
+        run_longest(ctx, &longest_coop);
         unsetenv("HK_FLASH_EMULATE_COOPMAT");
     }
     return hk_test_finish(ctx);

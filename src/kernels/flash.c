@@ -10,27 +10,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Keys per tile of the matrix-core arm; its workgroup is FLASH_COOP_SUBGROUPS subgroups, each
- * owning 32 rows (head_dim <= 128 on 32-wide or wider subgroups: every K and V tile it loads
- * serves two 16-row blocks) or 16 rows (larger heads: the O accumulators of 32 rows would not fit
- * the registers). One subgroup when two do not fit the shared memory. */
-#define FLASH_BC 32u
-#define FLASH_COOP_SUBGROUPS 2u
-/* The twin: 64 invocations, 16 rows (4 invocations per row), 32 keys per tile, fewer where the
- * shared memory is small (f32 staging of head_dim 256 needs 8 keys in 32 KiB). */
+/* The tiling (flash.comp): a workgroup of `nsg` units owns BR rows; a unit (a subgroup on the
+ * matrix cores) owns `mr` blocks of 16 rows; keys are staged `bkv` at a time and each unit walks
+ * a staged tile in chunks of `bc`; `qreg`: Q stays in registers (matrix cores); `prefetch`: the
+ * next tile's loads are issued before the current tile's work. */
+typedef struct flash_tile {
+    uint32_t nsg, mr, bc, bkv, qreg, prefetch;
+} flash_tile;
+
+/* Matrix-core defaults, the first that fits the device and this head_dim (shared memory, and
+ * about 224 registers a lane by coop_registers) wins: 4 subgroups of 16 rows (BR 64), Q in
+ * registers, tiles of 32 keys prefetched, one chunk per tile (27 KiB of shared memory at head_dim
+ * 128: two workgroups fit an SM even where the driver gives a workgroup's SM only 64 KiB); Q in
+ * shared memory and smaller tiles where registers or shared memory are short (head_dim above
+ * 160: the O accumulators alone take 128 registers). HK_FLASH_TILE replaces them. */
+static const flash_tile coop_defaults[] = {
+    {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
+};
+/* The emulated arm (testing, HK_FLASH_EMULATE_COOPMAT="1"): a tile that fits lavapipe's 32 KiB. */
+static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};
+/* The twin: 64 invocations, 16 rows (4 invocations per row; 8 rows at head_dim 256 where the
+ * shared memory is small), tiles of 32, 16 or 8 keys as the shared memory allows, prefetched. */
 #define FLASH_TWIN_WG 64u
-#define FLASH_TWIN_BR 16u
-/* Key tiles one workgroup walks at most: the loop bound of a workgroup. Lavapipe ends a shader's
- * loops after 65535 iterations in all per invocation, counting the loops it does not unroll
- * (measured on the twin: 4 to 8 per tile). Even if no loop were unrolled, a tile would cost the
- * twin at most ~600 iterations (head_dim 128, tiles of 32) and the matrix-core arm (emulated or
- * not) ~230: 64 and 256 tiles stay under 40000 and 60000. Longer caches are split in chunks. */
-#define FLASH_COOP_MAX_TILES 256u
-#define FLASH_TWIN_MAX_TILES 64u
-/* Splitting for occupancy: below FLASH_TARGET_GROUPS workgroups, keys are split further, into
- * chunks of at least FLASH_MIN_SPLIT_TILES tiles; at most FLASH_MAX_SPLIT chunks in all. */
-#define FLASH_TARGET_GROUPS 512u
-#define FLASH_MIN_SPLIT_TILES 16u
+/* Keys one workgroup walks at most: the loop bound of a workgroup. Lavapipe ends a shader's loops
+ * after 65535 iterations in all per invocation, counting the loops it does not unroll. A chunk of
+ * 32 keys costs the matrix-core arm, emulated (its matrix loops not unrolled), about 100
+ * iterations at head_dim 128 and 170 at 256 (MR 2: 140; chunks of 16: 55 per 16 keys); the twin
+ * at most ~600 per 32 keys (head_dim 128) if no loop were unrolled, measured 4 to 8: 8192 and
+ * 2048 keys stay under 45000 and 40000. Longer caches are split in chunks. */
+#define FLASH_COOP_MAX_KEYS 8192u
+#define FLASH_TWIN_MAX_KEYS 2048u
+/* Splitting for occupancy: below FLASH_TARGET_GROUPS workgroups (HK_FLASH_GROUPS overrides it),
+ * keys are split further, into chunks of at least FLASH_MIN_SPLIT_KEYS keys; at most
+ * FLASH_MAX_SPLIT chunks in all. */
+#define FLASH_TARGET_GROUPS 256u
+#define FLASH_MIN_SPLIT_KEYS 512u
 #define FLASH_MAX_SPLIT 64u
 #define FLASH_COMBINE_WG 64u
 
@@ -38,25 +52,81 @@
 
 typedef struct flash_plan {
     int shader;
-    uint32_t subgroup; /* 0 for the twin */
-    uint32_t wg, br, bc, mr;
+    uint32_t subgroup; /* 0 for the twin and the emulated arm */
+    int coop;          /* the matrix-core arm's code (emulated or not) */
+    uint32_t wg, br, bc, bkv, mr, flags;
     uint32_t row_tiles, n_split, split_tiles;
     uint64_t groups;
     uint64_t workspace;
+    char bad_env[200]; /* a tuning variable the call refuses (empty: none) */
 } flash_plan;
 
 static int type_index(hk_type type) { return type == HK_TYPE_F32 ? 0 : type == HK_TYPE_F16 ? 1 : 2; }
 
-/* Shared memory of each arm, as flash.comp declares it (plus common.glsl's hk_partial[WG]). */
-static uint64_t coop_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t wg)
+/* Shared memory of each arm, as flash.comp declares it (plus common.glsl's hk_partial[WG]), and
+ * the emulation's exchange arrays. */
+static uint64_t coop_shared_bytes(uint32_t d, const flash_tile *t, uint32_t sg, int emulated)
 {
-    return (uint64_t)br * (d + 8) * 2 + (uint64_t)bc * (d + 8) * 2 + (uint64_t)br * (bc + 4) * 4 +
-           (uint64_t)br * (bc + 8) * 2 + (uint64_t)br * 16 * 4 + (uint64_t)wg * 4;
+    uint64_t str8 = (d + 8) / 8, ur = 16ull * t->mr, br = ur * t->nsg, wg = (uint64_t)t->nsg * sg;
+    uint64_t s4 = (t->bc + 4) / 4, p8 = (t->bc + 8) / 8 + 4;
+    uint64_t elems = (t->qreg ? 0 : br * str8) + 2ull * t->bkv * str8 + t->nsg * ur * (s4 > p8 ? s4 : p8);
+    return 16 * elems + 4 * wg + (emulated ? 2ull * t->nsg * 256 * 4 : 0);
 }
 
-static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t wg)
+static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bkv)
 {
-    return (uint64_t)br * (d + 8) * 4 + (uint64_t)bc * (d + 8) * 4 + (uint64_t)br * (bc + 4) * 4 + (uint64_t)wg * 4;
+    uint64_t str8 = (d + 8) / 8;
+    return 32 * (br + 2ull * bkv) * str8 + 16ull * br * ((bkv + 4) / 4) + 4 * FLASH_TWIN_WG;
+}
+
+/* Why a matrix-core tile cannot run here (NULL: it can), for subgroups of sg invocations. */
+static const char *coop_tile_problem(const hk_context *context, uint32_t d, const flash_tile *t, uint32_t sg,
+                                     int emulated)
+{
+    if (t->nsg < 1 || t->nsg > 16 || (t->mr != 1 && t->mr != 2) || t->qreg > 1 || t->prefetch > 1)
+        return "subgroups 1..16, row blocks 1 or 2, qreg and prefetch 0 or 1";
+    if (t->bc < 16 || t->bc > 128 || t->bc % 16 || t->bkv < t->bc || t->bkv > 256 || t->bkv % t->bc)
+        return "chunk keys a multiple of 16 up to 128, tile keys a multiple of them up to 256";
+    uint32_t tpr = sg / (16 * t->mr);
+    if (tpr < 1 || tpr > 4 || tpr == 3 || (t->bc / tpr) % 8) /* P and the factors go 16 bytes at a time */
+        return "each row's invocations (subgroup / 16 / row blocks) must be 1, 2 or 4 and take a multiple of 8 "
+               "keys of a chunk";
+    if ((uint64_t)t->nsg * sg > context->caps.max_workgroup_size)
+        return "more invocations than a workgroup may have";
+    uint64_t str8 = (d + 8) / 8, br = 16ull * t->mr * t->nsg;
+    uint64_t whole = (coop_shared_bytes(d, t, sg, 0) - 4ull * t->nsg * sg) / 16;
+    if (t->qreg && br * str8 > whole)
+        return "Q in registers passes through the tiles' shared memory, which is smaller than Q";
+    if (coop_shared_bytes(d, t, sg, emulated) > context->caps.shared_memory_bytes)
+        return "more shared memory than the device has";
+    return NULL;
+}
+
+/* Registers a subgroup lane would hold across the loop, roughly: O, Q, S, the prefetched tile,
+ * the softmax's keys and ~24 of addressing. Defaults keep it under 224 (no spills at 255). */
+static uint32_t coop_registers(uint32_t d, const flash_tile *t, uint32_t sg)
+{
+    uint32_t wg = t->nsg * sg, per = (t->bkv * (d / 8) + wg - 1) / wg, tpr = sg / (16 * t->mr);
+    return t->mr * (d / 16) * 256 / sg + (t->qreg ? t->mr * (d / 16) * 128 / sg : 0) +
+           t->mr * (t->bc / 16) * 256 / sg + (t->prefetch ? 8 * per : 0) + t->bc / tpr + 24;
+}
+
+/* "nsg,mr,bc,bkv,qreg,prefetch" from the environment variable `var`, if set: 1 with *t set, 0 if
+ * unset, -1 (message in p->bad_env) if malformed. */
+static int env_tile(const char *var, flash_tile *t, flash_plan *p)
+{
+    const char *env = getenv(var);
+    if (!env || !*env)
+        return 0;
+    unsigned v[6];
+    char tail;
+    if (sscanf(env, "%u,%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6) {
+        snprintf(p->bad_env, sizeof p->bad_env, "%s=\"%.40s\" is not \"subgroups,mr,bc,bkv,qreg,prefetch\"", var,
+                 env);
+        return -1;
+    }
+    *t = (flash_tile){v[0], v[1], v[2], v[3], v[4], v[5]};
+    return 1;
 }
 
 /* The device lists 16x16x16 f16 x f16 -> f32 at subgroup scope (VkComponentTypeKHR: FLOAT16 0,
@@ -72,7 +142,19 @@ static int coop_tile_listed(const hk_caps *caps)
     return 0;
 }
 
-/* The matrix-core arm's workgroup for this head_dim, if the device can run it. */
+static void set_tile(flash_plan *p, const flash_tile *t, uint32_t sg)
+{
+    p->wg = t->nsg * sg;
+    p->br = 16 * t->mr * t->nsg;
+    p->bc = t->bc;
+    p->bkv = t->bkv;
+    p->mr = t->mr;
+    p->flags = (t->qreg ? 2u : 0u) | (t->prefetch ? 4u : 0u);
+    p->coop = 1;
+}
+
+/* The matrix-core arm's tile for this head_dim, if the device can run it: HK_FLASH_TILE, or the
+ * first default that fits. */
 static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
 {
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16
@@ -81,13 +163,37 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     uint32_t sg = caps->subgroup_size;
     if ((context->features & need) != need || !coop_tile_listed(caps) || sg < 16 || sg > 128 || (sg & (sg - 1)))
         return 0;
-    uint32_t mr = d <= 128 && sg >= 32 ? 2 : 1; /* so that sg is a multiple of 16 * mr rows */
-    if (sg / (16 * mr) > 4) /* the softmax writes P 8 keys at a time: at most 4 threads per row */
-        return 0;
-    for (uint32_t nsg = FLASH_COOP_SUBGROUPS; nsg >= 1; nsg--) {
-        uint32_t wg = nsg * sg, br = 16 * mr * nsg;
-        if (wg <= caps->max_workgroup_size && coop_shared_bytes(d, br, FLASH_BC, wg) <= caps->shared_memory_bytes) {
-            *p = (flash_plan){.subgroup = sg, .wg = wg, .br = br, .bc = FLASH_BC, .mr = mr};
+    /* diagnostic: units synchronised by workgroup barriers, no unit-level skips (the emulation's
+     * way, on the matrix cores) */
+    const char *sync = getenv("HK_FLASH_WORKGROUP_SYNC");
+    uint32_t extra = 0;
+    if (sync && *sync && strcmp(sync, "0")) {
+        if (!strcmp(sync, "1"))
+            extra = 8;
+        else
+            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_WORKGROUP_SYNC=\"%.40s\" is not 0 or 1", sync);
+    }
+    flash_tile t;
+    int e = env_tile("HK_FLASH_TILE", &t, p);
+    if (e > 0) {
+        const char *why = coop_tile_problem(context, d, &t, sg, 0);
+        if (!why) {
+            set_tile(p, &t, sg);
+            p->subgroup = sg;
+            p->flags |= extra;
+            return 1;
+        }
+        snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_TILE=\"%u,%u,%u,%u,%u,%u\" cannot run here: %s", t.nsg,
+                 t.mr, t.bc, t.bkv, t.qreg, t.prefetch, why);
+    }
+    /* the defaults (also under a refused HK_FLASH_TILE: the call then fails, but the plan's sizes
+     * stay those of a real tile) */
+    for (size_t i = 0; i < sizeof coop_defaults / sizeof coop_defaults[0]; i++) {
+        t = coop_defaults[i];
+        if (!coop_tile_problem(context, d, &t, sg, 0) && coop_registers(d, &t, sg) <= 224) {
+            set_tile(p, &t, sg);
+            p->subgroup = sg;
+            p->flags |= extra;
             return 1;
         }
     }
@@ -99,32 +205,46 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     return 0;
 }
 
-/* Testing only: HK_FLASH_EMULATE_COOPMAT="MR,SUBGROUPS" (e.g. "2,1") runs the matrix-core arm's
- * code with its matrix operations emulated (flash_coopmat_emu.glsl) on a device without matrix
- * cores, f16 caches only: MR 16-row blocks per virtual 32-wide subgroup, SUBGROUPS (1..4) of them
- * per workgroup. Slow (barriers in every product); for small shapes. */
+/* Testing only: HK_FLASH_EMULATE_COOPMAT ("1", or a tile "nsg,mr,bc,bkv,qreg,prefetch" as
+ * HK_FLASH_TILE) runs the matrix-core arm's code with its matrix operations emulated
+ * (flash_coopmat_emu.glsl) on a device without matrix cores, f16 caches only, on virtual
+ * subgroups of 32 invocations. Slow (barriers in every product); for small shapes. */
 static int plan_emulated(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
 {
     const char *env = getenv("HK_FLASH_EMULATE_COOPMAT");
-    unsigned mr = 0, nsg = 0;
-    if (!env || desc->kv.type != HK_TYPE_F16 || !(context->features & HK_FEATURE_FLOAT16) ||
-        sscanf(env, "%u,%u", &mr, &nsg) != 2 || mr < 1 || mr > 2 || nsg < 1 || nsg > 4)
+    if (!env || !*env || desc->kv.type != HK_TYPE_F16 || !(context->features & HK_FEATURE_FLOAT16))
         return 0;
-    uint32_t wg = 32 * nsg, br = 16 * mr * nsg, d = desc->head_dim;
-    uint64_t shared = coop_shared_bytes(d, br, FLASH_BC, wg) + 2ull * nsg * 256 * 4;
-    if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
+    flash_tile t = emu_default;
+    if (strcmp(env, "1") && env_tile("HK_FLASH_EMULATE_COOPMAT", &t, p) < 0)
         return 0;
-    *p = (flash_plan){.shader = HK_SHADER_FLASH_EMU_F16, .wg = wg, .br = br, .bc = FLASH_BC, .mr = mr};
+    const char *why = coop_tile_problem(context, desc->head_dim, &t, 32, 1);
+    if (why) {
+        snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_EMULATE_COOPMAT=\"%.40s\" cannot run here: %s", env, why);
+        return 0;
+    }
+    set_tile(p, &t, 32);
+    p->shader = HK_SHADER_FLASH_EMU_F16;
     return 1;
 }
 
 static int plan_twin(const hk_context *context, uint32_t d, flash_plan *p)
 {
-    for (uint32_t bc = FLASH_BC; bc >= 8; bc /= 2)
-        if (twin_shared_bytes(d, FLASH_TWIN_BR, bc, FLASH_TWIN_WG) <= context->caps.shared_memory_bytes) {
-            *p = (flash_plan){.wg = FLASH_TWIN_WG, .br = FLASH_TWIN_BR, .bc = bc, .mr = 1};
-            return 1;
-        }
+    static const uint32_t brs[2] = {16, 8};
+    for (int i = 0; i < 2; i++) {
+        uint32_t br = brs[i];
+        if ((d / 4) % (FLASH_TWIN_WG / br)) /* each of a row's invocations owns whole quads */
+            continue;
+        for (uint32_t bkv = 32; bkv >= 8; bkv /= 2)
+            if (twin_shared_bytes(d, br, bkv) <= context->caps.shared_memory_bytes) {
+                p->wg = FLASH_TWIN_WG;
+                p->br = br;
+                p->bc = p->bkv = bkv;
+                p->mr = 1;
+                p->flags = 4; /* prefetch */
+                p->coop = 0;
+                return 1;
+            }
+    }
     return 0;
 }
 
@@ -135,6 +255,7 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
 {
     const hk_caps *caps = &context->caps;
     uint32_t d = desc->head_dim;
+    memset(p, 0, sizeof *p);
     if (d % 16 || d > 256 || !isfinite((float)(desc->scale * LOG2E))) /* the shader's scale */
         return 0;
     int t = type_index(desc->kv.type), coop = plan_coop(context, d, p);
@@ -154,12 +275,22 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
     uint32_t group = desc->n_heads / desc->n_kv_heads;
     uint64_t row_tiles = div_up((uint64_t)desc->n_q * group, p->br);
     uint64_t base = row_tiles * desc->n_kv_heads;
-    uint64_t tiles = div_up(desc->kv.capacity, p->bc);
-    uint64_t max_tiles = coop ? FLASH_COOP_MAX_TILES : FLASH_TWIN_MAX_TILES;
+    uint64_t tiles = div_up(desc->kv.capacity, p->bkv);
+    uint64_t max_tiles = (p->coop ? FLASH_COOP_MAX_KEYS : FLASH_TWIN_MAX_KEYS) / p->bkv;
     uint64_t needed = div_up(tiles, max_tiles); /* the loop bound */
-    uint64_t n_split = needed;
-    if (base < FLASH_TARGET_GROUPS) { /* few workgroups: spread the keys too */
-        uint64_t want = div_up(FLASH_TARGET_GROUPS, base), most = tiles / FLASH_MIN_SPLIT_TILES;
+    uint64_t n_split = needed, target = FLASH_TARGET_GROUPS;
+    const char *env = getenv("HK_FLASH_GROUPS");
+    if (env && *env) {
+        char *end;
+        unsigned long v = strtoul(env, &end, 10);
+        if (*end || v < 1 || v > 1000000)
+            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_GROUPS=\"%.40s\" is not a count of workgroups 1..1000000",
+                     env);
+        else
+            target = v;
+    }
+    if (base < target) { /* few workgroups: spread the keys too */
+        uint64_t want = div_up(target, base), most = tiles / div_up(FLASH_MIN_SPLIT_KEYS, p->bkv);
         if (want > most)
             want = most;
         if (want > n_split)
@@ -213,6 +344,8 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
     flash_plan p;
     if (!plan(context, d, &p))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "internal: flash attention does not serve head_dim=%u here", d->head_dim);
+    if (p.bad_env[0]) /* a tuning override that cannot run: refused, never silently replaced */
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "%s", p.bad_env);
     const hk_kv_layout *kv = &d->kv;
     /* strides that are never multiplied by a non-zero index are passed as 0: only the used ones
      * are bounded by the binding (and so fit 32 bits) */
@@ -229,11 +362,11 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
                            d->causal != 0, scale_bits,        (uint32_t)k_row,
                            (uint32_t)k_head, (uint32_t)v_row, (uint32_t)v_head,
                            p.row_tiles,  p.n_split,          p.split_tiles};
-    uint32_t spec[6] = {p.wg, d->head_dim, p.br, p.bc, aligned, p.mr};
+    uint32_t spec[7] = {p.wg, d->head_dim, p.br, p.bc, p.flags | aligned, p.mr, p.bkv};
     hk_dispatch_desc main_pass = {.shader = p.shader,
                                   .subgroup_size = p.subgroup,
                                   .spec = spec,
-                                  .spec_count = 6,
+                                  .spec_count = 7,
                                   .bindings = call->b,
                                   .binding_count = SDPA_BINDINGS,
                                   .params = params,
