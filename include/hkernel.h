@@ -631,12 +631,12 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 4 from
  *    8192 rows at up to 8 tokens, else 2 from 4096 rows, else 1);
  *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: Q8_0 items per lane staged and computed per barrier pair
- *    (default 4, 2 at 4 rows per subgroup; K-quants always 1);
+ *    (default 2; K-quants always 1);
  *  - HK_MATVEC_TOKENS_PASS = 1 .. 16: at most this many tokens per pass (default all);
  *  - HK_MATVEC_INT8_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
  *    in hk_matvec_int8 and one-token passes (default 1);
  *  - HK_MATVEC_Q8_0_LOAD_BITS = 16, 32: Q8_0 weights read through 16-bit loads or 32-bit words
- *    (default 16 for one token, 32 for several).
+ *    (default 32).
  * A hook is ignored where the loop limit (or shared memory) does not allow it (fewer rows per
  * subgroup, the default items, fewer tokens per pass are taken instead).
  * Alignment, types and limits as hk_matvec_int8 (k <= 98304, rows <= 16777216,
@@ -791,8 +791,8 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * fails the call, HK_ERROR_INVALID_ARGUMENT naming it; they change the workspace size, so set
  * them before hk_sdpa_workspace_bytes and keep them while recording):
  *   HK_SDPA_SINGLE_PASS  1 (default): the last split combines; 0: a second dispatch does.
- *   HK_SDPA_GROUPS       workgroups the split count aims for (default 256 on GPUs: about two per
- *                        SM of an H200; 16 on CPU devices); splits stay within
+ *   HK_SDPA_GROUPS       workgroups the split count aims for (default on GPUs 32 per kv head,
+ *                        within 128..256: one to two per SM of an H200; 16 on CPU devices); splits stay within
  *                        ceil(capacity/2048)..min(1024, capacity / keys per workgroup batch).
  *   HK_SDPA_WG           invocations per workgroup, a power of two 32..1024 (default 128; raised
  *                        to the device's largest subgroup).
@@ -840,7 +840,7 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  *    x subgroups), keys per chunk (bc: 16..128, a multiple of 16, and of 8 per invocation of a
  *    row), keys per staged tile (bkv: a multiple of bc up to 256), Q in registers (qreg 1) or
  *    shared memory (0), next tile's loads issued before the current tile's work (prefetch 1).
- *    Default "4,1,32,32,1,1" (smaller tiles where head_dim or the device needs them). Ignored
+ *    Default "8,1,32,32,1,1" (smaller tiles where head_dim or the device needs them). Ignored
  *    where the twin runs.
  *    HK_FLASH_GROUPS=N: split keys into chunks while a call has fewer than N workgroups
  *    (default 256). HK_FLASH_WORKGROUP_SYNC=1 (diagnostic): the matrix-core arm's subgroups
@@ -895,28 +895,12 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * caps.coopmat_khr_props, shaderInt8, full subgroups of caps.subgroup_size: "coopmat"), else packed
  * int8 dot products from shared-memory tiles ("dot"; "scalar": plain arithmetic where the device
  * has no shaderIntegerDotProduct). hk_context_desc.disable_features (HK_FEATURE_COOPMAT_KHR,
- * HK_FEATURE_INTEGER_DOT) selects the portable arms. Loads are the widest the views allow: Q4_K
- * weights 16 bytes at a time where w.offset is a multiple of 16 (4 bytes where it is a multiple
- * of 4), activations 16 bytes at a time where xq.offset is a multiple of 16 and k of 128; GGUF
- * data placed at its file alignment (32) gets them. Each k step's loads are issued before the
- * previous step's multiplies (register double buffering).
- * The tile is a set of specialization constants picked by shape (coopmat: 128 x 64 tiles of 8
- * subgroups where the shape yields at least 240 of them, else 64 x 64 of 4; expert-indexed
- * 32 x 128 of 4; 128 values per k step). For tuning, these environment variables, read at each
- * call, replace the defaults:
- *   HK_MMQ_TILE, HK_MMQ_ID_TILE  "wm,wn,rm,rn,ks": a wm x wn grid of warps, each rm x rn subtiles
- *                                of 16 x 16, ks blocks of 32 values per k step (1, 2, 4, 8; Q4_K
- *                                and Q6_K take at least 2); a tile the device cannot hold is
- *                                refused with HK_ERROR_UNSUPPORTED
- *   HK_MMQ_PREFETCH=0            no register double buffering (loads, then the multiplies)
- *   HK_MMQ_WIDE=0                16-bit weight and 32-bit activation loads whatever the alignment
- *   HK_MMQ_LAYOUT=generic        coopmat arm: index each invocation's accumulator elements through
- *                                the layout learnt at run time even where it is the fixed one
- *                                the kernel otherwise specializes for (a diagnostic: slower, same
- *                                bits)
- * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded: every loop but
- * the k-step loop, at most 2048 trips, has a trip count fixed by the tile); every tensor within
- * one binding of the device (caps.max_storage_buffer_range; the call says which one is too
+ * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
+ * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
+ * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step) replace the
+ * defaults, for tuning (a tile the device cannot hold is refused with HK_ERROR_UNSUPPORTED).
+ * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
+ * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
  * large).
  */
 
