@@ -335,7 +335,9 @@ static const flash_case emulated_80[] = { /* "2,1,16,32,1,1": head_dim 80, 5 col
     {2, 2, 2, 80, 2, 2, 1, F16, 0, 2, 2, 1, 1, 0, 0},
 };
 static const flash_case emulated_64[] = { /* "4,1,16,32,1,1": 4 subgroups, 2 chunks per tile; and
-                                          * "4,1,32,32,1,1", the GPU's default tile */
+                                          * "4,1,32,32,1,1", the GPU's 4-subgroup tile (its 8-subgroup
+                                          * default, emulated, passes lavapipe's 32 KiB: the matrix
+                                          * cores run it among tuning_tiles) */
     {100, 8, 1, 64, 131, 160, 1, F16, 1, 0, 4, 1, 0, 0, 0},
     {64, 4, 4, 64, 100, 100, 0, F16, 1, 0, 16, 1, 0, 0, 0},
 };

@@ -110,7 +110,9 @@ static void check_gemm(hk_context *ctx, hk_type type, uint32_t m, uint32_t n, ui
              aligned ? "aligned" : "unaligned", label);
     if (st == HK_OK)
         st = hk_gemm_f16(ctx, NULL, type, (hk_view){wb, w_off}, (hk_view){xb, x_off}, hk_test_out_view(&out), m, n, k);
-    if (st != HK_OK || !ok) {
+    if (st == HK_ERROR_UNSUPPORTED && getenv("HK_GEMM_TILE") && strstr(hk_last_error(), "bytes of shared memory")) {
+        printf("note: %s skipped: %s\n", name, hk_last_error()); /* a tuning tile past this device */
+    } else if (st != HK_OK || !ok) {
         hk_check(0, name, "%s", st != HK_OK ? hk_last_error() : "reference failed");
     } else {
         const float *got = hk_test_out_read(&out, name);
@@ -140,8 +142,8 @@ static void set_env(const char *name, const char *value)
 /* The tiling and staging variants (HK_GEMM_TILE, HK_GEMM_PREFETCH, HK_GEMM_WIDE) on a few shapes of
  * every type: k steps of 32 (one Q4_K nibble per chunk), 64, 128 and 256 values, other warp grids,
  * no prefetch, 16-bit weight loads. Tiles for the portable arm (32-wide warps, lavapipe's 32 KiB)
- * or the cooperative-matrix one (32-wide subgroups assumed; tiles the device cannot hold are
- * skipped with a note). */
+ * or the cooperative-matrix one (32-wide subgroups assumed; all within 48 KiB of shared memory, and a
+ * tile a device cannot hold is skipped with a note). */
 static void test_variants(hk_context *ctx, int coopmat)
 {
     typedef struct variant {
@@ -150,7 +152,7 @@ static void test_variants(hk_context *ctx, int coopmat)
     static const variant portable[] = {
         {"1,1,1,1,64", NULL, NULL}, {"2,1,1,1,128", "0", NULL}, {"1,1,1,1,32", NULL, "0"}, {"1,2,1,1,64", "0", "0"}};
     static const variant matrix[] = {
-        {"2,4,4,2,64", NULL, NULL}, {"2,2,2,4,32", "0", NULL}, {"4,2,2,2,128", NULL, "0"}, {"1,4,2,2,256", NULL, NULL}};
+        {"2,4,4,2,64", NULL, NULL}, {"2,2,2,4,32", "0", NULL}, {"2,2,2,2,128", NULL, "0"}, {"1,2,1,2,256", NULL, NULL}};
     const variant *vs = coopmat ? matrix : portable;
     static const hk_type types[] = {Q8, Q4, Q6};
     uint64_t seed = 500;

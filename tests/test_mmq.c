@@ -7,7 +7,6 @@
  * Each kernel case is three functions, so that a table of cases (tests, hk-check, hk-bench) can
  * use them: *_build (seeded host inputs and the reference output for a shape), *_record (the
  * kernel given the device views of those tensors), *_compare (the gate). */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "hk_test.h"
 
 #include <stdio.h>
@@ -664,69 +663,6 @@ static void test_errors(void)
     hk_buffer_destroy(small);
 }
 
-/* ---- the staging and tiling variants (the environment switches of include/hkernel.h) ----
- * Each variant runs a few cases of every weight type on the current context: the default tiles'
- * staging is what the suite above checks, these the other k steps (1, 2, 8 blocks), tile shapes,
- * loads without prefetch or without wide loads, and (coopmat) the loop on the learnt element
- * ownership; on a context of its own a coopmat arm is also compared bit for bit with the dot arm
- * of `twin` under the variant. The tiles fit lavapipe's 32 KiB of shared memory. */
-typedef struct env_variant {
-    const char *mmq_tile, *id_tile, *prefetch, *wide, *layout;
-} env_variant;
-
-static const env_variant variants[] = {
-    {"1,1,1,1,8", "1,1,1,1,8", NULL, NULL, NULL},      /* 256-value steps (16-byte X loads) */
-    {"2,1,1,1,2", "1,2,1,1,2", "0", NULL, NULL},        /* 64-value steps, no prefetch */
-    {"1,1,1,1,1", "1,1,1,1,1", NULL, "0", NULL},        /* one block per step (Q8_0), narrow loads */
-    {"2,2,2,2,4", "1,4,2,2,4", NULL, NULL, "generic"}, /* coopmat only: the learnt ownership */
-};
-static void set_env(const char *name, const char *value)
-{
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-}
-
-static void use_variant(const env_variant *v)
-{
-    set_env("HK_MMQ_TILE", v ? v->mmq_tile : NULL);
-    set_env("HK_MMQ_ID_TILE", v ? v->id_tile : NULL);
-    set_env("HK_MMQ_PREFETCH", v ? v->prefetch : NULL);
-    set_env("HK_MMQ_WIDE", v ? v->wide : NULL);
-    set_env("HK_MMQ_LAYOUT", v ? v->layout : NULL);
-}
-
-static void test_variants(hk_context *twin, uint64_t seed)
-{
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
-    int coopmat = strcmp(hk_mmq_path(ctx, HK_TYPE_Q4_K), "coopmat") == 0;
-    for (int v = 0; v < (int)(sizeof variants / sizeof variants[0]); v++) {
-        const env_variant *e = &variants[v];
-        if (e->layout && !coopmat)
-            continue;
-        printf("-- variant: HK_MMQ_TILE=%s HK_MMQ_ID_TILE=%s HK_MMQ_PREFETCH=%s HK_MMQ_WIDE=%s HK_MMQ_LAYOUT=%s\n",
-               e->mmq_tile, e->id_tile, e->prefetch ? e->prefetch : "-", e->wide ? e->wide : "-",
-               e->layout ? e->layout : "-");
-        use_variant(e);
-        /* one placement per type (each tile is a pipeline of its own to build: lavapipe takes
-         * seconds per pipeline) */
-        for (int t = 0; t < 3; t++)
-            test_mmq(types[t], 40 - 23 * ((t + v) & 1), 70 + 60 * ((t + v) & 1), 512 + 512 * (t & 1), (t + v) & 1,
-                     X_RAW_BLOCKS, (t + v) & 1, ++seed, 0);
-        if (v == 2)
-            test_mmq(HK_TYPE_Q8_0, 9, 40, 96, 1, X_QUANTIZED, 0, ++seed, 0); /* a partial k step */
-        if (v & 1)
-            test_moe_prefill(HK_TYPE_Q6_K, 8, 64, 256, 40, 2, 1, ROUTE_SKEWED, ++seed);
-        else
-            test_moe_prefill(HK_TYPE_Q4_K, 8, 96, 512, 40, 2, 0, ROUTE_RANDOM, ++seed);
-        if (twin)
-            for (int t = 0; t < 3; t++)
-                test_arms_agree(ctx, twin, types[t], 40, 70, 512, ++seed);
-        use_variant(NULL);
-    }
-}
-
 /* ---- the suite, on one context ---- */
 
 static void run_suite(int full)
@@ -815,10 +751,6 @@ int main(void)
     test_references();
     test_errors();
     run_suite(1);
-    /* the variants: here on the default arm, or, where that is coopmat, below against the dot twin */
-    int full_coopmat = strcmp(hk_mmq_path(full, HK_TYPE_Q4_K), "coopmat") == 0;
-    if (!full_coopmat)
-        test_variants(NULL, 9000);
 
     /* the portable arms on contexts that may not use the accelerated paths; coopmat against dot
      * at the gates above, and against each other */
@@ -834,11 +766,6 @@ int main(void)
         test_arms_agree(full, c, HK_TYPE_Q4_K, 100, 130, 1024, 77);
         test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
         test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
-        if (i == 0 && full_coopmat) {
-            use_context(full, "default context, variants against the dot arm");
-            test_variants(c, 9000);
-            use_context(c, label);
-        }
         uint32_t messages = hk_context_validation_messages(ctx);
         hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
         hk_context_destroy(ctx);

@@ -175,11 +175,15 @@ _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capaci
  * per workgroup. */
 #define SDPA_WG 128u
 #define SDPA_MAX_LPK 16u
-/* Workgroups the split count aims for: about two per SM of the H200 (132 SMs), with every load
- * of a 2048-key decode in flight at once (8 kv heads x 32 splits of 64 keys); fewer splits keep
- * the combine (one workgroup reading every split's partial) short. A CPU device runs a few at a
- * time. */
-#define SDPA_GPU_GROUPS 256u
+/* Workgroups the split count aims for: 32 splits per kv head, between 128 and 256 workgroups
+ * (about one to two per SM of the H200's 132), with every load of a 2048-key decode in flight at
+ * once (8 kv heads x 32 splits of 64 keys); fewer splits keep the combine (one workgroup reading
+ * every split's partial) short. Measured on the H200 at seq_k 32768: 4 kv heads, 128 workgroups
+ * 0.090 ms (Q8_0) and 0.082 ms (f16) against 0.114 and 0.105 at 256; 8 kv heads, 256 workgroups
+ * 0.056 ms against 0.074 at 128 (docs/perf.md). A CPU device runs a few at a time. */
+#define SDPA_GPU_SPLITS_PER_KV_HEAD 32u
+#define SDPA_GPU_GROUPS_MIN 128u
+#define SDPA_GPU_GROUPS_MAX 256u
 #define SDPA_CPU_GROUPS 16u
 
 typedef struct sdpa_plan {
@@ -277,6 +281,10 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
                                                                                           : caps->subgroup_size;
     uint32_t sg_max = caps->subgroup_size_max > caps->subgroup_size ? caps->subgroup_size_max : caps->subgroup_size;
     int cpu = caps->device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    uint64_t per_head = (uint64_t)desc->n_kv_heads * SDPA_GPU_SPLITS_PER_KV_HEAD;
+    uint32_t gpu_groups = per_head < SDPA_GPU_GROUPS_MIN   ? SDPA_GPU_GROUPS_MIN
+                          : per_head > SDPA_GPU_GROUPS_MAX ? SDPA_GPU_GROUPS_MAX
+                                                           : (uint32_t)per_head;
     uint32_t shuffle, lpk, wg, max_rows, kb, target, single;
     hk_status st = env_u32(fn, "HK_SDPA_SHUFFLE", 1, 0, 1, 0, &shuffle);
     if (st == HK_OK)
@@ -288,7 +296,7 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
     if (st == HK_OK)
         st = env_u32(fn, "HK_SDPA_KB", 0, 1, 16, 1, &kb);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_GROUPS", cpu ? SDPA_CPU_GROUPS : SDPA_GPU_GROUPS, 1, 1u << 20, 0, &target);
+        st = env_u32(fn, "HK_SDPA_GROUPS", cpu ? SDPA_CPU_GROUPS : gpu_groups, 1, 1u << 20, 0, &target);
     if (st == HK_OK)
         st = env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
     if (st != HK_OK)

@@ -19,13 +19,15 @@ typedef struct flash_tile {
 } flash_tile;
 
 /* Matrix-core defaults, the first that fits the device and this head_dim (shared memory, and
- * about 224 registers a lane by coop_registers) wins: 4 subgroups of 16 rows (BR 64), Q in
+ * about 224 registers a lane by coop_registers) wins: 8 subgroups of 16 rows (BR 128; on the
+ * H200 52, 126 and 127 TFLOP/s at 512x512, 512x4096 and 2048x2048 causal against 46, 97 and 80
+ * with 4, docs/perf.md), else 4 subgroups of 16 rows (BR 64), Q in
  * registers, tiles of 32 keys prefetched, one chunk per tile (27 KiB of shared memory at head_dim
  * 128: two workgroups fit an SM even where the driver gives a workgroup's SM only 64 KiB); Q in
  * shared memory and smaller tiles where registers or shared memory are short (head_dim above
  * 160: the O accumulators alone take 128 registers). HK_FLASH_TILE replaces them. */
 static const flash_tile coop_defaults[] = {
-    {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
+    {8, 1, 32, 32, 1, 1}, {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
 };
 /* The emulated arm (testing, HK_FLASH_EMULATE_COOPMAT="1"): a tile that fits lavapipe's 32 KiB. */
 static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};

@@ -4,13 +4,12 @@
  *    one subgroup per warp of the tiling, full subgroups of the device's size;
  *  - dot / scalar: the same tiling with packed int8 dot products (or their plain-arithmetic twin
  *    where the device has no shaderIntegerDotProduct), no subgroup requirement.
- * The tile is a set of specialization constants (mmq_tile) picked by shape; the environment
- * overrides it and the staging options, for tuning (include/hkernel.h lists the variables). */
+ * The tile is a set of specialization constants (mmq_tile); HK_MMQ_TILE / HK_MMQ_ID_TILE
+ * ("wm,wn,rm,rn,ks") override the defaults, for tuning. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 enum { ARM_COOPMAT, ARM_DOT, ARM_SCALAR, ARM_COUNT };
 static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar"};
@@ -33,13 +32,10 @@ static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), 
 
 /* Invocations per warp of the portable arms (they use no subgroup operation: any device runs them). */
 #define PORTABLE_LANES 32u
-/* Lavapipe stops a shader's loops after 65535 iterations per invocation. Every loop of mmq.comp
- * but three has a trip count fixed by the specialization constants and is unrolled ([[unroll]];
- * lavapipe unrolls them as well, or the k = 65536 tests would fail); the three are the row-tile
- * loop (one trip dense), the staging of srow (ceil(BM / WG) per tile) and the k-step loop
- * (ceil(k / 32 / KS) per tile: at most 2048 at the k limit). The expert-indexed kernel launches
- * enough row groups per expert that its grid stride stays within MMQ_ITER_BUDGET iterations
- * whatever the routing. */
+/* Lavapipe stops a shader's loops after 65535 iterations per invocation: k is bounded (a k step
+ * of KS blocks is one iteration of the stage loop plus the staging loops), and the expert-indexed
+ * kernel launches enough row groups per expert that its grid stride stays within MMQ_ITER_BUDGET
+ * stage steps whatever the routing. */
 #define MMQ_MAX_K 65536u
 #define MMQ_ITER_BUDGET 8192u
 /* hk_moe_expert_rows: one workgroup; its shared arrays hold NE_CAP experts. */
@@ -52,20 +48,13 @@ typedef struct mmq_tile {
     uint32_t wm, wn, rm, rn, ks;
 } mmq_tile;
 
-/* mmq.comp's FLAGS (specialization constant 6) */
-#define FLAG_PREFETCH 1u /* register double buffering of the k steps */
-#define FLAG_GENERIC 2u  /* coopmat: the learnt element ownership even where the fixed one holds */
-
-/* Default tiles, by arm; the dense coopmat tile by the number of workgroups the shape yields.
- * coopmat: 128 x 64 tiles of 8 subgroups with 2 x 2 subtiles each and 128-value k steps; shapes
- * with fewer than DENSE_BIG_GROUPS such tiles (a 512-token prompt against n < 3840) take 64 x 64
- * tiles of 4 subgroups. The expert-indexed form: 32 x 128 tiles of 4 subgroups (an expert of
- * Qwen3-30B-A3B gets 32 rows on average at 512 tokens). Portable: 32 x 32 tiles, one subtile per
- * warp, 64-value steps (lavapipe, which runs the tests, takes seconds to build each pipeline, and
- * twice as long for twice the unrolled step). */
-static const mmq_tile dense_big = {4, 2, 2, 2, 4}, dense_small = {2, 2, 2, 2, 4}, id_coopmat = {1, 4, 2, 2, 4};
-static const mmq_tile dense_portable = {2, 2, 1, 1, 2}, id_portable = {1, 2, 2, 1, 2};
-#define DENSE_BIG_GROUPS 240u
+/* Defaults. coopmat: 64 x 64 tiles of 4 subgroups, 2 x 2 subtiles each; the expert-indexed form
+ * 32-row tiles (an expert of Qwen3-30B-A3B gets 32 rows on average at 512 tokens). Portable: 32 x 32
+ * tiles, one subtile per warp. */
+static const mmq_tile default_tiles[2][2] = {
+    {{2, 2, 2, 2, 2}, {2, 2, 1, 1, 2}}, /* dense: coopmat, portable */
+    {{1, 2, 2, 2, 2}, {1, 2, 2, 1, 2}}, /* expert-indexed */
+};
 
 static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
 
@@ -110,33 +99,17 @@ static uint32_t lanes_of(const hk_context *context, int arm)
 /* Shared memory the shader declares for a tile (mmq.comp; common.glsl adds a float per invocation). */
 static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t lanes)
 {
-    uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, sv = 2ull * tl->ks + 1;
-    /* quant tiles (uvec4), X d, W factors (one float for Q8_0, two else), srow */
-    uint64_t bytes = (bm + bn) * sv * 16 + tl->ks * bm * 4 + tl->ks * bn * (t == 0 ? 4 : 8) + bm * 4;
+    uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, stride = 8ull * tl->ks + 4;
+    uint64_t words = (bm + bn) * stride + tl->ks * bm * (t == 1 ? 2 : 1) + tl->ks * bn * (t == 0 ? 1 : 2) + bm;
     if (arm == ARM_COOPMAT)
-        bytes += 1024 + 4 + (t == 2 ? 512 : 0);
-    return bytes + 4ull * tl->wm * tl->wn * lanes;
+        words += 256 + (t == 2 ? 128 : 0);
+    return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
 }
 
-static int env_flag(const char *name, int fallback)
+/* The tile for this call: the default, or the override from the environment (checked). */
+static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, mmq_tile *out)
 {
-    const char *v = getenv(name);
-    return v && *v ? strcmp(v, "0") != 0 : fallback;
-}
-
-/* The tile for this call: the default for the shape, or the override from the environment
- * (checked). */
-static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, uint64_t dense_m,
-                          uint32_t n, mmq_tile *out)
-{
-    if (arm != ARM_COOPMAT) {
-        *out = id ? id_portable : dense_portable;
-    } else if (id) {
-        *out = id_coopmat;
-    } else {
-        uint64_t bm = dense_big.wm * dense_big.rm * 16, bn = dense_big.wn * dense_big.rn * 16;
-        *out = ((dense_m + bm - 1) / bm) * ((n + bn - 1) / bn) >= DENSE_BIG_GROUPS ? dense_big : dense_small;
-    }
+    *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
     const char *var = id ? "HK_MMQ_ID_TILE" : "HK_MMQ_TILE", *env = getenv(var);
     if (env && *env) {
         unsigned v[5];
@@ -149,8 +122,6 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
                             var, env);
         *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4]};
     }
-    if (t != 0 && out->ks == 1) /* a Q4_K / Q6_K step decodes pairs of sub-blocks */
-        out->ks = 2;
     uint32_t lanes = lanes_of(context, arm), wg = out->wm * out->wn * lanes;
     uint64_t shared = tile_shared_bytes(out, t, arm, lanes);
     if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
@@ -160,38 +131,6 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
                         arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks, wg, (unsigned long long)shared,
                         context->caps.device_name, context->caps.max_workgroup_size, context->caps.shared_memory_bytes);
     return HK_OK;
-}
-
-typedef struct mmq_params {
-    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row, wload, xwide;
-} mmq_params;
-
-/* The options that make other pipelines: register double buffering, the learnt-ownership loop
- * (HK_MMQ_PREFETCH=0, HK_MMQ_LAYOUT=generic). */
-static uint32_t pipeline_flags(int arm)
-{
-    uint32_t f = env_flag("HK_MMQ_PREFETCH", 1) ? FLAG_PREFETCH : 0;
-    const char *layout = getenv("HK_MMQ_LAYOUT");
-    if (arm == ARM_COOPMAT && layout && !strcmp(layout, "generic"))
-        f |= FLAG_GENERIC;
-    return f;
-}
-
-/* The widest loads the views' alignment allows (push constants: one pipeline serves every
- * alignment); HK_MMQ_WIDE=0 keeps the narrow ones. */
-static void load_widths(int t, const mmq_tile *tl, hk_view w, hk_view xq, uint32_t k, mmq_params *p)
-{
-    p->wload = p->xwide = 0;
-    if (!env_flag("HK_MMQ_WIDE", 1))
-        return;
-    /* Q4_K super-blocks are 144 = 9 x 16 bytes: every chunk is as aligned as the view (the
-     * descriptor base is aligned to a power of two, so a view offset that is a multiple of 16 or
-     * 4 keeps the loads 16- or 4-byte aligned) */
-    if (t == 1)
-        p->wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
-    /* Q8_1 rows of k/32 blocks of 36 bytes, steps of ks blocks: whole 16-byte chunks when both
-     * are multiples of 4 blocks */
-    p->xwide = xq.offset % 16 == 0 && (k / 32) % 4 == 0 && tl->ks % 4 == 0;
 }
 
 static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
@@ -208,12 +147,16 @@ static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
     return HK_OK;
 }
 
+typedef struct mmq_params {
+    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
+} mmq_params;
+
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
                         uint32_t count, mmq_params *p, uint64_t m_rows_max)
 {
     int arm = pick_arm(context, id, t);
     mmq_tile tl;
-    hk_status st = get_tile(context, fn, id, t, arm, p->m, p->n, &tl);
+    hk_status st = get_tile(context, fn, id, t, arm, &tl);
     if (st != HK_OK)
         return st;
     uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
@@ -237,8 +180,7 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         p->m_groups = (p->m + bm - 1) / bm;
         groups = (uint64_t)p->m_groups * p->n_tiles;
     }
-    load_widths(t, &tl, b[0].view, b[1].view, p->k, p);
-    uint32_t spec[7] = {tl.wm * tl.wn * lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks, pipeline_flags(arm)};
+    uint32_t spec[7] = {tl.wm * tl.wn * lanes, lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks};
     hk_dispatch_desc d = {.shader = shaders[id][t][arm],
                           .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
                           .spec = spec,
@@ -269,7 +211,7 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    mmq_params p = {m, n, k, 0, 0, 0, 0, 0, 0};
+    mmq_params p = {m, n, k, 0, 0, 0, 0};
     return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m);
 }
 
@@ -306,7 +248,7 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     st = hk__check_bindings(context, stream, fn, names, b, 5);
     if (st != HK_OK)
         return st;
-    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row, 0, 0};
+    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row};
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
     return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most);
