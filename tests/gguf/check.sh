@@ -6,20 +6,8 @@
 # count, a wrong magic and a missing file: exit 2 with a clear message, no crash.
 # No Python or no gguf: SKIP (77) unless HK_REQUIRE_GGUF=1, as the gguf test.
 python=$1 script=$2 out=$3 hkcheck=$4
-missing=""
-if [ -z "$python" ] || [ ! -x "$python" ]; then
-    missing="no Python (HK_PYTHON='$python')"
-elif ! why=$(env -u LD_PRELOAD "$python" -c "import gguf, numpy" 2>&1); then
-    missing="$python cannot import gguf and numpy: $(printf '%s\n' "$why" | tail -n 1)"
-fi
-if [ -n "$missing" ]; then
-    if [ "${HK_REQUIRE_GGUF:-0}" = 1 ]; then
-        echo "FAIL gguf_check: $missing (HK_REQUIRE_GGUF=1)"
-        exit 1
-    fi
-    echo "SKIP gguf_check: $missing (pip install gguf, or set HK_PYTHON; HK_REQUIRE_GGUF=1 makes this a failure)"
-    exit 77
-fi
+. "$(dirname "$0")/need_gguf.sh"
+need_gguf gguf_check "$python"
 env -u LD_PRELOAD "$python" "$script" "$out" >/dev/null || exit 1
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
