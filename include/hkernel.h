@@ -1057,7 +1057,7 @@ typedef struct hk_tune_desc {
     uint64_t seed;          /* inputs and the genetic search's draws (0: 1) */
     uint32_t max_measured;  /* stop after measuring this many schedules (0: 32) */
     uint32_t repeats;       /* timed batches per schedule, the fastest kept (0: 5) */
-    uint32_t batch;         /* calls per timed batch (0: 8) */
+    uint32_t batch;         /* calls per timed batch (0: 8, more where 8 take under 2 ms, up to 256) */
     uint32_t copies;        /* weight (cache) copies the calls rotate over, up to 64 (0: enough for
                              * 64 MiB, 2..8) */
     int force;              /* search even when the context has a winner for this shape */

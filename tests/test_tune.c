@@ -403,6 +403,7 @@ int main(void)
     fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\n", id, version); /* too few fields */
     fprintf(f, "hkernel-tune-1\t%s\t0.0.1\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id);
     fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,wide=1\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=3,items=1,load_bits=32\t0.1\n", id, version);
     fprintf(f, "hkernel-tune-1\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
             version);
     fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
@@ -410,7 +411,7 @@ int main(void)
     hk_context *ctx3 = NULL;
     char *warnings = capture_stderr(context_in, dir_b, &ctx3);
     hk_check(ctx3 != NULL, "a corrupt cache never fails context creation", "%s", hk_last_error());
-    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 2,
+    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 3,
              "corrupt and stale lines warned about", "%s", warnings ? warnings : "");
     free(warnings);
     if (ctx3) {
@@ -429,7 +430,7 @@ int main(void)
         char *text = read_file(path);
         unsigned lines = 0;
         int valid = file_valid(text, &lines);
-        hk_check(valid && lines == 5 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
+        hk_check(valid && lines == 6 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
                      strstr(text, "q8_0:32x128"),
                  "rewritten file is valid and keeps others' lines", "%u lines:\n%s", lines, text ? text : "");
         free(text);

@@ -298,11 +298,27 @@ static int sdpa_sched(const hk_context *context, const hk_sdpa_desc *desc, hk__s
     return 0;
 }
 
+/* The plan of a call and where its schedule came from. A cached winner that does not plan on
+ * this device (only a hand-edited cache line can: winners are keyed by device and driver) falls
+ * back to the default rather than failing the call. */
+static hk_status plan_call(const hk_context *context, const char *fn, const hk_sdpa_desc *desc, sdpa_plan *p,
+                           hk__sched *sched, int *source, int *tuned)
+{
+    *tuned = sdpa_sched(context, desc, sched, source);
+    hk_status st = make_plan_with(context, fn, desc, *tuned ? sched : NULL, p);
+    if (st != HK_OK && *tuned && *source == HK_SCHED_TUNED) {
+        *tuned = 0;
+        *source = HK_SCHED_DEFAULT;
+        st = make_plan_with(context, fn, desc, NULL, p);
+    }
+    return st;
+}
+
 static hk_status make_plan(const hk_context *context, const char *fn, const hk_sdpa_desc *desc, sdpa_plan *p)
 {
     hk__sched sched;
-    int source;
-    return make_plan_with(context, fn, desc, sdpa_sched(context, desc, &sched, &source) ? &sched : NULL, p);
+    int source, tuned;
+    return plan_call(context, fn, desc, p, &sched, &source, &tuned);
 }
 
 static hk_status make_plan_with(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
@@ -466,8 +482,8 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
     const hk_kv_layout *kv = &desc->kv;
     sdpa_plan p;
     hk__sched sched;
-    int source, tuned = sdpa_sched(context, desc, &sched, &source);
-    hk_status st = make_plan_with(context, fn, desc, tuned ? &sched : NULL, &p);
+    int source, tuned;
+    hk_status st = plan_call(context, fn, desc, &p, &sched, &source, &tuned);
     if (st != HK_OK)
         return st;
     uint64_t groups = (uint64_t)desc->n_kv_heads * p.chunks * p.splits;

@@ -340,8 +340,18 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         else if (rows >= MATVEC_SOME_ROWS)
             nrows = 2;
         if (int8) {
+            uint32_t nrows_in = nrows;
             st = int8_config(context, fn, t, rows, k, tokens, moe ? moe->shape->n : 0, &nrows, &items, &per_pass,
                              &stage_blocks, &q8_0_w16, tuned ? &sched : NULL);
+            if (st != HK_OK && tuned && sched_source == HK_SCHED_TUNED) {
+                /* a cached winner this shape cannot run (only a hand-edited line can be one):
+                 * the default, rather than a failed call */
+                tuned = 0;
+                sched_source = HK_SCHED_DEFAULT;
+                nrows = nrows_in;
+                st = int8_config(context, fn, t, rows, k, tokens, 0, &nrows, &items, &per_pass, &stage_blocks,
+                                 &q8_0_w16, NULL);
+            }
             if (st != HK_OK)
                 return st;
             if (tuned && sched.plant)

@@ -130,6 +130,7 @@ static _Thread_local struct {
     int family;
     const char *key;
     hk__sched sched;
+    uint32_t served[HK_TUNE_MAX_PARAMS]; /* what the family's last call on this thread ran */
 } forced;
 
 static void warn(const char *fmt, ...)
@@ -204,6 +205,10 @@ void hk__tune_note(hk_context *context, int family, const uint32_t *v, int sourc
     const tune_family *f = family_of(family);
     if (!t || !f)
         return;
+    if (forced.mode && forced.context == context && forced.family == family) {
+        memset(forced.served, 0, sizeof forced.served);
+        memcpy(forced.served, v, f->count * sizeof *v);
+    }
     hk__mutex_lock(&t->lock);
     memset(t->last[family], 0, sizeof t->last[family]);
     memcpy(t->last[family], v, f->count * sizeof *v);
@@ -266,6 +271,27 @@ static int split_line(char *line, tune_line *l)
 
 /* Classifies a split line for this context: another device's (kept, unused), stale (this device,
  * another library version, an unknown kernel or a schedule whose names no longer match), ok. */
+static int pow2_in(uint32_t x, uint32_t lo, uint32_t hi) { return x >= lo && x <= hi && !(x & (x - 1)); }
+
+/* The values a cached schedule may hold: the matvec's value lists; flash-decoding's hook ranges
+ * (hkernel.h, HK_SDPA_*), since its default split target may lie outside the searched list. */
+static int values_valid(int family, const uint32_t *v)
+{
+    if (family == HK_TUNE_MATVEC_INT8) {
+        for (uint32_t i = 0; i < MV_PARAMS; i++) {
+            const tune_param *p = &families[family].p[i];
+            int found = 0;
+            for (uint32_t j = 0; j < p->count; j++)
+                found |= p->values[j] == v[i];
+            if (!found)
+                return 0;
+        }
+        return 1;
+    }
+    return v[SD_GROUPS] >= 1 && v[SD_GROUPS] <= (1u << 20) && pow2_in(v[SD_WG], 32, 1024) &&
+           pow2_in(v[SD_LPK], 1, 64) && pow2_in(v[SD_KB], 1, 16) && pow2_in(v[SD_ROWS], 1, 8) && v[SD_SINGLE] <= 1;
+}
+
 static int classify(const hk_context *context, tune_line *l, char *why, size_t why_size)
 {
     char id[64];
@@ -288,6 +314,10 @@ static int classify(const hk_context *context, tune_line *l, char *why, size_t w
         snprintf(why, why_size, "schedule \"%s\" does not match %s's parameters", l->col[7], l->col[5]);
         return LINE_STALE;
     }
+    if (!values_valid(l->family, l->v)) {
+        snprintf(why, why_size, "schedule \"%s\" has a value out of range", l->col[7]);
+        return LINE_STALE;
+    }
     return LINE_OK;
 }
 
@@ -304,7 +334,7 @@ static char *default_dir(void)
 {
     const char *env = getenv("HK_TUNE_CACHE_DIR");
     if (env && *env)
-        return join_path(env, ".") ? strdup(env) : NULL;
+        return strdup(env);
     const char *xdg = getenv("XDG_CACHE_HOME");
     if (xdg && *xdg)
         return join_path(xdg, "hkernel");
@@ -396,8 +426,9 @@ static int make_dirs(const char *dir)
  * read again (other processes' winners kept, malformed lines dropped, this key replaced) and
  * written to a temporary file renamed over it, so a reader sees the old file or the new one and
  * two tuners at once both land. Failures are warnings: the winner stays in the context. */
-static hk_mutex store_lock; /* threads of one process (fcntl locks are per process) */
-static int store_lock_ready;
+#if !defined(_WIN32)
+static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER; /* threads of one process: fcntl locks are per process */
+#endif
 
 static void store(hk_context *context, int family, const char *key, const uint32_t *v, double ms)
 {
@@ -408,11 +439,7 @@ static void store(hk_context *context, int family, const char *key, const uint32
     (void)family, (void)key, (void)v, (void)ms;
     warn("not written: no file locking on this platform yet");
 #else
-    if (!store_lock_ready) { /* contexts are created from one thread at a time (hkernel.h) */
-        hk__mutex_init(&store_lock);
-        store_lock_ready = 1;
-    }
-    hk__mutex_lock(&store_lock);
+    pthread_mutex_lock(&store_lock);
     char *lock_path = join_path(t->dir, TUNE_FILE ".lock");
     char tmp_name[64];
     snprintf(tmp_name, sizeof tmp_name, TUNE_FILE ".%ld.tmp", (long)getpid());
@@ -487,7 +514,7 @@ done:
         close(fd); /* releases the lock */
     free(lock_path);
     free(tmp_path);
-    hk__mutex_unlock(&store_lock);
+    pthread_mutex_unlock(&store_lock);
 #endif
 }
 
@@ -729,6 +756,11 @@ static hk_status bench_measure(bench *b, double *ms, double *err, char *why, siz
             t = now_ms() - t0;
         if (st == HK_OK && r > 0 && t / batch < best)
             best = t / batch;
+        /* GPUs: batches of at least ~2 ms, so that launch gaps and clock ramps weigh little */
+        if (st == HK_OK && r == 0 && !d->batch && t < 2.0) {
+            double grow = 2.0 / (t > 0.005 ? t : 0.005);
+            batch = batch * grow > 256 ? 256 : (uint32_t)(batch * grow) + 1;
+        }
     }
     hk_stream_destroy(s);
     *ms = best;
@@ -849,6 +881,8 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
     double err = 0;
     hk_status st = bench_measure(b, &c->ms, &err, why, sizeof why);
     forced.mode = 0;
+    if (st == HK_ERROR_DEVICE_LOST)
+        return st;
     if (st != HK_OK) {
         /* a schedule the static tier passed but the kernel refused: a static-tier gap, recorded */
         snprintf(why, sizeof why, "refused by the kernel: %s", hk_last_error());
@@ -1074,10 +1108,7 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
         if (st == HK_OK)
             st = bench_record(&b, NULL, 0);
         forced.mode = 0;
-        struct hk_tune_state *t = context->tune;
-        hk__mutex_lock(&t->lock);
-        memcpy(dv, t->last[desc->kernel], sizeof dv);
-        hk__mutex_unlock(&t->lock);
+        memcpy(dv, forced.served, sizeof dv);
         format_sched(f, dv, r.default_schedule, sizeof r.default_schedule);
         if (s.verbose && st == HK_OK)
             printf("%s %s: default %s\n", f->name, key, r.default_schedule);
