@@ -612,7 +612,8 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * weights must be 16-byte aligned (GGUF aligns tensor data to 32); needs
  * caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
  * rows <= 16777216, ceil(rows / 32768) * k <= 262144. Tuning hooks HK_MATVEC_INT8_ITEMS and
- * HK_MATVEC_Q8_0_LOAD_BITS: see hk_matvec_int8_tokens. */
+ * HK_MATVEC_Q8_0_LOAD_BITS: see hk_matvec_int8_tokens; an autotuner winner for the shape (hk_tune,
+ * HK_TUNE_MATVEC_INT8) takes precedence over them. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
@@ -807,7 +808,9 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  *                        32 / (rows x chunks per lane), at most 8).
  *   HK_SDPA_ROWS         query rows per workgroup at most, a power of two 1..8 (default 8; fewer
  *                        where a lane's accumulators would pass 64 floats).
- *   HK_SDPA_SHUFFLE      0: the variant without subgroup shuffles (testing). */
+ *   HK_SDPA_SHUFFLE      0: the variant without subgroup shuffles (testing).
+ * For n_q = 1, an autotuner winner for the shape class (hk_tune, HK_TUNE_SDPA_DECODE) takes
+ * precedence over the hooks (and fixes the workspace size as they do). */
 HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q,
                              hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
                              hk_view seq_k_counter);
