@@ -21,8 +21,8 @@ static void usage(FILE *f)
                "Runs every kernel once against its C reference and times it on one device.\n"
                "       hk-check --gguf MODEL.gguf [options]\n"
                "Checks and times every tensor of your GGUF model (hk-check --gguf X --help: its options).\n"
-               "       hk-check tune KERNEL [SHAPE] [--force] [--seed N] [--budget N] [--quiet]\n"
-               "Searches KERNEL's schedule for SHAPE on the device HK_DEVICE picks and writes the winner\n"
+               "       hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"
+               "Searches KERNEL's schedule for SHAPE on one device and writes the winner\n"
                "to the tune cache (hk-check tune --help).\n");
     bench_options_help(f);
 }
@@ -40,14 +40,15 @@ static const char *row_schedule(bench *b, const hk_case_run *run, char *out, siz
 
 static void tune_usage(FILE *f)
 {
-    fprintf(f, "usage: hk-check tune KERNEL [SHAPE] [--force] [--seed N] [--budget N] [--quiet]\n"
+    fprintf(f, "usage: hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"
                "  KERNEL matvec_int8  SHAPE TYPE:ROWSxK            (default q8_0:4096x4096; q8_0, q4_k, q6_k)\n"
                "  KERNEL sdpa_decode  SHAPE TYPE:hH/kvHKV/dD/capC (default f16:h32/kv8/d128/cap4096; f32, f16, q8_0)\n"
+               "  --device    the device: an index or a name substring (default: HK_DEVICE, else the best)\n"
                "  --force     search even when the cache has a winner for the shape\n"
                "  --seed N    inputs and genetic draws (default 1)\n"
                "  --budget N  schedules measured at most (default 32)\n"
                "  --quiet     no line per schedule\n"
-               "The device: HK_DEVICE (index or name). The cache: HK_TUNE_CACHE_DIR, else\n"
+               "The cache: HK_TUNE_CACHE_DIR, else\n"
                "$XDG_CACHE_HOME/hkernel, else ~/.cache/hkernel (file tune.tsv).\n");
 }
 
@@ -73,6 +74,8 @@ static int tune_main(int argc, char **argv)
     d.verbose = 1;
     d.seed = 1;
     const char *shape = NULL;
+    hk_context_desc cdesc;
+    hk_context_desc_init(&cdesc);
     if (!strcmp(argv[2], "matvec_int8")) {
         d.kernel = HK_TUNE_MATVEC_INT8;
         shape = "q8_0:4096x4096";
@@ -86,6 +89,15 @@ static int tune_main(int argc, char **argv)
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--force"))
             d.force = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[i + 1], &end, 10);
+            if (*argv[i + 1] && !*end && v >= 0 && v <= 1000000)
+                cdesc.device_index = (int)v;
+            else
+                cdesc.device_name = argv[i + 1];
+            i++;
+        }
         else if (!strcmp(argv[i], "--quiet"))
             d.verbose = 0;
         else if ((!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--budget")) && i + 1 < argc) {
@@ -125,7 +137,7 @@ static int tune_main(int argc, char **argv)
         return 2;
     }
     hk_context *ctx = NULL;
-    if (hk_context_create(NULL, &ctx) != HK_OK) {
+    if (hk_context_create(&cdesc, &ctx) != HK_OK) {
         fprintf(stderr, "hk-check tune: %s\n", hk_last_error());
         return 2;
     }

@@ -789,21 +789,28 @@ typedef struct search {
     int verbose;
 } search;
 
+/* A reason with its numbers taken out: "workgroup of 512 over the device's 256" and "workgroup
+ * of 1024 over ..." are one kind. */
+static void reason_kind(const char *why, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; *why && n + 1 < size; why++)
+        if (!(*why >= '0' && *why <= '9'))
+            out[n++] = *why;
+    out[n] = 0;
+}
+
 static void add_reason(search *s, const char *why)
 {
-    /* tally by the reason's words up to the first digit, so "workgroup of 512 over ..." and
-     * "workgroup of 1024 over ..." count as one */
-    char kind[128];
-    size_t n = 0;
-    while (why[n] && n + 1 < sizeof kind && !(why[n] >= '0' && why[n] <= '9'))
-        n++;
-    memcpy(kind, why, n);
-    kind[n] = 0;
-    for (uint32_t i = 0; i < s->n_reasons; i++)
-        if (!strncmp(s->reasons[i], kind, n) && (s->reasons[i][n] == 0 || (s->reasons[i][n] >= '0' && s->reasons[i][n] <= '9'))) {
+    char kind[128], other[128];
+    reason_kind(why, kind, sizeof kind);
+    for (uint32_t i = 0; i < s->n_reasons; i++) {
+        reason_kind(s->reasons[i], other, sizeof other);
+        if (!strcmp(kind, other)) {
             s->reason_count[i]++;
             return;
         }
+    }
     if (s->n_reasons < TUNE_MAX_REASONS) {
         snprintf(s->reasons[s->n_reasons], sizeof s->reasons[0], "%s", why);
         s->reason_count[s->n_reasons++] = 1;
