@@ -22,6 +22,17 @@ static void usage(FILE *f)
     fprintf(f, "  --json FILE      also write the rows as JSON\n");
 }
 
+/* The schedule a row ran with, for the families the autotuner knows (hk_schedule_last). */
+static const char *row_schedule(bench *b, const hk_case_run *run, char *out, size_t size)
+{
+    int mv = !strcmp(run->kcase->name, "matvec_int8");
+    int sd = !strcmp(run->kcase->name, "sdpa") && strstr(run->label, " q1 ");
+    if ((!mv && !sd) ||
+        hk_schedule_last(b->ctx, mv ? HK_TUNE_MATVEC_INT8 : HK_TUNE_SDPA_DECODE, out, size) != HK_OK)
+        return "";
+    return out;
+}
+
 static void bench_row(bench *b, hk_case_run *run, hk_case_bound *bound)
 {
     timing t = time_case(b, run, bound);
@@ -34,8 +45,9 @@ static void bench_row(bench *b, hk_case_run *run, hk_case_bound *bound)
     char tf[16] = "-";
     if (run->flops)
         snprintf(tf, sizeof tf, "%.1f", tflops);
-    printf("%-17s %-36s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f  %s\n", run->kcase->name, run->label, t.stream_ms,
-           t.single_ms, gbs, 100.0 * gbs / copy, tf, copy, vs);
+    char sched[160];
+    printf("%-17s %-36s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f  %s%s%s\n", run->kcase->name, run->label, t.stream_ms,
+           t.single_ms, gbs, 100.0 * gbs / copy, tf, copy, vs, vs[0] ? "  " : "", row_schedule(b, run, sched, sizeof sched));
     if (b->csv)
         fprintf(b->csv, "%s,%s,%s,%.6f,%.6f,%.2f,%.4f,%.2f,%.1f,%.4f\n", b->caps.device_name, run->kcase->name,
                 run->label, t.stream_ms, t.single_ms, gbs, gbs / copy, tflops, copy, ref);

@@ -263,6 +263,10 @@ typedef struct hk_context_desc {
     /* Where validation messages go (enable_validation): NULL for stderr. */
     hk_message_callback validation_callback;
     void *validation_user;
+    /* Autotuner winner cache (hk_tune): directory of the file tune.tsv, NULL for the default
+     * ($HK_TUNE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel; borrowed
+     * contexts always take the default). Read at context creation; see hk_tune. */
+    const char *tune_cache_dir;
 } hk_context_desc;
 
 /* Fills desc with the defaults: struct_size = desc_size, device_index = -1, everything else
@@ -608,7 +612,8 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * weights must be 16-byte aligned (GGUF aligns tensor data to 32); needs
  * caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
  * rows <= 16777216, ceil(rows / 32768) * k <= 262144. Tuning hooks HK_MATVEC_INT8_ITEMS and
- * HK_MATVEC_Q8_0_LOAD_BITS: see hk_matvec_int8_tokens. */
+ * HK_MATVEC_Q8_0_LOAD_BITS: see hk_matvec_int8_tokens; an autotuner winner for the shape (hk_tune,
+ * HK_TUNE_MATVEC_INT8) takes precedence over them. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
@@ -803,7 +808,9 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  *                        32 / (rows x chunks per lane), at most 8).
  *   HK_SDPA_ROWS         query rows per workgroup at most, a power of two 1..8 (default 8; fewer
  *                        where a lane's accumulators would pass 64 floats).
- *   HK_SDPA_SHUFFLE      0: the variant without subgroup shuffles (testing). */
+ *   HK_SDPA_SHUFFLE      0: the variant without subgroup shuffles (testing).
+ * For n_q = 1, an autotuner winner for the shape class (hk_tune, HK_TUNE_SDPA_DECODE) takes
+ * precedence over the hooks (and fixes the workspace size as they do). */
 HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q,
                              hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
                              hk_view seq_k_counter);
@@ -996,6 +1003,121 @@ HK_API hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wty
  * disabled, or a library built without a glslang that has it); NULL for a type without the GEMM.
  * (Tests and benchmarks print it, as hk_mmq_path.) */
 HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
+
+/* ---- autotuner ---------------------------------------------------------------------------------
+ * Some kernel families take their schedule (workgroup shape, rows per subgroup, split count, ...:
+ * specialization constants and launch geometry, never the math) from a small set of named integer
+ * parameters. hk_tune searches them for one shape on the context's device and caches the winner;
+ * from then on every call of that family and shape class on a context of that device takes it.
+ * A call's schedule comes from, first to last: the context's cached winner for its shape class,
+ * the family's environment tuning hooks (kept for measuring), the built-in default (valid on every
+ * device). hk_schedule_last says which one served a family's last call.
+ *
+ * Families and their parameters (values searched; constraints checked by a static tier before
+ * any GPU time: workgroup over maxComputeWorkGroupInvocations, shared memory over the device's,
+ * lanes per key over the smallest subgroup, loop budgets, clamped combinations):
+ *  - HK_TUNE_MATVEC_INT8: hk_matvec_int8 (one token, dense). Shape class: weight type, rows, k.
+ *    nrows 1,2,4 (rows per subgroup), items 1,2,4 (items per lane per step), load_bits 16,32
+ *    (Q8_0 weight loads; 32 for the K-quants). Every schedule is bit-identical (hk_matvec_int8_tokens).
+ *  - HK_TUNE_SDPA_DECODE: hk_sdpa_blk with n_q = 1 (flash-decoding). Shape class: cache type,
+ *    n_heads, n_kv_heads, head_dim, kv.capacity (never seq_k: a recorded stream replays with one
+ *    plan). groups 8..512 (workgroups the split count aims for), wg 32..256, lpk 2..16, kb 1..8,
+ *    rows 1..8, single 0,1 (HK_SDPA_* hooks). Schedules differ in float rounding only (each within
+ *    the kernel's gate). A cached winner can change hk_sdpa_workspace_bytes: tune before sizing
+ *    workspaces.
+ *
+ * The winner cache: the file tune.tsv in hk_context_desc.tune_cache_dir (default
+ * $HK_TUNE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel), one line per
+ * winner: "hkernel-tune-1", vendor id, device id, driver version (hex), library version, kernel,
+ * shape class, schedule ("nrows=2,items=1,load_bits=32"), its time in ms; tab-separated, '#'
+ * comments. A context reads the lines of its device, driver and library version when it is
+ * created; a malformed line, or one of this device with another library version or a schedule
+ * whose parameters no longer match (stale), is ignored with a warning on stderr ("hkernel: tune
+ * cache: ..."), never a failure; other devices' lines are kept. hk_tune writes under an exclusive
+ * lock on tune.tsv.lock (fcntl), rereading the file and renaming a new one over it, so
+ * concurrent tuners (threads or processes) leave a valid file holding every winner. Where the
+ * file cannot be written the winner still serves the context (a warning says so).
+ * Testing only: HK_TUNE_PLANT_WRONG=1 makes hk_tune also measure a planted copy of the default
+ * schedule that skips half of the work (half the rows, half the keys); the gate must reject it. */
+typedef enum hk_tune_kernel {
+    HK_TUNE_MATVEC_INT8 = 1,
+    HK_TUNE_SDPA_DECODE = 2
+} hk_tune_kernel;
+
+typedef struct hk_tune_desc {
+    /* sizeof(hk_tune_desc) as the caller was compiled: set by hk_tune_desc_init. */
+    uint32_t struct_size;
+    hk_tune_kernel kernel;
+    /* HK_TUNE_MATVEC_INT8: weight type (q8_0, q4_k, q6_k), rows, k (hk_matvec_int8's limits;
+     * rows x k at most 2^28 for the tuner's own inputs and reference) */
+    hk_type wtype;
+    uint32_t rows, k;
+    /* HK_TUNE_SDPA_DECODE: cache type (f32, f16, q8_0), heads, head_dim and capacity as in
+     * hk_sdpa_desc (head-major caches; timed with seq_k = capacity; n_kv_heads x capacity x
+     * head_dim at most 2^26) */
+    hk_type kv_type;
+    uint32_t n_heads, n_kv_heads, head_dim, capacity;
+    uint64_t seed;          /* inputs and the genetic search's draws (0: 1) */
+    uint32_t max_measured;  /* stop after measuring this many schedules (0: 32) */
+    uint32_t repeats;       /* timed batches per schedule, the fastest kept (0: 5) */
+    uint32_t batch;         /* calls per timed batch (0: 8, more where 8 take under 2 ms, up to 256) */
+    uint32_t copies;        /* weight (cache) copies the calls rotate over, up to 64 (0: enough for
+                             * 64 MiB, 2..8) */
+    int force;              /* search even when the context has a winner for this shape */
+    int no_store;           /* keep the winner in the context only, write no file */
+    int verbose;            /* print each schedule and its fate on stdout */
+} hk_tune_desc;
+
+/* Zeroes desc and sets struct_size; call it through the macro. */
+HK_API void hk_tune_desc_init_sized(hk_tune_desc *desc, size_t desc_size);
+#define hk_tune_desc_init(desc) hk_tune_desc_init_sized((desc), sizeof *(desc))
+
+/* What hk_tune did. Fields may be appended (hk_tune writes only the caller's sizeof). */
+typedef struct hk_tune_report {
+    uint32_t struct_size;
+    int from_cache;           /* the context had a winner: nothing was measured */
+    uint32_t space;           /* schedules in the family's space */
+    uint32_t evaluated;       /* schedules looked at (each once) */
+    uint32_t measured;        /* run, passed the gate and timed */
+    uint32_t rejected_static; /* rejected before any GPU time (or refused by the kernel) */
+    uint32_t rejected_gate;   /* ran but diverged from the reference */
+    uint32_t duplicates;      /* the same plan as a schedule already measured */
+    double default_ms;        /* the schedule a call takes without a winner (NAN from the cache) */
+    double best_ms;           /* the winner's time (NAN from the cache) */
+    char shape[96];           /* the shape class: "q8_0:4096x4096", "f16:h32/kv8/d128/cap4096" */
+    char schedule[128];       /* the winner: "nrows=2,items=1,load_bits=32" */
+    char default_schedule[128];
+    char rejects[512];        /* reasons with counts: "3 x workgroup of 512 over the device's 256; ..." */
+} hk_tune_report;
+
+/* Tunes one kernel family for one shape on the context's device and makes the winner this
+ * context's schedule for that shape class, storing it in the cache file (unless desc->no_store).
+ * If the context already has a winner for the shape (read from the cache or tuned before) and
+ * desc->force is 0, nothing is measured (report->from_cache). Otherwise: seeded inputs, the C
+ * reference (double), then the schedule a call takes today (the default or the hooks) and the
+ * search: every schedule of a space of at most 64, else a seeded genetic search (population 8,
+ * the two best kept, tournament, uniform crossover, mutation), until max_measured were measured.
+ * Each schedule passes the static tier, runs once into a poisoned output held to the family's
+ * gate (int8 matvec 1e-5 of the output scale against the exact contraction, flash-decoding 1e-5
+ * against the double softmax; a schedule that diverges is never a winner), then is timed cold:
+ * batches rotating over weight or cache copies between GPU timestamps (host time where the queue
+ * has none), the fastest batch kept. The winner is the fastest measured, the default included.
+ * Runs on this thread, submitting its own work (seconds on a GPU, longer on a CPU device); other
+ * threads may use the context meanwhile (their calls of this family and shape are not affected).
+ * out_report may be NULL. HK_ERROR_UNSUPPORTED when no schedule passed the gate. Call through
+ * the macro, which passes the caller's sizeof. */
+HK_API hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_report *out_report,
+                               size_t report_size);
+#define hk_tune(context, desc, out_report) hk_tune_sized((context), (desc), (out_report), sizeof *(out_report))
+
+/* Which schedule served the last successful call of a family on this context (from any thread):
+ * "<source> <schedule>", source "default" (built-in), "env" (a tuning hook was set), "tuned" (the
+ * cached winner) or "search" (hk_tune measuring), e.g. "tuned nrows=2,items=1,load_bits=32".
+ * HK_ERROR_STATE before the family's first call. out_size >= 160 always suffices. */
+HK_API hk_status hk_schedule_last(hk_context *context, hk_tune_kernel kernel, char *out, size_t out_size);
+
+/* The path of the context's winner cache file, NULL where no directory could be named. */
+HK_API const char *hk_tune_cache_file(const hk_context *context);
 
 #ifdef __cplusplus
 }

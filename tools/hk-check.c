@@ -20,8 +20,150 @@ static void usage(FILE *f)
     fprintf(f, "usage: hk-check [options]\n"
                "Runs every kernel once against its C reference and times it on one device.\n"
                "       hk-check --gguf MODEL.gguf [options]\n"
-               "Checks and times every tensor of your GGUF model (hk-check --gguf X --help: its options).\n");
+               "Checks and times every tensor of your GGUF model (hk-check --gguf X --help: its options).\n"
+               "       hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"
+               "Searches KERNEL's schedule for SHAPE on one device and writes the winner\n"
+               "to the tune cache (hk-check tune --help).\n");
     bench_options_help(f);
+}
+
+/* The schedule a row ran with, for the families the autotuner knows (hk_schedule_last). */
+static const char *row_schedule(bench *b, const hk_case_run *run, char *out, size_t size)
+{
+    int mv = !strcmp(run->kcase->name, "matvec_int8");
+    int sd = !strcmp(run->kcase->name, "sdpa") && strstr(run->label, " q1 ");
+    if ((!mv && !sd) ||
+        hk_schedule_last(b->ctx, mv ? HK_TUNE_MATVEC_INT8 : HK_TUNE_SDPA_DECODE, out, size) != HK_OK)
+        return "";
+    return out;
+}
+
+static void tune_usage(FILE *f)
+{
+    fprintf(f, "usage: hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"
+               "  KERNEL matvec_int8  SHAPE TYPE:ROWSxK            (default q8_0:4096x4096; q8_0, q4_k, q6_k)\n"
+               "  KERNEL sdpa_decode  SHAPE TYPE:hH/kvHKV/dD/capC (default f16:h32/kv8/d128/cap4096; f32, f16, q8_0)\n"
+               "  --device    the device: an index or a name substring (default: HK_DEVICE, else the best)\n"
+               "  --force     search even when the cache has a winner for the shape\n"
+               "  --seed N    inputs and genetic draws (default 1)\n"
+               "  --budget N  schedules measured at most (default 32)\n"
+               "  --quiet     no line per schedule\n"
+               "The cache: HK_TUNE_CACHE_DIR, else\n"
+               "$XDG_CACHE_HOME/hkernel, else ~/.cache/hkernel (file tune.tsv).\n");
+}
+
+static int parse_type(const char *s, size_t n, hk_type *out)
+{
+    static const hk_type types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strlen(hk_type_name(types[i])) == n && !strncmp(s, hk_type_name(types[i]), n)) {
+            *out = types[i];
+            return 1;
+        }
+    return 0;
+}
+
+static int tune_main(int argc, char **argv)
+{
+    if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
+        tune_usage(argc < 3 ? stderr : stdout);
+        return argc < 3 ? 2 : 0;
+    }
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.verbose = 1;
+    d.seed = 1;
+    const char *shape = NULL;
+    hk_context_desc cdesc;
+    hk_context_desc_init(&cdesc);
+    if (!strcmp(argv[2], "matvec_int8")) {
+        d.kernel = HK_TUNE_MATVEC_INT8;
+        shape = "q8_0:4096x4096";
+    } else if (!strcmp(argv[2], "sdpa_decode")) {
+        d.kernel = HK_TUNE_SDPA_DECODE;
+        shape = "f16:h32/kv8/d128/cap4096";
+    } else {
+        fprintf(stderr, "hk-check tune: unknown kernel \"%s\" (matvec_int8, sdpa_decode)\n", argv[2]);
+        return 2;
+    }
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--force"))
+            d.force = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[i + 1], &end, 10);
+            if (*argv[i + 1] && !*end && v >= 0 && v <= 1000000)
+                cdesc.device_index = (int)v;
+            else
+                cdesc.device_name = argv[i + 1];
+            i++;
+        }
+        else if (!strcmp(argv[i], "--quiet"))
+            d.verbose = 0;
+        else if ((!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--budget")) && i + 1 < argc) {
+            char *end;
+            unsigned long long v = strtoull(argv[i + 1], &end, 10);
+            if (*end || end == argv[i + 1] || (argv[i][2] == 'b' && (v == 0 || v > 100000))) {
+                fprintf(stderr, "hk-check tune: %s \"%s\" is not a number in range\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+            if (argv[i][2] == 's')
+                d.seed = v;
+            else
+                d.max_measured = (uint32_t)v;
+            i++;
+        } else if (argv[i][0] != '-' && i == 3)
+            shape = argv[i];
+        else {
+            fprintf(stderr, "hk-check tune: unknown argument \"%s\"\n", argv[i]);
+            tune_usage(stderr);
+            return 2;
+        }
+    }
+    const char *colon = strchr(shape, ':');
+    hk_type type;
+    char tail;
+    int ok = colon && parse_type(shape, (size_t)(colon - shape), &type);
+    if (ok && d.kernel == HK_TUNE_MATVEC_INT8) {
+        d.wtype = type;
+        ok = sscanf(colon + 1, "%ux%u%c", &d.rows, &d.k, &tail) == 2;
+    } else if (ok) {
+        d.kv_type = type;
+        ok = sscanf(colon + 1, "h%u/kv%u/d%u/cap%u%c", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.capacity, &tail) == 4;
+    }
+    if (!ok) {
+        fprintf(stderr, "hk-check tune: shape \"%s\" is not in the kernel's format\n", shape);
+        tune_usage(stderr);
+        return 2;
+    }
+    hk_context *ctx = NULL;
+    if (hk_context_create(&cdesc, &ctx) != HK_OK) {
+        fprintf(stderr, "hk-check tune: %s\n", hk_last_error());
+        return 2;
+    }
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    printf("device: %s (subgroup %u, %u B shared memory)\ncache: %s\n", caps.device_name, caps.subgroup_size,
+           caps.shared_memory_bytes, hk_tune_cache_file(ctx) ? hk_tune_cache_file(ctx) : "(none)");
+    hk_tune_report r;
+    hk_status st = hk_tune(ctx, &d, &r);
+    int rc = 0;
+    if (st != HK_OK) {
+        fprintf(stderr, "hk-check tune: %s\n", hk_last_error());
+        rc = 1;
+    } else if (r.from_cache) {
+        printf("%s %s: cached winner %s (nothing measured; --force searches again)\n", argv[2], r.shape, r.schedule);
+    } else {
+        printf("%s %s: %u schedules in the space, %u evaluated, %u measured, %u rejected before running, %u by the "
+               "gate, %u the same plan as another\n",
+               argv[2], r.shape, r.space, r.evaluated, r.measured, r.rejected_static, r.rejected_gate, r.duplicates);
+        if (r.rejects[0])
+            printf("rejected: %s\n", r.rejects);
+        printf("default %-44s %10.5f ms\nwinner  %-44s %10.5f ms (%.2fx)\n", r.default_schedule, r.default_ms,
+               r.schedule, r.best_ms, r.default_ms / r.best_ms);
+    }
+    hk_context_destroy(ctx);
+    return rc;
 }
 
 static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
@@ -38,8 +180,10 @@ static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
     char tf[16] = "-";
     if (run->flops)
         snprintf(tf, sizeof tf, "%.1f", tflops);
-    printf("%-17s %-36s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f\n", run->kcase->name, run->label, err,
-           gate, ok ? "ok" : "FAIL", t.stream_ms, t.single_ms, gbs, 100.0 * gbs / copy, tf, copy);
+    char sched[160];
+    printf("%-17s %-36s %9.2e %7.0e %-4s %10.4f %10.4f %9.1f %6.1f%% %8s %8.0f  %s\n", run->kcase->name, run->label,
+           err, gate, ok ? "ok" : "FAIL", t.stream_ms, t.single_ms, gbs, 100.0 * gbs / copy, tf, copy,
+           row_schedule(b, run, sched, sizeof sched));
     if (!ok)
         printf("    %s\n", detail);
     if (b->csv)
@@ -49,6 +193,8 @@ static void check_row(bench *b, hk_case_run *run, hk_case_bound *bound)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "tune"))
+        return tune_main(argc, argv);
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--gguf"))
             return gguf_check_main(argc, argv);
@@ -59,8 +205,8 @@ int main(int argc, char **argv)
     bench b = {0};
     bench_open(&b, "hk-check", &o,
                "device,kernel,shape,scale_rel,gate,ok,ms_stream,ms_single,gbs,ratio_to_copy,tflops,copy_gbs");
-    printf("%-17s %-36s %9s %7s %-4s %10s %10s %9s %7s %8s %8s\n", "kernel", "shape", "error", "gate", "ok", "ms/op",
-           "ms single", "GB/s", "of copy", "TFLOP/s", "copy");
+    printf("%-17s %-36s %9s %7s %-4s %10s %10s %9s %7s %8s %8s  %s\n", "kernel", "shape", "error", "gate", "ok", "ms/op",
+           "ms single", "GB/s", "of copy", "TFLOP/s", "copy", "schedule (tuned families)");
     for_each_case(&b, b.quick ? HK_REF_ALL : HK_REF_SAMPLE, check_row);
     printf("\n%s: %d row(s) failed their gate\n", b.failures ? "FAIL" : "OK", b.failures);
     int failures = b.failures;

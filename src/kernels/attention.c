@@ -1,8 +1,10 @@
 /* Attention: argument checks for hk_sdpa_blk and hk_rope, the choice between flash-decoding and
  * flash attention, and flash-decoding itself (shaders/sdpa.comp). */
 #include "attention.h"
+#include "tune.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define HK_MAX_HEAD_DIM 256u
@@ -197,6 +199,7 @@ typedef struct sdpa_plan {
     uint32_t align;  /* keys per workgroup batch: a split's keys are a multiple of it */
     int single;      /* the last split combines (one dispatch) */
     int shuffle;     /* the shader variant with subgroup shuffles */
+    uint32_t target; /* workgroups the split count aimed for */
 } sdpa_plan;
 
 /* values per chunk (16 bytes of f16/f32, a quarter Q8_0 block), as the shader's CD */
@@ -272,7 +275,54 @@ static uint64_t sdpa_trips(const sdpa_plan *p, uint32_t d, hk_type type, uint32_
 
 /* Everything here depends on the shape, kv.capacity, the device and the tuning hooks, never on
  * seq_k, so the workspace and the recorded dispatch serve any count a replay brings. */
+static hk_status make_plan_with(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
+                                const hk__sched *sched, sdpa_plan *p);
+
+/* The autotuner's schedule for a one-query call (src/tune): the candidate being measured on this
+ * thread, else the context's cached winner for this shape class; its key holds kv.capacity and
+ * never seq_k, so a replayed stream keeps one plan. */
+static int sdpa_sched(const hk_context *context, const hk_sdpa_desc *desc, hk__sched *out, int *source)
+{
+    *source = HK_SCHED_DEFAULT;
+    if (desc->n_q != 1)
+        return 0;
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_sdpa(key, desc->kv.type, desc->n_heads, desc->n_kv_heads, desc->head_dim, desc->kv.capacity);
+    if (hk__tune_lookup((hk_context *)context, HK_TUNE_SDPA_DECODE, key, out, source))
+        return 1;
+    static const char *const hooks[] = {"HK_SDPA_GROUPS", "HK_SDPA_WG", "HK_SDPA_LPK", "HK_SDPA_KB", "HK_SDPA_ROWS",
+                                        "HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE"};
+    for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+        if (getenv(hooks[i]) && *getenv(hooks[i]))
+            *source = HK_SCHED_ENV;
+    return 0;
+}
+
+/* The plan of a call and where its schedule came from. A cached winner that does not plan on
+ * this device (only a hand-edited cache line can: winners are keyed by device and driver) falls
+ * back to the default rather than failing the call. */
+static hk_status plan_call(const hk_context *context, const char *fn, const hk_sdpa_desc *desc, sdpa_plan *p,
+                           hk__sched *sched, int *source, int *tuned)
+{
+    *tuned = sdpa_sched(context, desc, sched, source);
+    hk_status st = make_plan_with(context, fn, desc, *tuned ? sched : NULL, p);
+    if (st != HK_OK && *tuned && *source == HK_SCHED_TUNED) {
+        *tuned = 0;
+        *source = HK_SCHED_DEFAULT;
+        st = make_plan_with(context, fn, desc, NULL, p);
+    }
+    return st;
+}
+
 static hk_status make_plan(const hk_context *context, const char *fn, const hk_sdpa_desc *desc, sdpa_plan *p)
+{
+    hk__sched sched;
+    int source, tuned;
+    return plan_call(context, fn, desc, p, &sched, &source, &tuned);
+}
+
+static hk_status make_plan_with(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
+                                const hk__sched *sched, sdpa_plan *p)
 {
     const hk_caps *caps = &context->caps;
     uint32_t d = desc->head_dim, group = desc->n_heads / desc->n_kv_heads;
@@ -286,7 +336,18 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
                           : per_head > SDPA_GPU_GROUPS_MAX ? SDPA_GPU_GROUPS_MAX
                                                            : (uint32_t)per_head;
     uint32_t shuffle, lpk, wg, max_rows, kb, target, single;
-    hk_status st = env_u32(fn, "HK_SDPA_SHUFFLE", 1, 0, 1, 0, &shuffle);
+    hk_status st = HK_OK;
+    if (sched) { /* a tuned schedule: no hook is read */
+        shuffle = 1;
+        target = sched->v[SD_GROUPS];
+        wg = sched->v[SD_WG];
+        lpk = sched->v[SD_LPK];
+        kb = sched->v[SD_KB];
+        max_rows = sched->v[SD_ROWS];
+        single = sched->v[SD_SINGLE];
+        goto planned;
+    }
+    st = env_u32(fn, "HK_SDPA_SHUFFLE", 1, 0, 1, 0, &shuffle);
     if (st == HK_OK)
         st = env_u32(fn, "HK_SDPA_LPK", SDPA_MAX_LPK, 1, 64, 1, &lpk);
     if (st == HK_OK)
@@ -301,6 +362,7 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
         st = env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
     if (st != HK_OK)
         return st;
+planned:
     p->shuffle = shuffle && has_shuffle(context);
     p->single = (int)single;
     /* lanes of a key group share a subgroup of any size the device may give */
@@ -365,6 +427,7 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
         want = most;
     if (want < least)
         want = least;
+    p->target = target;
     p->chunks = chunks > UINT32_MAX ? UINT32_MAX : (uint32_t)chunks;
     p->splits = (uint32_t)want;
     return HK_OK;
@@ -418,7 +481,9 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
     const hk_sdpa_desc *desc = call->desc;
     const hk_kv_layout *kv = &desc->kv;
     sdpa_plan p;
-    hk_status st = make_plan(context, fn, desc, &p);
+    hk__sched sched;
+    int source, tuned;
+    hk_status st = plan_call(context, fn, desc, &p, &sched, &source, &tuned);
     if (st != HK_OK)
         return st;
     uint64_t groups = (uint64_t)desc->n_kv_heads * p.chunks * p.splits;
@@ -444,6 +509,8 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         .v_head = desc->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
         .scale_log2 = (float)((double)desc->scale * 1.4426950408889634),
     };
+    if (tuned && sched.plant && !call->has_counter)
+        params.seq_k = (desc->seq_k + 1) / 2; /* testing only: a candidate that skips half the keys */
     /* Two passes: pass 1 writes the workspace, pass 2 reads it and writes the output; each pass
      * declares only what it touches, so the stream orders them and nothing else. One pass (a
      * single split, or the last split combining) declares everything. */
@@ -476,12 +543,80 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         st = hk__pipeline_get(context, fn, &d2, &pipeline, &layout, &set_layout);
     if (st != HK_OK)
         return st;
-    if (!two)
-        return hk__dispatch(context, stream, fn, &d1);
-    /* without a stream, both passes go in one submit */
-    hk_stream *s = stream ? stream : hk__immediate_begin(context);
-    st = hk__dispatch(context, s, fn, &d1);
-    if (st == HK_OK)
-        st = hk__dispatch(context, s, fn, &d2);
-    return stream ? st : hk__immediate_end(context, fn, st);
+    /* what served the call, as the tuner names it (groups: the target the splits came from) */
+    const uint32_t served[SD_PARAMS] = {p.target, p.wg, p.lpk, p.kb, p.rows, (uint32_t)p.single};
+    if (!two) {
+        st = hk__dispatch(context, stream, fn, &d1);
+    } else {
+        /* without a stream, both passes go in one submit */
+        hk_stream *s = stream ? stream : hk__immediate_begin(context);
+        st = hk__dispatch(context, s, fn, &d1);
+        if (st == HK_OK)
+            st = hk__dispatch(context, s, fn, &d2);
+        st = stream ? st : hk__immediate_end(context, fn, st);
+    }
+    if (st == HK_OK && desc->n_q == 1)
+        hk__tune_note(context, HK_TUNE_SDPA_DECODE, served, source);
+    return st;
+}
+
+/* ---- autotuner (src/tune) ---- */
+
+int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8],
+                           char *why, size_t why_size)
+{
+    const hk_caps *caps = &context->caps;
+    uint32_t sg_min = caps->subgroup_size_min && caps->subgroup_size_min < caps->subgroup_size ? caps->subgroup_size_min
+                                                                                              : caps->subgroup_size;
+    uint32_t sg_max = caps->subgroup_size_max > caps->subgroup_size ? caps->subgroup_size_max : caps->subgroup_size;
+    uint32_t nc = desc->head_dim / chunk_values(desc->kv.type);
+    if (v[SD_WG] > caps->max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", v[SD_WG], caps->max_workgroup_size);
+        return 0;
+    }
+    if (v[SD_WG] < sg_max) {
+        snprintf(why, why_size, "subgroup mismatch: workgroup of %u under the largest subgroup %u", v[SD_WG], sg_max);
+        return 0;
+    }
+    if (v[SD_LPK] > sg_min) {
+        snprintf(why, why_size, "subgroup mismatch: %u lanes per key over the smallest subgroup %u", v[SD_LPK], sg_min);
+        return 0;
+    }
+    if (v[SD_LPK] > nc) {
+        snprintf(why, why_size, "invalid: %u lanes per key over the %u 16-byte chunks of a row", v[SD_LPK], nc);
+        return 0;
+    }
+    if (v[SD_LPK] > v[SD_WG]) {
+        snprintf(why, why_size, "invalid: %u lanes per key over the workgroup of %u", v[SD_LPK], v[SD_WG]);
+        return 0;
+    }
+    hk__sched s = {{0}, 0};
+    for (int i = 0; i < SD_PARAMS; i++)
+        s.v[i] = v[i];
+    sdpa_plan p;
+    if (make_plan_with(context, "hk_tune", desc, &s, &p) != HK_OK) {
+        snprintf(why, why_size, "%s", hk_last_error());
+        return 0;
+    }
+    if (p.wg != v[SD_WG] || p.lpk != v[SD_LPK]) {
+        snprintf(why, why_size, "invalid: wg=%u lpk=%u run as wg=%u lpk=%u on this device", v[SD_WG], v[SD_LPK], p.wg,
+                 p.lpk);
+        return 0;
+    }
+    if (p.rows != v[SD_ROWS]) {
+        snprintf(why, why_size, "invalid: %u rows per workgroup do not fit (registers or shared memory: %u)",
+                 v[SD_ROWS], p.rows);
+        return 0;
+    }
+    if (p.kb != v[SD_KB]) {
+        snprintf(why, why_size, "invalid: %u keys per batch exceed the split (%u taken)", v[SD_KB], p.kb);
+        return 0;
+    }
+    if (sig) {
+        const uint32_t plan[8] = {p.wg, p.lpk, p.kb, p.rows, p.work, p.splits, (uint32_t)(p.single && p.splits > 1),
+                                  p.align};
+        for (int i = 0; i < 8; i++)
+            sig[i] = plan[i];
+    }
+    return 1;
 }

@@ -6,6 +6,7 @@
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
 #include "internal.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,9 +199,20 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
  * for the dense kernel. */
 static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t tokens,
                              uint32_t moe_n, uint32_t *nrows, uint32_t *items, uint32_t *per_pass,
-                             uint32_t *stage_blocks, uint32_t *q8_0_w16)
+                             uint32_t *stage_blocks, uint32_t *q8_0_w16, const hk__sched *sched)
 {
     uint32_t bits = 0;
+    if (sched) { /* a tuned schedule (one token, dense): no hook is read, nothing falls back */
+        *nrows = sched->v[MV_NROWS];
+        *items = sched->v[MV_ITEMS];
+        *q8_0_w16 = t == 0 && sched->v[MV_LOAD_BITS] == 16;
+        *per_pass = 1;
+        *stage_blocks = 0;
+        if (int8_loop_count(rows, k, t, context->caps.subgroup_size, *nrows, 1, *items, 0) > MATVEC_LOOP_BUDGET)
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule nrows=%u items=%u loops past %u iterations "
+                            "(rows=%u, k=%u)", *nrows, *items, MATVEC_LOOP_BUDGET, rows, k);
+        return HK_OK;
+    }
     hk_status st_bits = t == 0 ? tuning_env(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 16, 32, 1, &bits) : HK_OK;
     if (st_bits != HK_OK)
         return st_bits;
@@ -310,6 +322,17 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     uint32_t nrows = 1, items = 1, per_pass = tokens, stage_blocks = 0, q8_0_w16 = 0;
+    /* the autotuner's schedule (src/tune): one-token dense int8 calls only */
+    hk__sched sched = {{0}, 0};
+    int sched_source = HK_SCHED_DEFAULT, tuned = 0;
+    if (int8 && !moe && tokens == 1 && rows_layout) {
+        char key[HK_TUNE_SHAPE_CHARS];
+        hk__tune_key_matvec(key, wtype, rows, k);
+        tuned = hk__tune_lookup(context, HK_TUNE_MATVEC_INT8, key, &sched, &sched_source);
+        if (!tuned && ((t == 0 && getenv("HK_MATVEC_Q8_0_LOAD_BITS") && *getenv("HK_MATVEC_Q8_0_LOAD_BITS")) ||
+                       (getenv("HK_MATVEC_INT8_ITEMS") && *getenv("HK_MATVEC_INT8_ITEMS"))))
+            sched_source = HK_SCHED_ENV;
+    }
     if (rows_layout && aligned) {
         int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
         if (rows >= MATVEC_MANY_ROWS)
@@ -317,10 +340,22 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         else if (rows >= MATVEC_SOME_ROWS)
             nrows = 2;
         if (int8) {
+            uint32_t nrows_in = nrows;
             st = int8_config(context, fn, t, rows, k, tokens, moe ? moe->shape->n : 0, &nrows, &items, &per_pass,
-                             &stage_blocks, &q8_0_w16);
+                             &stage_blocks, &q8_0_w16, tuned ? &sched : NULL);
+            if (st != HK_OK && tuned && sched_source == HK_SCHED_TUNED) {
+                /* a cached winner this shape cannot run (only a hand-edited line can be one):
+                 * the default, rather than a failed call */
+                tuned = 0;
+                sched_source = HK_SCHED_DEFAULT;
+                nrows = nrows_in;
+                st = int8_config(context, fn, t, rows, k, tokens, 0, &nrows, &items, &per_pass, &stage_blocks,
+                                 &q8_0_w16, NULL);
+            }
             if (st != HK_OK)
                 return st;
+            if (tuned && sched.plant)
+                params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
         }
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
@@ -338,6 +373,13 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint32_t spec[6] = {wg, nrows, tokens, 0, items, q8_0_w16};
     d.spec = spec;
     d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
+    if (int8 && !moe && tokens == 1) {
+        const uint32_t served[MV_PARAMS] = {nrows, items, t == 0 && q8_0_w16 ? 16 : 32};
+        st = hk__dispatch(context, stream, fn, &d);
+        if (st == HK_OK)
+            hk__tune_note(context, HK_TUNE_MATVEC_INT8, served, sched_source);
+        return st;
+    }
     if (tokens == 1)
         return hk__dispatch(context, stream, fn, &d);
     if (per_pass >= tokens) {
@@ -411,4 +453,36 @@ hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wty
                              hk_view ids, hk_view y, const hk_moe_shape *shape)
 {
     return moe_matvec(context, stream, "hk_moe_matvec_int8", 1, wtype, w, xq, ids, y, shape);
+}
+
+/* ---- autotuner (src/tune) ---- */
+
+int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
+                           char *why, size_t why_size)
+{
+    const hk_caps *caps = &context->caps;
+    uint32_t sg = caps->subgroup_size, wg = sg * MATVEC_SUBGROUPS;
+    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL)) {
+        snprintf(why, why_size, "subgroup mismatch: no full subgroups of a required size (subgroupSizeControl)");
+        return 0;
+    }
+    if (wg > caps->max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", wg, caps->max_workgroup_size);
+        return 0;
+    }
+    if (16 + (uint64_t)wg * 4 > caps->shared_memory_bytes) {
+        snprintf(why, why_size, "shared memory %u over the device's %u", 16 + wg * 4, caps->shared_memory_bytes);
+        return 0;
+    }
+    if (t != 0 && v[MV_LOAD_BITS] != 32) {
+        snprintf(why, why_size, "invalid: load_bits=%u applies to q8_0 only", v[MV_LOAD_BITS]);
+        return 0;
+    }
+    uint64_t loops = int8_loop_count(rows, k, t, sg, v[MV_NROWS], 1, v[MV_ITEMS], 0);
+    if (loops > MATVEC_LOOP_BUDGET) {
+        snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
+        return 0;
+    }
+    return 1;
 }

@@ -557,7 +557,11 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     vkGetPhysicalDeviceMemoryProperties(pd, &context->memory);
 }
 
-static hk_status finish_context(hk_context *context, const char *fn, const char *cache_dir, int cache_disabled)
+void hk__tune_open(hk_context *context, const char *dir);
+void hk__tune_close(hk_context *context);
+
+static hk_status finish_context(hk_context *context, const char *fn, const char *cache_dir, int cache_disabled,
+                                const char *tune_dir)
 {
     if (!context->vk.vkGetDeviceQueue)
         volkLoadDeviceTable(&context->vk, context->device);
@@ -579,6 +583,7 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
     hk_status st = hk__pipeline_cache_open(context, cache_dir, cache_disabled);
     if (st != HK_OK)
         return st;
+    hk__tune_open(context, tune_dir);
     return hk__stream_create(context, 0, VK_NULL_HANDLE, &context->immediate);
 }
 
@@ -699,7 +704,7 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     volkLoadDeviceTable(&context->vk, context->device);
     context->vk.vkGetDeviceQueue(context->device, context->queue_family, 0, &context->queue);
     probe_caps(context, !!(bits & HK_FEATURE_COOPMAT_KHR));
-    st = finish_context(context, fn, desc.pipeline_cache_dir, desc.disable_pipeline_cache);
+    st = finish_context(context, fn, desc.pipeline_cache_dir, desc.disable_pipeline_cache, desc.tune_cache_dir);
     if (st != HK_OK)
         goto fail;
     *out_context = context;
@@ -767,7 +772,7 @@ hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, hk_cont
     context->queue_family = b->queue_family_index;
     context->features = claimed;
     probe_caps(context, !!(claimed & HK_FEATURE_COOPMAT_KHR));
-    st = finish_context(context, fn, b->pipeline_cache_dir, b->disable_pipeline_cache);
+    st = finish_context(context, fn, b->pipeline_cache_dir, b->disable_pipeline_cache, NULL);
     if (st != HK_OK) {
         hk_context_destroy(context);
         return st;
@@ -785,6 +790,7 @@ void hk_context_destroy(hk_context *context)
         if (context->vk.vkDeviceWaitIdle && context->owns_device)
             context->vk.vkDeviceWaitIdle(context->device); /* VK_ERROR_DEVICE_LOST here changes nothing */
         hk__pipeline_cache_close(context);
+        hk__tune_close(context);
         hk__pipelines_destroy(context);
         if (context->owns_device && context->vk.vkDestroyDevice)
             context->vk.vkDestroyDevice(context->device, NULL);

@@ -106,6 +106,8 @@ struct hk_context {
     uint32_t pipeline_count, pipeline_capacity;
 
     hk_stream *immediate; /* the stream behind a NULL-stream kernel call (immediate_lock) */
+
+    struct hk_tune_state *tune; /* autotuner winners and the last schedules (src/tune; its own lock) */
 };
 
 struct hk_buffer {

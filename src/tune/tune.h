@@ -1,0 +1,54 @@
+/* Internal interface of the autotuner (src/tune/tune.c) and of the kernel families it tunes.
+ *
+ * A schedule is a short vector of named integers per family (the search space's parameters, in
+ * the order tune.c's family table lists them). A family's host code asks hk__tune_lookup for the
+ * schedule of a call: the candidate the tuner is measuring on this thread, else the context's
+ * cached winner for the call's device and shape class; with neither it takes its environment
+ * hooks or its built-in defaults, as before. It then tells hk__tune_note what it ran, which
+ * hk_schedule_last reports. */
+#ifndef HK_TUNE_H
+#define HK_TUNE_H
+
+#include "internal.h"
+
+#define HK_TUNE_MAX_PARAMS 8
+#define HK_TUNE_SHAPE_CHARS 96
+
+/* Where a schedule came from (hk_schedule_last prints these words). */
+enum { HK_SCHED_DEFAULT, HK_SCHED_ENV, HK_SCHED_TUNED, HK_SCHED_SEARCH };
+
+typedef struct hk__sched {
+    uint32_t v[HK_TUNE_MAX_PARAMS];
+    int plant; /* testing only (HK_TUNE_PLANT_WRONG): the candidate skips part of the work */
+} hk__sched;
+
+/* Parameter order of each family (tune.c's table holds names and values). */
+enum { MV_NROWS, MV_ITEMS, MV_LOAD_BITS, MV_PARAMS };
+enum { SD_GROUPS, SD_WG, SD_LPK, SD_KB, SD_ROWS, SD_SINGLE, SD_PARAMS };
+
+/* Shape classes: the key of a cached winner. */
+void hk__tune_key_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k);
+void hk__tune_key_sdpa(char key[HK_TUNE_SHAPE_CHARS], hk_type kv_type, uint32_t n_heads, uint32_t n_kv_heads,
+                       uint32_t head_dim, uint32_t capacity);
+
+/* 1 and *out where a schedule applies to this call of family (hk_tune_kernel) with this shape
+ * key: the tuner's candidate on this thread (*source HK_SCHED_SEARCH), else the context's cached
+ * winner (HK_SCHED_TUNED). 0 otherwise. */
+int hk__tune_lookup(hk_context *context, int family, const char *key, hk__sched *out, int *source);
+/* Records what served the last call of a family (hk_schedule_last). */
+void hk__tune_note(hk_context *context, int family, const uint32_t *v, int source);
+
+/* Context lifetime (context.c): reads the winner cache of dir (NULL: $HK_TUNE_CACHE_DIR, else
+ * $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel). Never fails: problems are warnings. */
+void hk__tune_open(hk_context *context, const char *dir);
+void hk__tune_close(hk_context *context);
+
+/* Static tiers, next to the families' own planning code: 1 if the schedule runs exactly as asked
+ * on this device for this shape; else 0 with the reason. sig (may be NULL) receives the plan's
+ * effective values, so that two schedules running the same plan are measured once. */
+int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
+                           char *why, size_t why_size);
+int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8],
+                           char *why, size_t why_size);
+
+#endif

@@ -1,0 +1,459 @@
+/* The autotuner (hk_tune, include/hkernel.h): a search on a small shape finds a feasible,
+ * reference-exact winner; a second search hits the cache and measures nothing; calls (on this
+ * context and on a new one reading the file) take the cached winner and hk_schedule_last says so;
+ * a planted wrong schedule is rejected by the gate; corrupt and stale cache lines are ignored
+ * with a warning; two processes tuning at once leave a valid file holding both winners. Every
+ * cache lives in a temporary directory, never the user's. Small shapes, few candidates: seconds
+ * on lavapipe. */
+#define _POSIX_C_SOURCE 200809L
+#include "hk_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+static hk_context *context_in(const char *dir, int validation)
+{
+    hk_context_desc desc;
+    hk_context_desc_init(&desc);
+    desc.enable_validation = validation;
+    desc.disable_pipeline_cache = 1;
+    desc.tune_cache_dir = dir;
+    hk_context *context = NULL;
+    if (hk_context_create(&desc, &context) != HK_OK) {
+        hk_check(0, "context", "%s", hk_last_error());
+        return NULL;
+    }
+    return context;
+}
+
+/* Runs f(context) with stderr going to a file; returns what was written (malloc'ed). */
+static char *capture_stderr(hk_context *(*f)(const char *, int), const char *dir, hk_context **out)
+{
+    char path[] = "/tmp/hk_tune_stderrXXXXXX";
+    int fd = mkstemp(path);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    *out = f(dir, 1);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    off_t n = lseek(fd, 0, SEEK_END);
+    char *text = calloc((size_t)n + 1, 1);
+    if (text && n > 0 && pread(fd, text, (size_t)n, 0) != n)
+        text[0] = 0;
+    close(fd);
+    unlink(path);
+    fputs(text ? text : "", stdout); /* shown in the test log */
+    return text;
+}
+
+static unsigned count_of(const char *text, const char *needle)
+{
+    unsigned n = 0;
+    for (const char *s = text; (s = strstr(s, needle)); s += strlen(needle))
+        n++;
+    return n;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = calloc((size_t)n + 1, 1);
+    if (text && fread(text, 1, (size_t)n, f) != (size_t)n)
+        text[0] = 0;
+    fclose(f);
+    return text;
+}
+
+/* Every non-comment line has 9 tab-separated fields and ends with a newline. */
+static int file_valid(const char *text, unsigned *lines)
+{
+    *lines = 0;
+    if (!text)
+        return 0;
+    for (const char *s = text; *s;) {
+        const char *end = strchr(s, '\n');
+        if (!end)
+            return 0;
+        if (*s != '#') {
+            unsigned tabs = 0;
+            for (const char *c = s; c < end; c++)
+                tabs += *c == '\t';
+            if (tabs != 8 || strncmp(s, "hkernel-tune-1\t", 15))
+                return 0;
+            (*lines)++;
+        }
+        s = end + 1;
+    }
+    return 1;
+}
+
+/* ---- the int8 matvec case: seeded inputs, the reference, one call ---- */
+
+typedef struct mv_case {
+    uint32_t rows, k;
+    hk_type wtype;
+    hk_buffer *w, *xq;
+    hk_test_out y;
+    float *ref;
+} mv_case;
+
+static void mv_prepare(hk_context *ctx, mv_case *c, hk_type wtype, uint32_t rows, uint32_t k, uint64_t seed)
+{
+    hk_rng rng = {seed};
+    c->rows = rows;
+    c->k = k;
+    c->wtype = wtype;
+    uint8_t *w = hk_random_weights(&rng, (int)wtype, rows, k, 0);
+    float *x = malloc(k * sizeof *x);
+    hk_block_q8_1 *xq = malloc(k / 32 * sizeof *xq);
+    c->ref = malloc(rows * sizeof *c->ref);
+    hk_rng_fill(&rng, x, k, -1, 1);
+    hk_quant_row_q8_1(x, xq, k);
+    hk_ref_matvec_q8_1((int)wtype, w, xq, c->ref, rows, k);
+    c->w = hk_test_buffer(ctx, (uint64_t)rows * hk_type_bytes(wtype, k), w);
+    c->xq = hk_test_buffer(ctx, k / 32 * sizeof *xq, xq);
+    c->y = hk_test_out_create(ctx, rows);
+    free(w);
+    free(x);
+    free(xq);
+}
+
+static const float *mv_run(hk_context *ctx, mv_case *c, const char *name)
+{
+    hk_test_out_poison(&c->y);
+    hk_status st = hk_matvec_int8(ctx, NULL, c->wtype, (hk_view){c->w, 0}, (hk_view){c->xq, 0}, hk_test_out_view(&c->y),
+                                  c->rows, c->k);
+    if (!hk_check_status(name, st, HK_OK, NULL))
+        return NULL;
+    return hk_test_out_read(&c->y, name);
+}
+
+static void mv_release(mv_case *c)
+{
+    hk_buffer_destroy(c->w);
+    hk_buffer_destroy(c->xq);
+    hk_test_out_destroy(&c->y);
+    free(c->ref);
+}
+
+static hk_tune_desc mv_desc(hk_type wtype, uint32_t rows, uint32_t k)
+{
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.kernel = HK_TUNE_MATVEC_INT8;
+    d.wtype = wtype;
+    d.rows = rows;
+    d.k = k;
+    d.seed = 11;
+    d.repeats = 1;
+    d.batch = 2;
+    d.copies = 2;
+    return d;
+}
+
+/* ---- two processes tuning at once ---- */
+
+static int child_tune(const char *dir, uint32_t rows)
+{
+    hk_context *ctx = context_in(dir, 0);
+    if (!ctx)
+        return 1;
+    int bad = 0;
+    for (uint32_t k = 64; k <= 128 && !bad; k += 64) {
+        hk_tune_desc d = mv_desc(HK_TYPE_Q8_0, rows, k);
+        d.max_measured = 3;
+        hk_tune_report r;
+        bad = hk_tune(ctx, &d, &r) != HK_OK;
+        if (bad)
+            fprintf(stderr, "child %u: %s\n", rows, hk_last_error());
+    }
+    hk_context_destroy(ctx);
+    return bad;
+}
+
+static void test_concurrent(const char *dir)
+{
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        fflush(stdout);
+        pid[i] = fork();
+        if (pid[i] == 0)
+            _exit(child_tune(dir, 32 * (uint32_t)(i + 1)));
+    }
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+        int status = 0;
+        ok &= pid[i] > 0 && waitpid(pid[i], &status, 0) == pid[i] && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    hk_check(ok, "two processes tune at once", "a child failed");
+    char path[700];
+    snprintf(path, sizeof path, "%s/tune.tsv", dir);
+    char *text = read_file(path);
+    unsigned lines;
+    int valid = file_valid(text, &lines);
+    hk_check(valid && lines == 4, "concurrent tuners leave a valid file with every winner", "valid %d, %u lines:\n%s",
+             valid, lines, text ? text : "(none)");
+    free(text);
+}
+
+/* ---- main ---- */
+
+int main(void)
+{
+    char base[] = "/tmp/hk_tune_testXXXXXX";
+    if (!mkdtemp(base)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char dir_a[600], dir_b[600], dir_c[600];
+    snprintf(dir_a, sizeof dir_a, "%s/a", base);
+    snprintf(dir_b, sizeof dir_b, "%s/b", base);
+    snprintf(dir_c, sizeof dir_c, "%s/c", base);
+    /* never the user's cache: contexts that name no directory use this one */
+    setenv("HK_TUNE_CACHE_DIR", dir_a, 1);
+    unsetenv("HK_TUNE_PLANT_WRONG");
+
+    /* before this process touches Vulkan: children fork from a clean process */
+    test_concurrent(dir_c);
+
+    hk_context *ctx = hk_test_context();
+    hk_check(hk_tune_cache_file(ctx) && strstr(hk_tune_cache_file(ctx), dir_a) != NULL, "cache file from HK_TUNE_CACHE_DIR",
+             "%s", hk_tune_cache_file(ctx) ? hk_tune_cache_file(ctx) : "(null)");
+    char sched[160];
+    hk_check_status("schedule before any call", hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, sizeof sched),
+                    HK_ERROR_STATE, "no matvec_int8 call");
+
+    /* the default schedule's output, to compare the tuned one with bit for bit */
+    mv_case mv;
+    mv_prepare(ctx, &mv, HK_TYPE_Q8_0, 64, 256, 5);
+    const float *y = mv_run(ctx, &mv, "matvec default");
+    float *y_default = malloc(mv.rows * sizeof *y_default);
+    if (y)
+        memcpy(y_default, y, mv.rows * sizeof *y_default);
+    hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
+    hk_check(!strncmp(sched, "default nrows=", 14), "a call without a winner takes the default", "%s", sched);
+
+    /* search: exhaustive (18 schedules), a planted wrong one rejected by the gate */
+    setenv("HK_TUNE_PLANT_WRONG", "1", 1);
+    hk_tune_desc d = mv_desc(HK_TYPE_Q8_0, 64, 256);
+    d.verbose = 1;
+    hk_tune_report r;
+    hk_status st = hk_tune(ctx, &d, &r);
+    unsetenv("HK_TUNE_PLANT_WRONG");
+    hk_check_status("hk_tune matvec_int8", st, HK_OK, NULL);
+    printf("  evaluated %u, measured %u, rejected %u static + %u gate, %u duplicates; winner %s (%.4f ms, default "
+           "%s %.4f ms); %s\n",
+           r.evaluated, r.measured, r.rejected_static, r.rejected_gate, r.duplicates, r.schedule, r.best_ms,
+           r.default_schedule, r.default_ms, r.rejects);
+    hk_check(!r.from_cache && r.space == 18 && r.measured >= 1 && r.best_ms > 0 && isfinite(r.best_ms) &&
+                 r.best_ms <= r.default_ms,
+             "search finds a feasible winner", "measured %u, best %g, default %g", r.measured, r.best_ms, r.default_ms);
+    /* every schedule once, and the planted one */
+    hk_check(r.evaluated == r.measured + r.rejected_static + r.duplicates + r.rejected_gate && r.evaluated == 19,
+             "search is exhaustive on a small space", "evaluated %u", r.evaluated);
+    hk_check(r.rejected_gate == 1 && strstr(r.rejects, "gate: scale_rel") != NULL,
+             "the planted schedule (half the rows) is rejected by the gate", "rejected_gate %u: %s", r.rejected_gate,
+             r.rejects);
+
+    /* the winner serves the next call, reference-exact and bit-identical to the default */
+    y = mv_run(ctx, &mv, "matvec tuned");
+    hk_check_close("tuned matvec against the reference", y, mv.ref, mv.rows, HK_GATE_EXACT);
+    hk_check(y && !memcmp(y, y_default, mv.rows * sizeof *y), "tuned matvec bit-identical to the default", "outputs differ");
+    hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
+    char want[200];
+    snprintf(want, sizeof want, "tuned %s", r.schedule);
+    hk_check(!strcmp(sched, want), "dispatch uses the winner", "hk_schedule_last \"%s\", want \"%s\"", sched, want);
+
+    /* a second search hits the cache and measures nothing */
+    hk_tune_report r2;
+    st = hk_tune(ctx, &d, &r2);
+    hk_check(st == HK_OK && r2.from_cache && r2.measured == 0 && r2.evaluated == 0 && !strcmp(r2.schedule, r.schedule),
+             "second search hits the cache", "from_cache %d, measured %u, %s", r2.from_cache, r2.measured, r2.schedule);
+
+    /* a new context reads the file when it is created */
+    hk_context *ctx2 = context_in(NULL, 1);
+    if (ctx2) {
+        hk_tune_report r3;
+        st = hk_tune(ctx2, &d, &r3);
+        hk_check(st == HK_OK && r3.from_cache && r3.measured == 0, "a new context has the winner from the file",
+                 "from_cache %d", r3.from_cache);
+        mv_case mv2;
+        mv_prepare(ctx2, &mv2, HK_TYPE_Q8_0, 64, 256, 5);
+        y = mv_run(ctx2, &mv2, "matvec on a new context");
+        hk_check(y && !memcmp(y, y_default, mv.rows * sizeof *y), "new context's tuned matvec bit-identical", "outputs differ");
+        hk_schedule_last(ctx2, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
+        hk_check(!strcmp(sched, want), "new context dispatches the cached winner", "\"%s\"", sched);
+        mv_release(&mv2);
+        hk_check(hk_context_validation_messages(ctx2) == 0, "new context: no validation messages", "%u",
+                 hk_context_validation_messages(ctx2));
+        hk_context_destroy(ctx2);
+    }
+
+    /* flash-decoding: a large space (genetic search), static rejects with reasons, a planted
+     * schedule that skips half the keys */
+    hk_tune_desc ds;
+    hk_tune_desc_init(&ds);
+    ds.kernel = HK_TUNE_SDPA_DECODE;
+    ds.kv_type = HK_TYPE_F16;
+    ds.n_heads = 4;
+    ds.n_kv_heads = 2;
+    ds.head_dim = 64;
+    ds.capacity = 512;
+    ds.seed = 3;
+    ds.max_measured = 8;
+    ds.repeats = 1;
+    ds.batch = 2;
+    ds.copies = 2;
+    ds.verbose = 1;
+    setenv("HK_TUNE_PLANT_WRONG", "1", 1);
+    st = hk_tune(ctx, &ds, &r);
+    unsetenv("HK_TUNE_PLANT_WRONG");
+    hk_check_status("hk_tune sdpa_decode", st, HK_OK, NULL);
+    printf("  evaluated %u, measured %u, rejected %u static + %u gate, %u duplicates; winner %s (%.4f ms, default "
+           "%s %.4f ms); %s\n",
+           r.evaluated, r.measured, r.rejected_static, r.rejected_gate, r.duplicates, r.schedule, r.best_ms,
+           r.default_schedule, r.default_ms, r.rejects);
+    hk_check(r.space > 64 && r.measured >= 1 && r.measured <= ds.max_measured && r.best_ms <= r.default_ms &&
+                 r.rejected_static >= 1,
+             "genetic search finds a winner within its budget", "space %u, measured %u", r.space, r.measured);
+    hk_check(r.rejected_gate == 1 && strstr(r.rejects, "gate: scale_rel"), "planted sdpa schedule (half the keys) "
+             "rejected by the gate", "%u: %s", r.rejected_gate, r.rejects);
+    {
+        /* the winner serves hk_sdpa_blk: compare with the reference at every seq_k's plan */
+        hk_sdpa_desc sd = {0};
+        sd.n_q = 1;
+        sd.n_heads = 4;
+        sd.n_kv_heads = 2;
+        sd.head_dim = 64;
+        sd.seq_k = 300;
+        sd.scale = 0.125f;
+        sd.kv.type = HK_TYPE_F16;
+        sd.kv.capacity = 512;
+        sd.kv.k_row_stride = sd.kv.v_row_stride = 128;
+        sd.kv.k_head_stride = sd.kv.v_head_stride = 512 * 128;
+        size_t nv = 2 * 512 * 64;
+        hk_rng rng = {9};
+        float *q = malloc(4 * 64 * 4), *kf = malloc(nv * 4), *vf = malloc(nv * 4), *ref = malloc(4 * 64 * 4);
+        uint16_t *kh = malloc(nv * 2), *vh = malloc(nv * 2);
+        hk_rng_fill(&rng, q, 256, -1, 1);
+        hk_rng_fill(&rng, kf, nv, -1, 1);
+        hk_rng_fill(&rng, vf, nv, -1, 1);
+        for (size_t i = 0; i < nv; i++) {
+            kh[i] = hk_f32_to_f16(kf[i]);
+            vh[i] = hk_f32_to_f16(vf[i]);
+            kf[i] = hk_f16_to_f32(kh[i]);
+            vf[i] = hk_f16_to_f32(vh[i]);
+        }
+        /* packed [head][seq_k][d] for the reference */
+        float *kp = malloc(2 * 300 * 64 * 4), *vp = malloc(2 * 300 * 64 * 4);
+        for (int h = 0; h < 2; h++) {
+            memcpy(kp + (size_t)h * 300 * 64, kf + (size_t)h * 512 * 64, 300 * 64 * 4);
+            memcpy(vp + (size_t)h * 300 * 64, vf + (size_t)h * 512 * 64, 300 * 64 * 4);
+        }
+        hk_ref_sdpa(q, kp, vp, ref, 1, 4, 2, 300, 64, sd.scale, 0);
+        uint64_t ws = 0;
+        hk_sdpa_workspace_bytes(ctx, &sd, &ws);
+        hk_buffer *bq = hk_test_buffer(ctx, 256 * 4, q), *bk = hk_test_buffer(ctx, nv * 2, kh),
+                  *bv = hk_test_buffer(ctx, nv * 2, vh), *bw = hk_test_buffer(ctx, ws ? ws : 4, NULL);
+        hk_test_out o = hk_test_out_create(ctx, 256);
+        st = hk_sdpa_blk(ctx, NULL, &sd, (hk_view){bq, 0}, (hk_view){bk, 0}, (hk_view){bv, 0}, hk_test_out_view(&o),
+                         (hk_view){bw, 0}, (hk_view){NULL, 0});
+        hk_check_status("tuned hk_sdpa_blk", st, HK_OK, NULL);
+        hk_check_close("tuned flash-decoding against the reference", hk_test_out_read(&o, "tuned sdpa"), ref, 256,
+                       HK_GATE_F32);
+        hk_schedule_last(ctx, HK_TUNE_SDPA_DECODE, sched, sizeof sched);
+        snprintf(want, sizeof want, "tuned %s", r.schedule);
+        hk_check(!strcmp(sched, want), "flash-decoding uses the winner", "\"%s\", want \"%s\"", sched, want);
+        hk_test_out_destroy(&o);
+        hk_buffer_destroy(bq);
+        hk_buffer_destroy(bk);
+        hk_buffer_destroy(bv);
+        hk_buffer_destroy(bw);
+        free(q), free(kf), free(vf), free(ref), free(kh), free(vh), free(kp), free(vp);
+    }
+
+    /* corrupt and stale lines: ignored with a warning, never a failure; other devices' kept */
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    char id[80];
+    snprintf(id, sizeof id, "%04x\t%04x\t%08x", caps.vendor_id, caps.device_id, caps.driver_version);
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH);
+    char path[700];
+    snprintf(path, sizeof path, "%s", dir_b);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/tune.tsv", dir_b);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# a comment\n");
+    fprintf(f, "this is not a cache line\n");
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\n", id, version); /* too few fields */
+    fprintf(f, "hkernel-tune-1\t%s\t0.0.1\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id);
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,wide=1\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=3,items=1,load_bits=32\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-1\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
+            version);
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
+    fclose(f);
+    hk_context *ctx3 = NULL;
+    char *warnings = capture_stderr(context_in, dir_b, &ctx3);
+    hk_check(ctx3 != NULL, "a corrupt cache never fails context creation", "%s", hk_last_error());
+    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 3,
+             "corrupt and stale lines warned about", "%s", warnings ? warnings : "");
+    free(warnings);
+    if (ctx3) {
+        mv_case mv3;
+        mv_prepare(ctx3, &mv3, HK_TYPE_Q8_0, 64, 256, 5);
+        y = mv_run(ctx3, &mv3, "matvec from a repaired cache");
+        hk_check(y && !memcmp(y, y_default, mv.rows * sizeof *y), "valid line's schedule bit-identical", "outputs differ");
+        hk_schedule_last(ctx3, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
+        hk_check(!strcmp(sched, "tuned nrows=1,items=2,load_bits=16"), "the valid line serves, the others do not",
+                 "\"%s\"", sched);
+        /* a store rewrites the file: malformed lines dropped, other devices' and versions' kept */
+        hk_tune_desc d3 = mv_desc(HK_TYPE_Q8_0, 32, 128);
+        d3.max_measured = 2;
+        st = hk_tune(ctx3, &d3, &r);
+        hk_check_status("hk_tune into a repaired cache", st, HK_OK, NULL);
+        char *text = read_file(path);
+        unsigned lines = 0;
+        int valid = file_valid(text, &lines);
+        hk_check(valid && lines == 6 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
+                     strstr(text, "q8_0:32x128"),
+                 "rewritten file is valid and keeps others' lines", "%u lines:\n%s", lines, text ? text : "");
+        free(text);
+        mv_release(&mv3);
+        hk_check(hk_context_validation_messages(ctx3) == 0, "repaired-cache context: no validation messages", "%u",
+                 hk_context_validation_messages(ctx3));
+        hk_context_destroy(ctx3);
+    }
+
+    /* argument checks */
+    hk_tune_desc bad = mv_desc(HK_TYPE_Q8_0, 64, 100);
+    hk_check_status("hk_tune k not a block multiple", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "k=100");
+    bad = mv_desc(HK_TYPE_Q8_0, 64, 256);
+    bad.kernel = (hk_tune_kernel)7;
+    hk_check_status("hk_tune unknown kernel", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "kernel=7");
+    hk_check_status("hk_schedule_last small buffer", hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, 4),
+                    HK_ERROR_INVALID_ARGUMENT, "too small");
+
+    free(y_default);
+    mv_release(&mv);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    if (system(cmd) != 0)
+        printf("could not remove %s\n", base);
+    return hk_test_finish(ctx);
+}
