@@ -45,6 +45,9 @@
 /* ---- host data ------------------------------------------------------------------------------- */
 
 enum { X_QUANTIZED, X_WRONG_S, X_NAN_BLOCK };
+/* --small: the GPU-assisted validation run (main) */
+static int small_only;
+
 static const char *const x_kind_names[] = {"quantized x", "wrong-s x", "x with a NaN block"};
 
 /* Q8_1 blocks made by hand, as another producer might: random quants over the whole int8 range,
@@ -345,6 +348,8 @@ static void test_tuning(hk_context *full, uint64_t seed)
     };
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
     for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
+        if (small_only && strcmp(hooks[h].var, "HK_MATVEC_Q8_0_LOAD_BITS") && strcmp(hooks[h].var, "HK_MATVEC_INT8_ITEMS"))
+            continue;
         printf("-- %s=%s\n", hooks[h].var, hooks[h].value);
         setenv(hooks[h].var, hooks[h].value, 1);
         for (int t = 0; t < 3; t++) {
@@ -467,14 +472,19 @@ static void test_errors(hk_context *ctx)
 
 /* ---- main -------------------------------------------------------------------------------------- */
 
-int main(void)
+int main(int argc, char **argv)
 {
     /* Under GPU-assisted validation (ctest tokens_gpuav) lavapipe is many times slower: the
-     * many-rows shape runs at 4100 rows there (a tail of rows still, 3 minutes in all). */
+     * many-rows shape runs at 4100 rows there (a tail of rows still). With --small (that run:
+     * lavapipe compiles each pipeline instrumented, half a minute apiece on a cold machine) only
+     * the plan's marked shapes run, and of the tuning hooks only those that change the loads. */
     const char *layers = getenv("VK_LAYER_ENABLES");
     int gpuav = layers && strstr(layers, "GPU_ASSISTED") != NULL;
+    small_only = argc > 1 && !strcmp(argv[1], "--small");
     if (gpuav)
         printf("-- GPU-assisted validation: 40000 rows run as 4100\n");
+    if (small_only)
+        printf("-- --small: the shapes marked small, the load-changing tuning hooks\n");
     hk_context *full = hk_test_context();
     hk_context *scalar = hk_test_context_without(HK_FEATURE_INTEGER_DOT);
     if (!scalar)
@@ -490,10 +500,17 @@ int main(void)
             {1, 0, 1, 2, 3, 8, 16, 0}, {7, 2048, 2, 16, 0}, {131, 0, 3, 8, 0}, {2048, 0, 1, 8, 0},
             {40000, 0, 2, 16, 0},      {5, 6144, 3, 16, 0},
         };
+        /* --small: a row tail at the most tokens, and the many-rows shape (row groups past the
+         * first pass) at two */
+        static const int small_plan[sizeof plan / sizeof plan[0]] = {0, 1, 0, 0, 1, 0};
         for (size_t p = 0; p < sizeof plan / sizeof plan[0]; p++) {
+            if (small_only && !small_plan[p])
+                continue;
             uint32_t rows = gpuav && plan[p][0] == 40000 ? 4100 : plan[p][0], k = plan[p][1] ? plan[p][1] : block;
             for (int i = 2; i < 8 && plan[p][i]; i++) {
                 seed++;
+                if (small_only && i > 2 && i + 1 < 8 && plan[p][i + 1]) /* the first and last token counts */
+                    continue;
                 int x_kind = seed % 3 == 0 ? X_WRONG_S : X_QUANTIZED;
                 check_case(full, scalar, type, rows, k, plan[p][i], x_kind, (int)(seed / 2 % 2), seed);
             }
