@@ -27,17 +27,6 @@ static void usage(FILE *f)
     bench_options_help(f);
 }
 
-/* The schedule a row ran with, for the families the autotuner knows (hk_schedule_last). */
-static const char *row_schedule(bench *b, const hk_case_run *run, char *out, size_t size)
-{
-    int mv = !strcmp(run->kcase->name, "matvec_int8");
-    int sd = !strcmp(run->kcase->name, "sdpa") && strstr(run->label, " q1 ");
-    if ((!mv && !sd) ||
-        hk_schedule_last(b->ctx, mv ? HK_TUNE_MATVEC_INT8 : HK_TUNE_SDPA_DECODE, out, size) != HK_OK)
-        return "";
-    return out;
-}
-
 static void tune_usage(FILE *f)
 {
     fprintf(f, "usage: hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"

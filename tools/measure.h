@@ -78,4 +78,8 @@ void for_each_case(bench *b, int ref_mode, row_fn row);
 /* Times a bound run (cold tensors rotated over their copies). */
 timing time_case(bench *b, const hk_case_run *run, const hk_case_bound *bound);
 
+/* The schedule a row's case ran with ("tuned nrows=4,..."), for the families the autotuner knows
+ * (hk_schedule_last); "" for the others. `out` holds it. */
+const char *row_schedule(bench *b, const hk_case_run *run, char *out, size_t size);
+
 #endif
