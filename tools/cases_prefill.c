@@ -295,6 +295,11 @@ static hk_status record_mmq_id(const hk_case_run *run, hk_stream *s, const hk_vi
     const hk_case_shape *sh = &run->shape;
     uint32_t n_slots = sh->d[3] * sh->d[4];
     hk_mmq_id_shape shape = {sh->d[0], sh->d[1], sh->d[2], n_slots, sh->variant ? 1 : sh->d[4]};
+    /* the typed entries where there is one, so that the table runs them too */
+    if (sh->type == HK_TYPE_Q4_K)
+        return hk_mmq_q4k_id(run->ctx, s, v[0], v[1], v[2], v[3], v[4], &shape);
+    if (sh->type == HK_TYPE_Q6_K)
+        return hk_mmq_q6k_id(run->ctx, s, v[0], v[1], v[2], v[3], v[4], &shape);
     return hk_mmq_id(run->ctx, s, sh->type, v[0], v[1], v[2], v[3], v[4], &shape);
 }
 
@@ -412,7 +417,8 @@ static double compare_gemm(const hk_case_run *run, char *detail, size_t size)
     double rel = hk_scale_rel(got, run->ref, run->ref_count);
     double rel16 = hk_scale_rel(got, s->ref_f16, run->ref_count);
     free(sample);
-    snprintf(detail, size, "scale_rel=%.3e, vs f16 operands %.3e (gate %.0e)", rel, rel16, GEMM_F16_OPERANDS_GATE);
+    snprintf(detail, size, "scale_rel=%.3e, vs f16 operands %.3e (gate %.0e) (%s arm)", rel, rel16,
+             GEMM_F16_OPERANDS_GATE, hk_gemm_f16_path(run->ctx, run->shape.type));
     return rel16 < GEMM_F16_OPERANDS_GATE ? rel : INFINITY;
 }
 
