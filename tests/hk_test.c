@@ -147,3 +147,31 @@ void hk_test_out_destroy(hk_test_out *o)
     hk_buffer_destroy(o->buffer);
     free(o->host);
 }
+
+hk_view hk_test_place(hk_context *context, const void *data, size_t bytes, uint64_t offset, int flush)
+{
+    size_t size = (size_t)offset + bytes + (flush ? 0 : HK_TEST_PAD);
+    uint8_t *image = malloc(size);
+    if (!image) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    memset(image, 0xFF, size);
+    memcpy(image + offset, data, bytes);
+    hk_view view = {hk_test_buffer(context, size, image), offset};
+    free(image);
+    return view;
+}
+
+void hk_test_q8_1_wrong_s(hk_rng *r, hk_block_q8_1 *x, size_t blocks, int nonfinite_s)
+{
+    for (size_t b = 0; b < blocks; b++) {
+        x[b].d = hk_f32_to_f16(hk_rng_uniform(r, -1.0f, 1.0f) / 64.0f);
+        for (int i = 0; i < 32; i++)
+            x[b].qs[i] = (int8_t)(hk_rng_next(r) >> 56);
+        uint16_t s = (uint16_t)(hk_rng_next(r) >> 48);
+        if ((s & 0x7C00) == 0x7C00) /* keep most finite; a few inf and NaN below */
+            s ^= 0x4000;
+        x[b].s = nonfinite_s && b % 7 == 3 ? 0x7C00 : nonfinite_s && b % 11 == 5 ? 0x7E00 : s;
+    }
+}

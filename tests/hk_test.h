@@ -38,6 +38,17 @@ int hk_test_finish(hk_context *context);
 /* Creates a buffer of size bytes and uploads data (if not NULL); exits on failure. */
 hk_buffer *hk_test_buffer(hk_context *context, uint64_t size, const void *data);
 
+/* An input tensor on the device: a view at `offset` of a buffer of its own, flush against the
+ * buffer's end or followed by HK_TEST_PAD bytes; every byte around it is 0xFF (an f16 or f32 NaN
+ * wherever a kernel would use it). The caller destroys view.buffer. Exits on failure. */
+#define HK_TEST_PAD 64
+hk_view hk_test_place(hk_context *context, const void *data, size_t bytes, uint64_t offset, int flush);
+
+/* Q8_1 blocks made by hand, as another producer might: random quants over the whole int8 range
+ * (-128 included), random d of either sign, and an s that has nothing to do with them (random
+ * finite f16; with nonfinite_s, some blocks inf or NaN). */
+void hk_test_q8_1_wrong_s(hk_rng *r, hk_block_q8_1 *x, size_t blocks, int nonfinite_s);
+
 /* An output of n floats with HK_TEST_GUARD poisoned floats before and after it, all poisoned. */
 #define HK_TEST_GUARD 16
 typedef struct hk_test_out {

@@ -32,50 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAD 64   /* bytes after a padded input */
-
 static hk_context *ctx;
 static const char *arm = ""; /* which context: "" or " scalar-dot" */
 
-/* ---- placement and outputs ------------------------------------------------------------------- */
-
-/* An input tensor on the device: at `offset` of its own buffer, flush against the buffer's end
- * or followed by PAD bytes; every byte around it is 0xFF (an f16 or f32 NaN). */
-typedef struct placed {
-    hk_buffer *buffer;
-    hk_view view;
-} placed;
-
-static placed place(const void *data, size_t bytes, uint64_t offset, int flush)
-{
-    size_t size = (size_t)offset + bytes + (flush ? 0 : PAD);
-    uint8_t *image = malloc(size);
-    memset(image, 0xFF, size);
-    memcpy(image + offset, data, bytes);
-    placed p;
-    p.buffer = hk_test_buffer(ctx, size, image);
-    p.view = (hk_view){p.buffer, offset};
-    free(image);
-    return p;
-}
-
 /* ---- host data ------------------------------------------------------------------------------- */
-
-/* Q8_1 blocks made by hand, as another producer might: random quants over the whole int8 range
- * (-128 included), random d of either sign, and an s that has nothing to do with them (random
- * finite f16; with nonfinite_s, some blocks inf or NaN). */
-static void make_q8_1_wrong_s(hk_rng *r, hk_block_q8_1 *x, size_t blocks, int nonfinite_s)
-{
-    for (size_t b = 0; b < blocks; b++) {
-        x[b].d = hk_f32_to_f16(hk_rng_uniform(r, -1.0f, 1.0f) / 64.0f);
-        for (int i = 0; i < 32; i++)
-            x[b].qs[i] = (int8_t)(hk_rng_next(r) >> 56);
-        uint16_t s = (uint16_t)(hk_rng_next(r) >> 48);
-        if ((s & 0x7C00) == 0x7C00) /* keep most finite; a few inf and NaN below */
-            s ^= 0x4000;
-        x[b].s = nonfinite_s && b % 7 == 3 ? 0x7C00 : nonfinite_s && b % 11 == 5 ? 0x7E00 : s;
-    }
-}
 
 /* The Q4_K min term as llama.cpp computes it, trusting s: y_trusting_s = y_exact +
  * sum over sub-blocks of dmin*m_j * (dx_j*sum(q_j) - s_j). Used only to show that the inputs of a
@@ -128,13 +88,13 @@ static float *run_case(const char *name, path p, hk_type type, const uint8_t *w,
                        const void *x, size_t x_bytes, uint64_t x_offset, const uint32_t *ids, uint32_t rows,
                        uint32_t k, const hk_moe_shape *shape, int flush)
 {
-    placed pw = place(w, w_bytes, w_offset, flush), px = place(x, x_bytes, x_offset, flush);
-    placed pi = {NULL, {NULL, 0}};
+    hk_view pw = hk_test_place(ctx, w, w_bytes, w_offset, flush), px = hk_test_place(ctx, x, x_bytes, x_offset, flush);
+    hk_view pi = {NULL, 0};
     if (shape)
-        pi = place(ids, shape->slots * sizeof *ids, 4, flush);
+        pi = hk_test_place(ctx, ids, shape->slots * sizeof *ids, 4, flush);
     hk_test_out y = hk_test_out_create(ctx, rows);
     float *got = NULL;
-    hk_status st = run_path(p, type, pw.view, px.view, pi.view, hk_test_out_view(&y), rows, k, shape);
+    hk_status st = run_path(p, type, pw, px, pi, hk_test_out_view(&y), rows, k, shape);
     if (st != HK_OK) {
         hk_check(0, name, "%s", hk_last_error());
     } else {
@@ -175,10 +135,10 @@ static uint64_t x_offset_for(path p) { return p == PATH_MOE_F32 ? 16 : 4; }
 /* Quantizes x (k values) on the GPU; returns the blocks (malloc'd) or NULL. */
 static hk_block_q8_1 *gpu_quantize(const float *x, uint32_t k, int flush, const char *name)
 {
-    placed px = place(x, k * sizeof(float), 4, flush);
+    hk_view px = hk_test_place(ctx, x, k * sizeof(float), 4, flush);
     hk_test_out y = hk_test_out_create(ctx, k / 32 * 9);
     hk_block_q8_1 *q = NULL;
-    hk_status st = hk_quantize_q8_1(ctx, NULL, px.view, hk_test_out_view(&y), k);
+    hk_status st = hk_quantize_q8_1(ctx, NULL, px, hk_test_out_view(&y), k);
     const float *v = st == HK_OK ? hk_test_out_read(&y, name) : NULL;
     if (v) {
         q = malloc(k / 32 * sizeof *q);
@@ -221,7 +181,7 @@ static void test_int8_exact(hk_type type, uint32_t rows, uint32_t k, int raw, in
         memcpy(xq, q, SLOTS * xb * sizeof *xq);
         free(q);
     } else {
-        make_q8_1_wrong_s(&rng, xq, SLOTS * xb, x_kind == X_WRONG_S_NONFINITE);
+        hk_test_q8_1_wrong_s(&rng, xq, SLOTS * xb, x_kind == X_WRONG_S_NONFINITE);
     }
     char name[200];
     const char *what = x_kind_names[x_kind];
@@ -293,7 +253,7 @@ static void check_row_all_paths(const char *label, hk_type type, const uint8_t *
 /* Q8_1 x of moderate magnitude with every quant value, s deliberately wrong */
 static void edge_x(hk_rng *r, hk_block_q8_1 *xq, uint32_t blocks)
 {
-    make_q8_1_wrong_s(r, xq, blocks, 1);
+    hk_test_q8_1_wrong_s(r, xq, blocks, 1);
     for (uint32_t b = 0; b < blocks; b++)
         xq[b].d = hk_f32_to_f16(1.0f / 128.0f);
 }
@@ -603,7 +563,7 @@ static void test_placement(uint64_t seed)
             float *x = malloc(rows * k * sizeof(float)), *ref = malloc(rows * sizeof(float));
             hk_rng_fill(&rng, x, (size_t)rows * k, -1.0f, 1.0f);
             hk_block_q8_1 *xq = malloc((size_t)rows * k / 32 * sizeof *xq);
-            make_q8_1_wrong_s(&rng, xq, (size_t)rows * k / 32, 1);
+            hk_test_q8_1_wrong_s(&rng, xq, (size_t)rows * k / 32, 1);
             /* MoE: `rows` experts of one row, as many slots, x per slot, the ids reversed */
             uint32_t *ids = malloc(rows * sizeof *ids);
             for (uint32_t i = 0; i < rows; i++)

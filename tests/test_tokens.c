@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAD 64 /* bytes after a padded input */
 
 /* ---- host data ------------------------------------------------------------------------------- */
 
@@ -49,19 +48,6 @@ enum { X_QUANTIZED, X_WRONG_S, X_NAN_BLOCK };
 static int small_only;
 
 static const char *const x_kind_names[] = {"quantized x", "wrong-s x", "x with a NaN block"};
-
-/* Q8_1 blocks made by hand, as another producer might: random quants over the whole int8 range,
- * random d of either sign, an s that has nothing to do with them (random f16, some inf and NaN). */
-static void make_q8_1_wrong_s(hk_rng *r, hk_block_q8_1 *x, size_t blocks)
-{
-    for (size_t b = 0; b < blocks; b++) {
-        x[b].d = hk_f32_to_f16(hk_rng_uniform(r, -1.0f, 1.0f) / 64.0f);
-        for (int i = 0; i < 32; i++)
-            x[b].qs[i] = (int8_t)(hk_rng_next(r) >> 56);
-        uint16_t s = (uint16_t)(hk_rng_next(r) >> 48);
-        x[b].s = b % 7 == 3 ? 0x7C00 : b % 11 == 5 ? 0x7E00 : s;
-    }
-}
 
 /* One case: weights, tokens rows of Q8_1 x and the per-token double reference. */
 typedef struct tokens_case {
@@ -99,7 +85,7 @@ static int tokens_build(tokens_case *c, hk_type type, uint32_t rows, uint32_t k,
         return 0;
     }
     if (x_kind == X_WRONG_S) {
-        make_q8_1_wrong_s(&rng, c->xq, (size_t)tokens * blocks);
+        hk_test_q8_1_wrong_s(&rng, c->xq, (size_t)tokens * blocks, 1);
     } else {
         /* each token its own magnitude, and within a token blocks from 1e-5 (subnormal d) up */
         static const float token_mags[] = {1.0f, 3e3f, 1e-3f, 0.02f, 7.0f, 300.0f, 0.5f};
@@ -125,32 +111,6 @@ static void tokens_free(tokens_case *c)
     free(c->w);
     free(c->xq);
     free(c->ref);
-}
-
-/* ---- placement ------------------------------------------------------------------------------- */
-
-/* An input tensor at `offset` of its own buffer, flush against the buffer's end or followed by PAD
- * bytes; every byte around it 0xFF (an f16 or f32 NaN wherever a kernel would use it). */
-typedef struct placed {
-    hk_buffer *buffer;
-    hk_view view;
-} placed;
-
-static placed place(hk_context *ctx, const void *data, size_t bytes, uint64_t offset, int flush)
-{
-    size_t size = (size_t)offset + bytes + (flush ? 0 : PAD);
-    uint8_t *image = malloc(size);
-    if (!image) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    memset(image, 0xFF, size);
-    memcpy(image + offset, data, bytes);
-    placed p;
-    p.buffer = hk_test_buffer(ctx, size, image);
-    p.view = (hk_view){p.buffer, offset};
-    free(image);
-    return p;
 }
 
 /* ---- (2) recorders ---------------------------------------------------------------------------- */
@@ -268,16 +228,16 @@ static float *run_case(hk_context *ctx, const char *arm, const tokens_case *c, i
     char name[300];
     snprintf(name, sizeof name, "matvec_int8_tokens%s %s, inputs %s", arm, c->label, flush ? "flush" : "padded");
     size_t n = (size_t)c->tokens * c->rows;
-    placed pw = place(ctx, c->w, c->w_bytes, w_offset(c->type, flush), flush);
-    placed px = place(ctx, c->xq, c->x_bytes, flush ? 4 : 8, flush);
+    hk_view pw = hk_test_place(ctx, c->w, c->w_bytes, w_offset(c->type, flush), flush);
+    hk_view px = hk_test_place(ctx, c->xq, c->x_bytes, flush ? 4 : 8, flush);
     hk_test_out y = hk_test_out_create(ctx, n), ys = hk_test_out_create(ctx, n);
     float *got = NULL;
-    hk_status st = tokens_record(ctx, NULL, c, pw.view, px.view, hk_test_out_view(&y));
+    hk_status st = tokens_record(ctx, NULL, c, pw, px, hk_test_out_view(&y));
     hk_stream *s = NULL;
     if (st == HK_OK)
         st = hk_stream_create(ctx, 0, &s);
     if (st == HK_OK)
-        st = separate_record(ctx, s, c, pw.view, px.view, hk_test_out_view(&ys));
+        st = separate_record(ctx, s, c, pw, px, hk_test_out_view(&ys));
     if (st == HK_OK)
         st = hk_stream_submit(s);
     hk_stream_destroy(s);
@@ -376,7 +336,7 @@ static void test_errors(hk_context *ctx)
     uint8_t *w = hk_random_weights(&rng, HK_REF_Q4_K, rows, k, 1);
     size_t w_bytes = hk_ref_row_bytes(HK_REF_Q4_K, k) * rows;
     hk_block_q8_1 xq[3 * 8];
-    make_q8_1_wrong_s(&rng, xq, 3 * 8);
+    hk_test_q8_1_wrong_s(&rng, xq, 3 * 8, 1);
     hk_buffer *bw = hk_test_buffer(ctx, w_bytes + 32, NULL), *bx = hk_test_buffer(ctx, 4 * x_row + 16, NULL);
     hk_check(hk_buffer_upload(bw, 16, w, w_bytes) == HK_OK && hk_buffer_upload(bx, 0, xq, sizeof xq) == HK_OK,
              "matvec_int8_tokens errors: upload", "%s", hk_last_error());
