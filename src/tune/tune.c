@@ -832,6 +832,19 @@ static int static_tier(bench *b, const uint32_t *v, uint32_t sig[8], char *why, 
 }
 
 /* Evaluates a schedule once (memoized): its time, INFINITY where rejected. */
+/* A candidate rejected before any timing (the static tier, or the kernel refusing it): counted,
+ * its reason tallied; a planted candidate is not kept among the search's candidates. */
+static void reject_static(search *s, cand *c, const char *text, const char *verb, const char *why, int plant)
+{
+    c->state = CAND_STATIC;
+    s->r->rejected_static++;
+    add_reason(s, why);
+    if (s->verbose)
+        printf("  %-48s %s%s\n", text, verb, why);
+    if (!plant)
+        s->count++;
+}
+
 static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_ms)
 {
     bench *b = s->b;
@@ -858,13 +871,7 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
     char why[160] = "", text[128];
     format_sched(s->f, v, text, sizeof text);
     if (!static_tier(b, v, c->sig, why, sizeof why)) {
-        c->state = CAND_STATIC;
-        s->r->rejected_static++;
-        add_reason(s, why);
-        if (s->verbose)
-            printf("  %-48s rejected: %s\n", text, why);
-        if (!plant)
-            s->count++;
+        reject_static(s, c, text, "rejected: ", why, plant);
         return HK_OK;
     }
     for (uint32_t i = 0; i < s->count && !plant; i++)
@@ -893,13 +900,7 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
     if (st != HK_OK) {
         /* a schedule the static tier passed but the kernel refused: a static-tier gap, recorded */
         snprintf(why, sizeof why, "refused by the kernel: %s", hk_last_error());
-        c->state = CAND_STATIC;
-        s->r->rejected_static++;
-        add_reason(s, why);
-        if (s->verbose)
-            printf("  %-48s %s\n", text, why);
-        if (!plant)
-            s->count++;
+        reject_static(s, c, text, "", why, plant);
         return HK_OK;
     }
     if (!(c->ms < INFINITY)) {
