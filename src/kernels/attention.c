@@ -213,24 +213,6 @@ static uint32_t pow2_floor(uint32_t x)
     return p;
 }
 
-/* A tuning hook (include/hkernel.h): unset or empty gives def; else a decimal integer in lo..hi
- * (a power of two where pow2 is set), or the call fails naming the variable. */
-static hk_status env_u32(const char *fn, const char *name, uint32_t def, uint32_t lo, uint32_t hi, int pow2,
-                         uint32_t *out)
-{
-    const char *env = getenv(name);
-    *out = def;
-    if (!env || !*env)
-        return HK_OK;
-    char *end;
-    unsigned long v = strtoul(env, &end, 10);
-    if (*end || end == env || v < lo || v > hi || (pow2 && (v & (v - 1))))
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s in %u..%u", name, env,
-                        pow2 ? "a power of two" : "an integer", lo, hi);
-    *out = (uint32_t)v;
-    return HK_OK;
-}
-
 /* Subgroup shuffles in compute shaders (the default variant's key-group sums). */
 static int has_shuffle(const hk_context *context)
 {
@@ -347,19 +329,19 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
         single = sched->v[SD_SINGLE];
         goto planned;
     }
-    st = env_u32(fn, "HK_SDPA_SHUFFLE", 1, 0, 1, 0, &shuffle);
+    st = hk__env_u32(fn, "HK_SDPA_SHUFFLE", 1, 0, 1, 0, &shuffle);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_LPK", SDPA_MAX_LPK, 1, 64, 1, &lpk);
+        st = hk__env_u32(fn, "HK_SDPA_LPK", SDPA_MAX_LPK, 1, 64, 1, &lpk);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_WG", SDPA_WG, 32, 1024, 1, &wg);
+        st = hk__env_u32(fn, "HK_SDPA_WG", SDPA_WG, 32, 1024, 1, &wg);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_ROWS", SDPA_MAX_ROWS, 1, SDPA_MAX_ROWS, 1, &max_rows);
+        st = hk__env_u32(fn, "HK_SDPA_ROWS", SDPA_MAX_ROWS, 1, SDPA_MAX_ROWS, 1, &max_rows);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_KB", 0, 1, 16, 1, &kb);
+        st = hk__env_u32(fn, "HK_SDPA_KB", 0, 1, 16, 1, &kb);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_GROUPS", cpu ? SDPA_CPU_GROUPS : gpu_groups, 1, 1u << 20, 0, &target);
+        st = hk__env_u32(fn, "HK_SDPA_GROUPS", cpu ? SDPA_CPU_GROUPS : gpu_groups, 1, 1u << 20, 0, &target);
     if (st == HK_OK)
-        st = env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
+        st = hk__env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
     if (st != HK_OK)
         return st;
 planned:

@@ -98,23 +98,6 @@ static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, uint32_t sg, u
     return o * (1 + 2 * nrows * (1 + tokens) + steps * step);
 }
 
-/* A tuning hook's value from the environment: 0 when unset or empty, else a number in lo .. hi
- * (a power of 2 where pow2); anything else is refused. */
-static hk_status tuning_env(const char *fn, const char *var, uint32_t lo, uint32_t hi, int pow2, uint32_t *out)
-{
-    const char *env = getenv(var);
-    *out = 0;
-    if (!env || !*env)
-        return HK_OK;
-    unsigned v;
-    char tail;
-    if (sscanf(env, "%u%c", &v, &tail) != 1 || v < lo || v > hi || (pow2 && (v & (v - 1))))
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s%u .. %u", var, env,
-                        pow2 ? "a power of 2 in " : "", lo, hi);
-    *out = v;
-    return HK_OK;
-}
-
 #ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
 #define DOT(p, t) HK_SHADER_##p##_##t##_INT8
 #else /* glslang could not emit OpSDot: the scalar twin everywhere */
@@ -213,7 +196,7 @@ static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_
                             "(rows=%u, k=%u)", *nrows, *items, MATVEC_LOOP_BUDGET, rows, k);
         return HK_OK;
     }
-    hk_status st_bits = t == 0 ? tuning_env(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 16, 32, 1, &bits) : HK_OK;
+    hk_status st_bits = t == 0 ? hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits) : HK_OK;
     if (st_bits != HK_OK)
         return st_bits;
     *q8_0_w16 = bits == 16; /* 32-bit words by default: faster on the H200 for any token count */
@@ -222,17 +205,17 @@ static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_
     hk_status st = HK_OK;
     if (tokens > 1) {
         want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
-        st = tuning_env(fn, "HK_MATVEC_TOKENS_NROWS", 1, 4, 1, &env_rows);
+        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_NROWS", 0, 1, 4, 1, &env_rows);
         if (st == HK_OK)
-            st = tuning_env(fn, "HK_MATVEC_TOKENS_PASS", 1, HK_MATVEC_MAX_TOKENS, 0, &env_pass);
+            st = hk__env_u32(fn, "HK_MATVEC_TOKENS_PASS", 0, 1, HK_MATVEC_MAX_TOKENS, 0, &env_pass);
         if (t == 0) {
             default_items = (env_rows ? env_rows : want_rows) == 4 ? MATVEC_TOKENS_SLOTS_Q8_0 / 4
                                                                    : MATVEC_TOKENS_ITEMS_Q8_0;
             if (st == HK_OK)
-                st = tuning_env(fn, "HK_MATVEC_TOKENS_ITEMS", 1, 4, 1, &env_items);
+                st = hk__env_u32(fn, "HK_MATVEC_TOKENS_ITEMS", 0, 1, 4, 1, &env_items);
         }
     } else if (!moe_n) {
-        st = tuning_env(fn, "HK_MATVEC_INT8_ITEMS", 1, 4, 1, &env_items);
+        st = hk__env_u32(fn, "HK_MATVEC_INT8_ITEMS", 0, 1, 4, 1, &env_items);
     }
     if (st != HK_OK)
         return st;

@@ -3,6 +3,7 @@
 #include "hk_ref.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static _Thread_local char last_error[1024];
 static _Thread_local VkResult last_vk_result = VK_SUCCESS;
@@ -136,5 +137,21 @@ hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "ggml type %u has no libhkernel type (f32, f16, q8_0, q8_1, q4_k, q6_k)",
                         ggml_type);
     *out_type = (hk_type)t;
+    return HK_OK;
+}
+
+hk_status hk__env_u32(const char *fn, const char *name, uint32_t def, uint32_t lo, uint32_t hi, int pow2,
+                      uint32_t *out)
+{
+    const char *env = getenv(name);
+    *out = def;
+    if (!env || !*env)
+        return HK_OK;
+    char *end;
+    unsigned long v = strtoul(env, &end, 10);
+    if (*end || end == env || v < lo || v > hi || (pow2 && (v & (v - 1))))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=\"%s\" is not %s in %u..%u", name, env,
+                        pow2 ? "a power of two" : "an integer", lo, hi);
+    *out = (uint32_t)v;
     return HK_OK;
 }

@@ -128,6 +128,11 @@ hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)
  * The shape limits of the public header (HK_*_MAX_*): they keep every shader loop under 65535
  * iterations per invocation, which lavapipe enforces by cutting loops short. */
 hk_status hk__check_limit(const char *fn, const char *name, uint64_t value, uint64_t limit);
+/* A tuning hook's value from the environment variable `name`: `def` when unset or empty, else a
+ * decimal integer in lo..hi (a power of two where pow2); anything else fails the call with
+ * HK_ERROR_INVALID_ARGUMENT naming the variable. */
+hk_status hk__env_u32(const char *fn, const char *name, uint32_t def, uint32_t lo, uint32_t hi, int pow2,
+                      uint32_t *out);
 /* HK_ERROR_VULKAN with "fn: what failed (VK_ERROR_...)" (HK_ERROR_OUT_OF_MEMORY, HK_ERROR_DEVICE_LOST
  * for those results); hk_last_vk_result() then says result. */
 hk_status hk__vk_fail(VkResult result, const char *fn, const char *what);
