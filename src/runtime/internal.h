@@ -117,6 +117,13 @@ struct hk_buffer {
     uint64_t size;
 };
 
+/* ---- cache directories (pipeline.c; the pipeline cache and the tuner's winners) ---- */
+/* The directory a cache lives in (malloc'ed): dir if set, else the environment variable env_var,
+ * else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel; NULL if none (or out of memory). */
+char *hk__cache_dir(const char *dir, const char *env_var);
+/* mkdir -p: 0 when dir is a directory afterwards, else the errno of the step that failed. */
+int hk__make_dirs(const char *dir);
+
 /* ---- errors (error.c) ---- */
 /* Sets this thread's message ("fn: ...") and returns status. */
 hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)

@@ -227,8 +227,7 @@ static void warn(const char *what, const char *path, int err)
             cut ? "..." : "", tail, err ? ": " : "", err ? strerror(err) : "");
 }
 
-/* mkdir -p on a private copy of dir; 0 on success, else the errno of the step that failed */
-static int make_dirs(const char *dir)
+int hk__make_dirs(const char *dir)
 {
     char *path = format("%s", dir);
     if (!path)
@@ -253,20 +252,25 @@ static int make_dirs(const char *dir)
     return err;
 }
 
+char *hk__cache_dir(const char *dir, const char *env_var)
+{
+    const char *env = getenv(env_var), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (dir && *dir)
+        return format("%s", dir);
+    if (env && *env)
+        return format("%s", env);
+    if (xdg && *xdg)
+        return format("%s/hkernel", xdg);
+    if (home && *home)
+        return format("%s/.cache/hkernel", home);
+    return NULL;
+}
+
 /* The cache file's path, or NULL (with a warning where something is wrong). */
 static char *cache_path(const hk_context *context, const char *dir)
 {
-    const char *env = getenv("HK_PIPELINE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char *base;
-    if (dir && *dir)
-        base = format("%s", dir);
-    else if (env && *env)
-        base = format("%s", env);
-    else if (xdg && *xdg)
-        base = format("%s/hkernel", xdg);
-    else if (home && *home)
-        base = format("%s/.cache/hkernel", home);
-    else
+    char *base = hk__cache_dir(dir, "HK_PIPELINE_CACHE_DIR");
+    if (!base)
         return NULL;
     char uuid[33];
     for (int i = 0; i < 16; i++)
@@ -291,7 +295,7 @@ static char *cache_path(const hk_context *context, const char *dir)
         return NULL;
     }
 #endif
-    int err = make_dirs(base);
+    int err = hk__make_dirs(base);
     if (err) {
         warn("cannot create the directory", base, err);
         free(base);

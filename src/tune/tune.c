@@ -330,20 +330,6 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
-static char *default_dir(void)
-{
-    const char *env = getenv("HK_TUNE_CACHE_DIR");
-    if (env && *env)
-        return strdup(env);
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && *xdg)
-        return join_path(xdg, "hkernel");
-    const char *home = getenv("HOME");
-    if (home && *home)
-        return join_path(home, ".cache/hkernel");
-    return NULL;
-}
-
 static void load_file(hk_context *context, struct hk_tune_state *t)
 {
     FILE *f = fopen(t->file, "r");
@@ -384,7 +370,7 @@ void hk__tune_open(hk_context *context, const char *dir)
     if (!t)
         return;
     hk__mutex_init(&t->lock);
-    t->dir = dir && *dir ? strdup(dir) : default_dir();
+    t->dir = hk__cache_dir(dir, "HK_TUNE_CACHE_DIR");
     t->file = t->dir ? join_path(t->dir, TUNE_FILE) : NULL;
     context->tune = t;
     if (t->file)
@@ -403,24 +389,6 @@ void hk__tune_close(hk_context *context)
     free(t);
     context->tune = NULL;
 }
-
-#if !defined(_WIN32)
-static int make_dirs(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return 0;
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            mkdir(p, 0755);
-            *s = '/';
-        }
-    int ok = mkdir(p, 0755) == 0 || errno == EEXIST;
-    free(p);
-    return ok;
-}
-#endif
 
 /* Writes the winner into the file: under an exclusive lock on TUNE_FILE.lock, the current file is
  * read again (other processes' winners kept, malformed lines dropped, this key replaced) and
@@ -446,8 +414,9 @@ static void store(hk_context *context, int family, const char *key, const uint32
     char *tmp_path = join_path(t->dir, tmp_name);
     int fd = -1;
     FILE *out = NULL;
-    if (!lock_path || !tmp_path || !make_dirs(t->dir)) {
-        warn("cannot create %s: %s", t->dir, strerror(errno));
+    int dir_err = lock_path && tmp_path ? hk__make_dirs(t->dir) : ENOMEM;
+    if (dir_err) {
+        warn("cannot create %s: %s", t->dir, strerror(dir_err));
         goto done;
     }
     fd = open(lock_path, O_RDWR | O_CREAT, 0644);
