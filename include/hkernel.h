@@ -904,8 +904,12 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * has no shaderIntegerDotProduct). hk_context_desc.disable_features (HK_FEATURE_COOPMAT_KHR,
  * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
  * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
- * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step) replace the
- * defaults, for tuning (a tile the device cannot hold is refused with HK_ERROR_UNSUPPORTED).
+ * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step: 1, 2, 4 or 8,
+ * at least 2 for Q4_K and 4 for Q6_K) replace the defaults, for tuning (a tile the device cannot
+ * hold is refused with HK_ERROR_UNSUPPORTED); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
+ * issued before the current step's multiplies, the default) and HK_MMQ_LAYOUT ("auto", or
+ * "generic": the epilogue that serves any accumulator ownership, where NVIDIA's was recognised) are
+ * for measuring. Every setting computes the same sums.
  * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
  * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
  * large).

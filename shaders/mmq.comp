@@ -4,40 +4,48 @@
 #ifdef HK_COOPMAT
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #elif !defined(HK_SCALAR_DOT)
 #extension GL_EXT_spirv_intrinsics : require
 #endif
 // Int8 GEMM for prefill (MMQ): out[i, j] = X[i, :] . W[j, :], X as Q8_1 blocks (one row of k/32
 // blocks per token), W as GGUF blocks (HK_Q8_0 / HK_Q4_K / HK_Q6_K), decoded into shared memory
-// one tile at a time and never expanded in memory. Per 32-value block the int8 quants are summed
+// one k step at a time and never expanded in memory. Per 32-value block the int8 quants are summed
 // exactly in int32; the block scales are applied in f32 (mmq_weights.glsl says how per type).
 //
-// Tiling (specialization constants 1-6): a workgroup computes a BM x BN tile of out, BM = WARPS_M
-// x RM x 16 rows (tokens), BN = WARPS_N x RN x 16 columns (weight rows); each group of LANES
-// invocations ("warp") owns RM x RN subtiles of 16 x 16. The k loop stages KS blocks of 32 values
-// per step: the int8 quants of the tile's X and W rows and their scales, in shared memory.
-// Per block and subtile, each invocation owns L = 256 / LANES elements (erow[i], ecol[i]) and
-// accumulates them in f32 registers:
-//   HK_COOPMAT   a warp is one subgroup of LANES invocations; the block's int32 sums of a subtile
-//                come from one int8 x int8 -> int32 cooperative-matrix multiply (16x16x32), and
-//                each invocation reads its own components of the result. Which elements those are
-//                is implementation-defined: they are learnt once by loading a matrix of element
-//                indices (components of matrices of one type are distributed alike, since
-//                component-wise arithmetic between them is matrix arithmetic). The f32 scale
-//                epilogue therefore runs in registers, with no int32 round trip through memory.
-//   default      the same sums from packed int8 dot products (dot.glsl) of the staged words; the
-//                element ownership is fixed (below), and the warps need not be subgroups.
-// Everything else — staging, scales, epilogue order, stores — is the same code for both arms: the
-// int32 sums are exact, so the arms agree bit for bit wherever the driver compiles the epilogue's
-// fma the same way in both (Vulkan lets an fma be split into a multiply and an add).
-//   HK_MMQ_ID    expert-indexed (MoE prefill): workgroups = experts x row groups x column tiles;
-//                each takes the row tiles of its expert's slot list (offsets, slots) with a grid
-//                stride, gathers X rows through the list and writes each result row to its slot.
+// Tiling (specialization constants 1-7): a workgroup computes a BM x BN tile of out, BM = WARPS_M
+// x RM x 16 rows (tokens), BN = WARPS_N x RN x 16 columns (weight rows); each warp of LANES
+// invocations owns RM x RN subtiles of 16 x 16. A k step is KS blocks of 32 values: the int8
+// quants of the tile's X and W rows and their factors, staged in shared memory in two halves
+// (loads into registers, then stores), so that with PREFETCH the next step's loads are in flight
+// while the warps multiply the current one. Per block and subtile, the int32 sums of a 16 x 16 x 32
+// product land in L = 256 / LANES elements per invocation, which the f32 scale epilogue reads:
+//   HK_COOPMAT  a warp is one subgroup; the products are int8 x int8 -> int32 cooperative-matrix
+//               multiplies (16x16x32). Which elements of a result an invocation holds is
+//               implementation-defined: it is learnt once by loading a matrix of element indices
+//               (components of matrices of one type are distributed alike, since component-wise
+//               arithmetic between them is matrix arithmetic).
+//   default     the same matrices as views of the staged tiles, their products as packed int8 dot
+//               products (dot.glsl) of the elements an invocation holds: NVIDIA's ownership of a
+//               16x16 accumulator (below), or (HK_MMQ_EMU_GENERIC, testing only) another one, to
+//               run the code that serves any other ownership. No subgroup operation.
+// The epilogue has two forms: `fixed`, for the NVIDIA ownership (rows lane/4 and lane/4 + 8,
+// columns 2(lane%4) + {0, 1, 8, 9}: each invocation loads its 2 rows' and 4 columns' factors per
+// block), and `generic`, for any other (the factors of each element). Everything else — staging,
+// the scale order, stores — is one code for all arms: the int32 sums are exact, so the arms agree
+// bit for bit wherever the driver compiles the epilogue's fma the same way (Vulkan lets an fma be
+// split into a multiply and an add).
+//   HK_MMQ_ID   expert-indexed (MoE prefill): workgroups = experts x row groups x column tiles;
+//               each takes the row tiles of its expert's slot list (offsets, slots) with a grid
+//               stride, gathers X rows through the list and writes each result row to its slot.
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
-layout(binding = 1) readonly buffer XQ { uint xq[]; }; // Q8_1 blocks of 9 words
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // pc.wload 1: 4-byte aligned view
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // pc.wload 2: 16-byte aligned view
+layout(binding = 1) readonly buffer XQ { uint xq[]; };            // Q8_1 blocks of 9 words
+layout(binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };         // FLAGS X16
 layout(binding = 2) writeonly buffer Out { float y[]; };
 #ifdef HK_MMQ_ID
 layout(binding = 3) readonly buffer Offsets { uint offs[]; };
@@ -49,7 +57,11 @@ layout(constant_id = 2) const uint WARPS_M = 2;
 layout(constant_id = 3) const uint WARPS_N = 2;
 layout(constant_id = 4) const uint RM = 2;
 layout(constant_id = 5) const uint RN = 2;
-layout(constant_id = 6) const uint KS = 2;
+layout(constant_id = 6) const uint KS = 4;
+// bit 0 PREFETCH; bit 1 GENERIC: the generic epilogue whatever the ownership (to measure it);
+// bit 2 TWO_LEVEL: block sums in f32 per 32 blocks, then added into the total (a long k);
+// bit 3 X16: X read 16 bytes per load (the host sets it where every step's rows are 16-byte aligned)
+layout(constant_id = 7) const uint FLAGS = 1;
 
 const uint BM = WARPS_M * RM * 16u;
 const uint BN = WARPS_N * RN * 16u;
@@ -58,6 +70,10 @@ const uint L = 256u / LANES;
 // reads from 8 consecutive rows fall into different banks
 const uint STRIDE = 8u * KS + 4u;
 const uint NONE = 0xFFFFFFFFu;
+const bool PREFETCH = (FLAGS & 1u) != 0u;
+const bool FORCE_GENERIC = (FLAGS & 2u) != 0u;
+const bool TWO_LEVEL = (FLAGS & 4u) != 0u;
+const bool X16 = (FLAGS & 8u) != 0u;
 const uint GROUP_STAGES = KS < 32u ? 32u / KS : 1u; // k steps summed before adding into the total
 
 HK_PUSH_BEGIN
@@ -68,67 +84,315 @@ HK_PUSH_BEGIN
     uint n_tiles;
     uint n_experts;       // HK_MMQ_ID
     uint slots_per_x_row; // HK_MMQ_ID
+    uint wload;           // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
 HK_PUSH_END
 
-shared uint sa[BM * STRIDE]; // X quants: row r, block kk at word r * STRIDE + 8 kk
-shared uint sb[BN * STRIDE]; // W quants
-shared float sxd[KS * BM];   // X block scale d
-#ifdef HK_Q4_K
-shared float sxs[KS * BM];   // sum(quants), exact: the X side of the "- dmin*m*sum(x)" term
-#endif
-shared float swa[KS * BN];   // W block factors (mmq_weights.glsl)
-#if defined(HK_Q4_K) || defined(HK_Q6_K)
-shared float swb[KS * BN];
-#endif
-shared uint srow[BM];        // X row of each tile row (= out row; HK_MMQ_ID: the slot), or NONE
+shared uint sa[BM * STRIDE];  // X quants: row r, block kk at word r * STRIDE + 8 kk
+shared uint sb[BN * STRIDE];  // W quants
+shared float sxd[KS * BM];    // X block scale d: block kk of row r at kk * BM + r
+shared vec4 sw4[KS * BN / 2]; // W block factors (wa, wb): block kk of column c in (kk * BN + c) / 2,
+                              // .xy for even c, .zw for odd
+shared uint srow[BM];         // X row of each tile row (= out row; HK_MMQ_ID: the slot), or NONE
 #ifdef HK_COOPMAT
-shared int spat[256];        // element indices, to learn the accumulator layout
+shared int spat[256];         // element indices, to learn the accumulator ownership
 #ifdef HK_Q6_K
-shared uint smask[16 * 8];   // 16 x 32 int8: 1 in the first 16 columns
+shared uint smask[16 * 8];    // 16 x 32 int8: 1 in the first 16 columns
 #endif
 #endif
+
+uint tid, n0, w_row0, row_u16, KB;
+
+void w_set(uint kk, uint r, vec2 f)
+{
+    uint i = (kk * BN + r) / 2u;
+    if ((r & 1u) == 0u)
+        sw4[i].xy = f;
+    else
+        sw4[i].zw = f;
+}
 
 #include "mmq_weights.glsl"
 #ifndef HK_COOPMAT
 #include "dot.glsl"
 #endif
 
-// |v| < 2^22 to f32 with two full-rate operations (2^23 + 2^22 + v has v in its low mantissa
-// bits; the subtraction is exact) instead of an int-to-float conversion, a sixteenth-rate
-// instruction on recent NVIDIA GPUs. Block sums stay below 2^22: at most 32 x 128 x 128 (Q8_0),
-// 16 x 32 x 128 per Q6_K half, 32 x 15 x 128 (Q4_K). (Folding the subtraction into the scale's
-// fma would save an operation, but is exact only where fma is fused, which Vulkan does not
-// promise: lavapipe splits some.)
-float hk_i2f(int v) { return intBitsToFloat(v + 0x4B400000) - 12582912.0; }
-
-// sum of the signed bytes of 8 words (a Q8_1 block's quants)
-int hk_byte_sum8(uvec4 a, uvec4 b)
-{
-    uvec4 u = a ^ 0x80808080u, v = b ^ 0x80808080u; // biased to unsigned bytes
-    uvec4 s = (u & 0x00FF00FFu) + ((u >> 8) & 0x00FF00FFu) + (v & 0x00FF00FFu) + ((v >> 8) & 0x00FF00FFu);
-    uint t = s.x + s.y + s.z + s.w;
-    return int((t & 0xFFFFu) + (t >> 16)) - 4096;
-}
-
+// ---- the matrix operations ----
+// A accumulator starts at HK_I2F_BIAS rather than 0 (common.glsl): its int32 sums |v| < 2^22
+// are then the bits of the float 1.5 * 2^23 + v, and hk_biased_float turns them to f32 with one
+// subtraction instead of an int-to-float conversion (a sixteenth-rate instruction on recent
+// NVIDIA GPUs). Block sums stay below 2^22: at most 32 x 128 x 128 (Q8_0), 16 x 32 x 128 per Q6_K
+// half, 32 x 15 x 128 (Q4_K), 32 x 128 for the sum of a block's X quants.
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 16, gl_MatrixUseB>
 #define MAT_C coopmat<int, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+// rows of A from sa at word offset off, columns of B from sb (each column a staged W row)
+MAT_A cm_load_a(uint off)
+{
+    MAT_A a;
+    coopMatLoad(a, sa, off, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    return a;
+}
+MAT_B cm_load_b(uint off)
+{
+    MAT_B b;
+    coopMatLoad(b, sb, off, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+    return b;
+}
+#define cm_ones() MAT_B(int8_t(1))
+#define cm_mma(a, b) coopMatMulAdd(a, b, MAT_C(HK_I2F_BIAS))
+#define cm_elem(c, e) c[e]
+#ifdef HK_Q6_K
+MAT_A mask_lo;
+// the low 16 columns of k (the first 16-value scale) and the high 16
+void cm_split(MAT_A a, out MAT_A lo, out MAT_A hi)
+{
+    lo = a * mask_lo;
+    hi = a - lo;
+}
 #endif
+#else
+// a matrix is its place in the staged tile; the product is computed where it is read
+struct MAT_A {
+    uint off;
+    uint part; // k words 0 .. 7 (0), 0 .. 3 (1), 4 .. 7 (2)
+};
+struct MAT_B {
+    uint off; // NONE: every element 1
+};
+struct MAT_C {
+    int v[8]; // the host runs this arm on warps of 32 invocations: L = 8
+};
+MAT_A cm_load_a(uint off) { return MAT_A(off, 0u); }
+MAT_B cm_load_b(uint off) { return MAT_B(off); }
+#define cm_ones() MAT_B(NONE)
+#define cm_elem(c, e) c.v[e]
+uint lane;
+// the element ownership of this arm: NVIDIA's (the fixed epilogue's), or row-major runs of L
+uint el_row(uint e)
+{
+#ifdef HK_MMQ_EMU_GENERIC
+    return (lane * L + e) / 16u;
+#else
+    return (lane >> 2) + 8u * ((e >> 1) & 1u);
+#endif
+}
+uint el_col(uint e)
+{
+#ifdef HK_MMQ_EMU_GENERIC
+    return (lane * L + e) % 16u;
+#else
+    return 2u * (lane & 3u) + (e & 1u) + 8u * (e >> 2);
+#endif
+}
+MAT_C cm_mma(MAT_A a, MAT_B b)
+{
+    MAT_C c;
+    [[unroll]] for (uint e = 0; e < L; e++) {
+        uint ra = a.off + el_row(e) * STRIDE, rb = b.off + el_col(e) * STRIDE;
+        int s = HK_I2F_BIAS;
+        [[unroll]] for (uint w = 0; w < 8u; w++) {
+            if ((a.part == 1u && w >= 4u) || (a.part == 2u && w < 4u))
+                continue;
+            uint bw = 0x01010101u;
+            if (b.off != NONE)
+                bw = sb[rb + w];
+            s += hk_dot4(sa[ra + w], bw);
+        }
+        c.v[e] = s;
+    }
+    return c;
+}
+#ifdef HK_Q6_K
+void cm_split(MAT_A a, out MAT_A lo, out MAT_A hi)
+{
+    lo = MAT_A(a.off, 1u);
+    hi = MAT_A(a.off, 2u);
+}
+#endif
+#endif
+
+// ---- X staging: the KS blocks of a step of each tile row, 9 words per block (d|s, 8 quant
+// words), read word for word (or 16 bytes at a time with X16) so that consecutive invocations
+// read consecutive words of a row's run of 9 KS words ----
+const uint XW = 9u * KS;
+const uint XU = X16 ? 4u : 1u; // words per load
+const uint XN = (BM * XW / XU + WG - 1u) / WG;
+uvec4 xr[XN];
+
+void x_load(uint st)
+{
+    const uint x0 = pc.view_offset[1] / 4u;
+    [[unroll]] for (uint j = 0; j < XN; j++) {
+        uint it = tid + j * WG, r = it / (XW / XU), c = (it % (XW / XU)) * XU;
+        uvec4 v = uvec4(0u);
+        uint xrow = it < BM * XW / XU ? srow[min(r, BM - 1u)] : NONE;
+        if (xrow != NONE && st * KS + c / 9u < KB) {
+#ifdef HK_MMQ_ID
+            xrow /= pc.slots_per_x_row;
+#endif
+            uint wi = x0 + (xrow * KB + st * KS) * 9u + c;
+            if (X16)
+                v = xq4[wi / 4u];
+            else
+                v.x = xq[wi];
+        }
+        xr[j] = v;
+    }
+}
+
+void x_store()
+{
+    [[unroll]] for (uint j = 0; j < XN; j++) {
+        uint it = tid + j * WG, r = it / (XW / XU), c0 = (it % (XW / XU)) * XU;
+        if (it < BM * XW / XU) {
+            [[unroll]] for (uint u = 0; u < XU; u++) {
+                uint c = c0 + u, kk = c / 9u, wi = c % 9u;
+                if (wi == 0u)
+                    sxd[kk * BM + r] = unpackHalf2x16(xr[j][u]).x; // the s half is never read
+                else
+                    sa[r * STRIDE + kk * 8u + wi - 1u] = xr[j][u];
+            }
+        }
+    }
+}
+
+// ---- the f32 epilogue of one block ----
+// acc[(im * RN + jn) * L + e]: element e of subtile (im, jn)
+float acc[RM * RN * L];
+uint wm0, wn0;
+
+// one element's share of block kk: its int32 sums (biased) and factors
+void epilogue(uint a, int c0, int c1, float xd, float xs, vec2 w)
+{
+#if defined(HK_Q8_0)
+    acc[a] = fma(hk_biased_float(c0) * w.x, xd, acc[a]);
+#elif defined(HK_Q4_K)
+    // d*sc*dot - dmin*m*sum(xq) (w.y holds -dmin*m) rounded once where they cancel
+    acc[a] = fma(fma(hk_biased_float(c0), w.x, w.y * xs), xd, acc[a]);
+#else
+    // c0: the low 16 values (first scale), c1 the high 16
+    acc[a] = fma(fma(hk_biased_float(c1), w.y, hk_biased_float(c0) * w.x), xd, acc[a]);
+#endif
+}
+
+#ifdef HK_COOPMAT
+uint epos[L]; // learnt: element e of a subtile is row epos[e] >> 4, column epos[e] & 15
+uint el_row(uint e) { return epos[e] >> 4; }
+uint el_col(uint e) { return epos[e] & 15u; }
+#endif
+
+// The block's A operands (Q6_K: split at the 16-value scales) and, for Q4_K, the sums of its X
+// quants per row (a product with a matrix of ones: in the elements' own ownership).
+#ifdef HK_Q6_K
+#define A_OPS 2u
+#else
+#define A_OPS 1u
+#endif
+#define BLOCK_OPERANDS(kk, fa)                                                 \
+    MAT_A fa[RM * A_OPS];                                                      \
+    [[unroll]] for (uint im = 0; im < RM; im++) {                              \
+        MAT_A a_ = cm_load_a((wm0 + 16u * im) * STRIDE + 8u * (kk));           \
+        SPLIT_A(a_, fa, im)                                                    \
+    }
+#ifdef HK_Q6_K
+#define SPLIT_A(a, fa, im) cm_split(a, fa[2u * (im)], fa[2u * (im) + 1u]);
+#else
+#define SPLIT_A(a, fa, im) fa[im] = a;
+#endif
+
+// fixed ownership: element e is row lane/4 + 8 ((e >> 1) & 1), column 2 (lane % 4) + (e & 1) + 8 (e >> 2)
+void compute_fixed(uint kk, uint ln)
+{
+    const uint lr = ln >> 2, lc = 2u * (ln & 3u);
+    BLOCK_OPERANDS(kk, fa)
+    float xd[RM * 2u], xs[RM * 2u];
+    [[unroll]] for (uint im = 0; im < RM; im++) {
+        [[unroll]] for (uint h = 0; h < 2u; h++)
+            xd[2u * im + h] = sxd[kk * BM + wm0 + 16u * im + lr + 8u * h];
+#ifdef HK_Q4_K
+        MAT_C s = cm_mma(fa[im], cm_ones());
+        xs[2u * im] = hk_biased_float(cm_elem(s, 0));
+        xs[2u * im + 1u] = hk_biased_float(cm_elem(s, 2));
+#else
+        xs[2u * im] = 0.0;
+        xs[2u * im + 1u] = 0.0;
+#endif
+    }
+    [[unroll]] for (uint jn = 0; jn < RN; jn++) {
+        uint c = kk * BN + wn0 + 16u * jn + lc;
+        vec4 wlo = sw4[c / 2u], whi = sw4[(c + 8u) / 2u];
+        vec2 w[4] = vec2[4](wlo.xy, wlo.zw, whi.xy, whi.zw);
+        MAT_B fb = cm_load_b((wn0 + 16u * jn) * STRIDE + 8u * kk);
+        [[unroll]] for (uint im = 0; im < RM; im++) {
+            MAT_C c0 = cm_mma(fa[A_OPS * im], fb);
+#ifdef HK_Q6_K
+            MAT_C c1 = cm_mma(fa[2u * im + 1u], fb);
+#endif
+            [[unroll]] for (uint e = 0; e < L; e++) { // L is 8 here
+                uint h = (e >> 1) & 1u, ci = (e & 1u) + 2u * (e >> 2);
+#ifdef HK_Q6_K
+                int q1 = cm_elem(c1, e);
+#else
+                int q1 = 0;
+#endif
+                epilogue((im * RN + jn) * L + e, cm_elem(c0, e), q1, xd[2u * im + h], xs[2u * im + h], w[ci]);
+            }
+        }
+    }
+}
+
+// any ownership: each element's own factors
+void compute_generic(uint kk)
+{
+    BLOCK_OPERANDS(kk, fa)
+#ifdef HK_Q4_K
+    MAT_C s[RM];
+    [[unroll]] for (uint im = 0; im < RM; im++)
+        s[im] = cm_mma(fa[im], cm_ones());
+#endif
+    [[unroll]] for (uint jn = 0; jn < RN; jn++) {
+        MAT_B fb = cm_load_b((wn0 + 16u * jn) * STRIDE + 8u * kk);
+        [[unroll]] for (uint im = 0; im < RM; im++) {
+            MAT_C c0 = cm_mma(fa[A_OPS * im], fb);
+#ifdef HK_Q6_K
+            MAT_C c1 = cm_mma(fa[2u * im + 1u], fb);
+#endif
+            [[unroll]] for (uint e = 0; e < L; e++) {
+                uint row = wm0 + 16u * im + el_row(e), col = wn0 + 16u * jn + el_col(e);
+                vec4 wv = sw4[(kk * BN + col) / 2u];
+#ifdef HK_Q4_K
+                float xs = hk_biased_float(cm_elem(s[im], e));
+#else
+                float xs = 0.0;
+#endif
+#ifdef HK_Q6_K
+                int q1 = cm_elem(c1, e);
+#else
+                int q1 = 0;
+#endif
+                epilogue((im * RN + jn) * L + e, cm_elem(c0, e), q1, sxd[kk * BM + row], xs,
+                         (col & 1u) != 0u ? wv.zw : wv.xy);
+            }
+        }
+    }
+}
 
 void main()
 {
-    const uint tid = gl_LocalInvocationID.x;
+    tid = gl_LocalInvocationIndex;
     const uint gid = hk_group_id();
-    const uint KB = pc.k / 32u;
+    KB = pc.k / 32u;
     const uint stages = (KB + KS - 1u) / KS;
-    const uint row_u16 = (pc.k / HK_MMQ_BLOCK_VALUES) * HK_MMQ_BLOCK_U16;
+    row_u16 = (pc.k / HK_MMQ_BLOCK_VALUES) * HK_MMQ_BLOCK_U16;
 #ifdef HK_COOPMAT
-    const uint warp = gl_SubgroupID;
+    const uint warp = gl_SubgroupID, ln = gl_SubgroupInvocationID;
 #else
-    const uint warp = tid / LANES, lane = tid % LANES;
+    const uint warp = tid / LANES, ln = tid % LANES;
+    lane = ln;
 #endif
-    const uint wm = warp / WARPS_N, wn = warp % WARPS_N;
+    wm0 = (warp / WARPS_N) * RM * 16u;
+    wn0 = (warp % WARPS_N) * RN * 16u;
 
 #ifdef HK_MMQ_ID
     const uint per_expert = pc.m_groups * pc.n_tiles;
@@ -149,12 +413,11 @@ void main()
         return;
     const uint count = pc.m, first = 0u, wrow0 = 0u;
 #endif
-    const uint n0 = nt * BN;
-    const uint w0 = pc.view_offset[0] / 2u + wrow0 * row_u16;
+    n0 = nt * BN;
+    w_row0 = pc.view_offset[0] / 2u + (wrow0 + n0) * row_u16;
 
-    // the elements of each subtile this invocation owns
-    uint erow[L], ecol[L];
-    bool layout_ok = true;
+    // which elements of a subtile this invocation holds, and whether that is the fixed ownership
+    bool layout_ok = true, own_fixed = !FORCE_GENERIC && L == 8u;
 #ifdef HK_COOPMAT
     for (uint i = tid; i < 256u; i += WG)
         spat[i] = int(i);
@@ -168,38 +431,24 @@ void main()
     // an implementation that spreads a 16x16 matrix otherwise (replicated components) writes NaN
     // below rather than a partial answer
     layout_ok = pat.length() == int(L);
-    [[unroll]] for (uint i = 0; i < L; i++) {
-        uint e = layout_ok ? uint(pat[i]) & 255u : 0u;
-        erow[i] = e >> 4;
-        ecol[i] = e & 15u;
+    [[unroll]] for (uint e = 0; e < L; e++) {
+        epos[e] = layout_ok ? uint(pat[e]) & 255u : 0u;
+        if (L == 8u)
+            own_fixed = own_fixed && epos[e] == (((ln >> 2) + 8u * ((e >> 1) & 1u)) << 4) + 2u * (ln & 3u) + (e & 1u) + 8u * (e >> 2);
     }
+    own_fixed = subgroupAll(own_fixed); // the multiplies below are the subgroup's: one form for all of it
 #ifdef HK_Q6_K
-    MAT_A mask_lo;
     coopMatLoad(mask_lo, smask, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #else
-    // fixed here. With 32 lanes, the layout NVIDIA's 16x16 accumulators are likely to have (rows
-    // lane/4 and lane/4 + 8, columns 2(lane%4) + {0, 1, 8, 9}), so that the scattered ownership the
-    // cooperative-matrix arm learns is what the portable arm runs on every device; other widths,
-    // a PR x PC patch per invocation
-    if (L == 8u) {
-        [[unroll]] for (uint i = 0; i < L; i++) {
-            erow[i] = (lane >> 2) + 8u * ((i >> 1) & 1u);
-            ecol[i] = 2u * (lane & 3u) + (i & 1u) + 8u * (i >> 2);
-        }
-    } else {
-        const uint PC = L >= 4u ? 4u : L, PR = L / PC;
-        const uint rg = lane / (16u / PC), cg = lane % (16u / PC);
-        [[unroll]] for (uint i = 0; i < L; i++) {
-            erow[i] = rg * PR + i / PC;
-            ecol[i] = cg * PC + i % PC;
-        }
-    }
+    [[unroll]] for (uint e = 0; e < L; e++)
+        if (L == 8u)
+            own_fixed = own_fixed && el_row(e) == (ln >> 2) + 8u * ((e >> 1) & 1u) && el_col(e) == 2u * (ln & 3u) + (e & 1u) + 8u * (e >> 2);
 #endif
 
     // row tiles: one (dense), or the expert's tiles mg, mg + m_groups, ... (grid stride)
     for (uint mt = mg; mt * BM < count; mt += pc.m_groups) {
-        barrier(); // the previous tile's stores are done with srow
+        barrier(); // the previous tile's loads and stores are done with srow
         for (uint r = tid; r < BM; r += WG) {
             uint i = mt * BM + r, xrow = NONE;
 #ifdef HK_MMQ_ID
@@ -213,145 +462,43 @@ void main()
 #endif
             srow[r] = xrow;
         }
-        // f32 sums of the blocks: `acc` over up to 32 blocks, then added into `total`, so that a
-        // long k does not sum thousands of terms into one running f32 (its rounding grows with
-        // the count: sqrt(k/64) ulps, 2e-6 of the result at k = 65536, against 6e-7 two-level)
-        float acc[RM * RN * L], total[RM * RN * L];
+        barrier();
+        // f32 sums of the blocks; TWO_LEVEL: `acc` over 32 blocks, then added into `total`, so
+        // that a long k does not sum thousands of terms into one running f32 (its rounding grows
+        // with the count: sqrt(k/64) ulps, 2e-6 of the result at k = 65536, against 6e-7)
+        float total[TWO_LEVEL ? RM * RN * L : 1];
         [[unroll]] for (uint a = 0; a < RM * RN * L; a++) {
             acc[a] = 0.0;
-            total[a] = 0.0;
+            if (TWO_LEVEL)
+                total[a] = 0.0;
         }
 
+        if (PREFETCH) {
+            x_load(0u);
+            w_load(0u);
+        }
         for (uint st = 0; st < stages; st++) {
-            barrier(); // srow written; the previous stage's compute is done with the tiles
-            // X: one Q8_1 block (9 words) per item; rows past the end and absent slots stage zeros
-            for (uint it = tid; it < BM * KS; it += WG) {
-                uint r = it / KS, kk = it % KS, kb = st * KS + kk, xrow = srow[r];
-                uvec4 qa = uvec4(0u), qb = uvec4(0u); // the block's 32 quants
-                float d = 0.0;
-                if (xrow != NONE && kb < KB) {
-#ifdef HK_MMQ_ID
-                    xrow /= pc.slots_per_x_row;
-#endif
-                    uint xb = pc.view_offset[1] / 4u + (xrow * KB + kb) * 9u;
-                    d = unpackHalf2x16(xq[xb]).x;
-                    qa = uvec4(xq[xb + 1u], xq[xb + 2u], xq[xb + 3u], xq[xb + 4u]);
-                    qb = uvec4(xq[xb + 5u], xq[xb + 6u], xq[xb + 7u], xq[xb + 8u]);
-                }
-                [[unroll]] for (uint w = 0; w < 4u; w++) {
-                    sa[r * STRIDE + kk * 8u + w] = qa[w];
-                    sa[r * STRIDE + kk * 8u + 4u + w] = qb[w];
-                }
-                sxd[kk * BM + r] = d;
-#ifdef HK_Q4_K
-                sxs[kk * BM + r] = float(hk_byte_sum8(qa, qb));
-#endif
+            if (!PREFETCH) {
+                x_load(st);
+                w_load(st);
             }
-            // W: one 32-value block per item; columns past n stage zeros
-            for (uint it = tid; it < BN * KS; it += WG) {
-                uint r = it / KS, kk = it % KS, kb = st * KS + kk;
-                if (n0 + r < pc.n && kb < KB) {
-                    hk_mmq_stage_w(r, kk, w0 + (n0 + r) * row_u16, kb);
-                } else {
-                    [[unroll]] for (uint w = 0; w < 8u; w++)
-                        sb[r * STRIDE + kk * 8u + w] = 0u;
-                    swa[kk * BN + r] = 0.0;
-#if defined(HK_Q4_K) || defined(HK_Q6_K)
-                    swb[kk * BN + r] = 0.0;
-#endif
-                }
-            }
+            barrier(); // the previous step's multiplies are done with the tiles
+            x_store();
+            w_store(st);
             barrier();
-
+            if (PREFETCH && st + 1u < stages) {
+                x_load(st + 1u);
+                w_load(st + 1u);
+            }
             [[unroll]] for (uint kk = 0; kk < KS; kk++) {
                 if (st * KS + kk >= KB)
                     break;
-                // X factors of this invocation's rows, for every subtile row
-                float xd[RM * L];
-#ifdef HK_Q4_K
-                float xs[RM * L];
-#endif
-                [[unroll]] for (uint im = 0; im < RM; im++)
-                    [[unroll]] for (uint i = 0; i < L; i++) {
-                        uint row = (wm * RM + im) * 16u + erow[i];
-                        xd[im * L + i] = sxd[kk * BM + row];
-#ifdef HK_Q4_K
-                        xs[im * L + i] = sxs[kk * BM + row];
-#endif
-                    }
-#ifdef HK_COOPMAT
-                MAT_A fa[RM];
-#ifdef HK_Q6_K
-                MAT_A fl[RM]; // two 16-value scales per block: the low half of k here, the high in fa
-#endif
-                [[unroll]] for (uint im = 0; im < RM; im++) {
-                    coopMatLoad(fa[im], sa, (wm * RM + im) * 16u * STRIDE + kk * 8u, STRIDE,
-                                gl_CooperativeMatrixLayoutRowMajor);
-#ifdef HK_Q6_K
-                    fl[im] = fa[im] * mask_lo;
-                    fa[im] = fa[im] - fl[im];
-#endif
-                }
-#endif
-                [[unroll]] for (uint jn = 0; jn < RN; jn++) {
-                    float wa[L];
-#if defined(HK_Q4_K) || defined(HK_Q6_K)
-                    float wb[L];
-#endif
-                    [[unroll]] for (uint i = 0; i < L; i++) {
-                        uint col = (wn * RN + jn) * 16u + ecol[i];
-                        wa[i] = swa[kk * BN + col];
-#if defined(HK_Q4_K) || defined(HK_Q6_K)
-                        wb[i] = swb[kk * BN + col];
-#endif
-                    }
-#ifdef HK_COOPMAT
-                    MAT_B fb;
-                    coopMatLoad(fb, sb, (wn * RN + jn) * 16u * STRIDE + kk * 8u, STRIDE,
-                                gl_CooperativeMatrixLayoutColumnMajor);
-#endif
-                    [[unroll]] for (uint im = 0; im < RM; im++) {
-#ifdef HK_COOPMAT
-#ifdef HK_Q6_K
-                        MAT_C c0 = coopMatMulAdd(fl[im], fb, MAT_C(0));
-                        MAT_C c1 = coopMatMulAdd(fa[im], fb, MAT_C(0));
-#else
-                        MAT_C c0 = coopMatMulAdd(fa[im], fb, MAT_C(0));
-#endif
-#endif
-                        [[unroll]] for (uint i = 0; i < L; i++) {
-#ifdef HK_COOPMAT
-                            int q0 = c0[i];
-#ifdef HK_Q6_K
-                            int q1 = c1[i];
-#endif
-#else
-                            uint ra = ((wm * RM + im) * 16u + erow[i]) * STRIDE + kk * 8u;
-                            uint rb = ((wn * RN + jn) * 16u + ecol[i]) * STRIDE + kk * 8u;
-                            int q0 = 0, q1 = 0;
-                            [[unroll]] for (uint w = 0; w < 4u; w++) {
-                                q0 += hk_dot4(sa[ra + w], sb[rb + w]);
-                                q1 += hk_dot4(sa[ra + 4u + w], sb[rb + 4u + w]);
-                            }
-#ifndef HK_Q6_K
-                            q0 += q1;
-#endif
-#endif
-                            // the scale epilogue, one expression for both arms
-                            uint a = (im * RN + jn) * L + i, x = im * L + i;
-#if defined(HK_Q8_0)
-                            acc[a] = fma(hk_i2f(q0) * wa[i], xd[x], acc[a]);
-#elif defined(HK_Q4_K)
-                            // d*sc*dot - dmin*m*sum(xq) (swb holds -dmin*m) rounded once where they cancel
-                            acc[a] = fma(fma(hk_i2f(q0), wa[i], wb[i] * xs[x]), xd[x], acc[a]);
-#else
-                            acc[a] = fma(fma(hk_i2f(q1), wb[i], hk_i2f(q0) * wa[i]), xd[x], acc[a]);
-#endif
-                        }
-                    }
-                }
+                if (own_fixed)
+                    compute_fixed(kk, ln);
+                else
+                    compute_generic(kk);
             }
-            if ((st + 1u) % GROUP_STAGES == 0u || st + 1u == stages) {
+            if (TWO_LEVEL && ((st + 1u) % GROUP_STAGES == 0u || st + 1u == stages)) {
                 [[unroll]] for (uint a = 0; a < RM * RN * L; a++) {
                     total[a] += acc[a];
                     acc[a] = 0.0;
@@ -362,10 +509,11 @@ void main()
         const uint y0 = pc.view_offset[2] / 4u;
         [[unroll]] for (uint im = 0; im < RM; im++)
             [[unroll]] for (uint jn = 0; jn < RN; jn++)
-                [[unroll]] for (uint i = 0; i < L; i++) {
-                    uint xrow = srow[(wm * RM + im) * 16u + erow[i]], col = n0 + (wn * RN + jn) * 16u + ecol[i];
+                [[unroll]] for (uint e = 0; e < L; e++) {
+                    uint xrow = srow[wm0 + 16u * im + el_row(e)], col = n0 + wn0 + 16u * jn + el_col(e);
+                    uint a = (im * RN + jn) * L + e;
                     if (xrow != NONE && col < pc.n)
-                        y[y0 + xrow * pc.n + col] = layout_ok ? total[(im * RN + jn) * L + i] : uintBitsToFloat(0x7FC00000u);
+                        y[y0 + xrow * pc.n + col] = !layout_ok ? uintBitsToFloat(0x7FC00000u) : TWO_LEVEL ? total[a] : acc[a];
                 }
     }
 }

@@ -1,71 +1,176 @@
-// MMQ weight staging: one 32-value block kb of weight row `row16` (the row's first 16-bit word in
-// w16) decoded to eight words of four signed 8-bit quants (sb, as the int8 operand of the GEMM)
-// and the block's f32 scale factors (swa, swb). Value i of the block is
-//   Q8_0: swa * q_i
-//   Q4_K: swa * q_i + swb              (swa = d*sc, swb = -dmin*m of the 32-value sub-block)
-//   Q6_K: swa * q_i for i < 16, swb * q_i for i >= 16  (d times the two 16-value scales)
-// with q_i the quant in sb. Everything is read through 16-bit words: GGUF blocks are 2-byte
-// aligned, and no read reaches past the block. Needs w16[], sb[], swa[], swb[], STRIDE, BN.
+// MMQ weight staging (mmq.comp), in two halves so that a k step's global loads can be issued
+// before the previous step's multiplies and consumed after them (register double buffering):
+//   w_load(st)   global -> registers: the raw bytes of k step st (KS blocks of 32 values) of the
+//                tile's BN weight rows; nothing is computed from them here
+//   w_store(st)  registers -> shared: the quants as signed bytes (sb, the int8 operand, row r,
+//                block kk at word r * STRIDE + 8 kk) and each block's two f32 factors (w_set)
+// Value i of 32-value block kk of a row is
+//   Q8_0: wa * q_i                                  (wa = d)
+//   Q4_K: wa * q_i + wb                             (wa = d*sc, wb = -dmin*m of the sub-block)
+//   Q6_K: wa * q_i for i < 16, wb * q_i for i >= 16 (d times the two 16-value scales)
+// Consecutive invocations load consecutive bytes of a row (the loads of a subgroup cover a few
+// contiguous runs, not one cache line per lane); rows past n stage zeros. GGUF blocks are only
+// 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K in 16-byte chunks as the
+// view's alignment allows (pc.wload). Needs w16/w32/w128, sb, w_set, STRIDE, BN, KS, WG, tid,
+// n0, w_row0 (the tile's first row's first 16-bit word), row_u16, pc.n, KB.
+#define HK_WIDE_WEIGHT_LOADS
+#include "gemm_q4k.glsl"
 #include "w16.glsl"
 
-// quants i = 4w .. 4w+3 of the two 16-bit words at u16 index i16 (bytes in memory order)
+// the two 16-bit words at u16 index i16 as one little-endian word
 uint hk_mmq_pair(uint i16) { return uint(w16[i16]) | (uint(w16[i16 + 1u]) << 16); }
 
 #if defined(HK_Q8_0)
 #define HK_MMQ_BLOCK_VALUES 32u
 #define HK_MMQ_BLOCK_U16 17u
-void hk_mmq_stage_w(uint r, uint kk, uint row16, uint kb)
+// Q8_0: block of 32 = f16 d, i8 qs[32] (17 u16). A unit is two quant words (8 values: 4 u16) of
+// one block, and the block's d for the first unit of the block.
+const uint WU = (BN * KS * 4u + WG - 1u) / WG;
+uvec2 wq_raw[WU];
+uint wd_raw[WU];
+
+void w_load(uint st)
 {
-    uint b = row16 + kb * HK_MMQ_BLOCK_U16;
-    [[unroll]] for (uint w = 0; w < 8u; w++)
-        sb[r * STRIDE + kk * 8u + w] = hk_mmq_pair(b + 1u + 2u * w);
-    swa[kk * BN + r] = hk_half(uint(w16[b]));
+    [[unroll]] for (uint j = 0; j < WU; j++) {
+        uint it = tid + j * WG, r = it / (KS * 4u), kk = (it / 4u) % KS, p = it % 4u, kb = st * KS + kk;
+        uvec2 q = uvec2(0u);
+        uint d = 0u;
+        if (it < BN * KS * 4u && n0 + r < pc.n && kb < KB) {
+            uint b = w_row0 + r * row_u16 + kb * 17u, q16 = b + 1u + 4u * p;
+            q = uvec2(hk_mmq_pair(q16), hk_mmq_pair(q16 + 2u));
+            if (p == 0u)
+                d = uint(w16[b]);
+        }
+        wq_raw[j] = q;
+        wd_raw[j] = d;
+    }
+}
+
+void w_store(uint st)
+{
+    [[unroll]] for (uint j = 0; j < WU; j++) {
+        uint it = tid + j * WG, r = it / (KS * 4u), kk = (it / 4u) % KS, p = it % 4u;
+        if (it < BN * KS * 4u) {
+            sb[r * STRIDE + kk * 8u + 2u * p] = wq_raw[j].x;
+            sb[r * STRIDE + kk * 8u + 2u * p + 1u] = wq_raw[j].y;
+            if (p == 0u)
+                w_set(kk, r, vec2(hk_half(wd_raw[j]), 0.0));
+        }
+    }
 }
 #elif defined(HK_Q4_K)
 #define HK_MMQ_BLOCK_VALUES 256u
 #define HK_MMQ_BLOCK_U16 72u
-// sub-block j (0..7) of a super-block: the low (j even) or high (j odd) nibbles of the 32 quant
-// bytes qs[32*(j/2) ..]; the 6-bit scale and min unpacked as llama.cpp's get_scale_min_k4 (the
-// same unpacking as hk_q4k_scale_min of q4_k.glsl, read through hk_byte here).
-void hk_mmq_stage_w(uint r, uint kk, uint row16, uint kb)
+// Q4_K: super-block of 256 = 144 bytes, nine 16-byte chunks: the header (f16 d, f16 dmin,
+// scales[12]), then qs: chunk 1 + q holds qs bytes 16q .. 16q+15, whose low nibbles are values
+// 16(q%2) .. 16(q%2)+15 of sub-block 2(q/2) and whose high nibbles the same values of sub-block
+// 2(q/2)+1. A step of KS sub-blocks (KS even, j0 = the step's first sub-block in its super-block)
+// takes chunks j0 .. j0+KS-1 of each row. A unit is one chunk and its super-block's header.
+const uint WU = (BN * KS + WG - 1u) / WG;
+uvec4 wh_raw[WU], wc_raw[WU];
+
+void w_load(uint st)
 {
-    uint b = row16 + (kb >> 3) * HK_MMQ_BLOCK_U16, j = kb & 7u;
-    uint q16 = b + 8u + 16u * (j >> 1), shift = 4u * (j & 1u);
-    [[unroll]] for (uint w = 0; w < 8u; w++)
-        sb[r * STRIDE + kk * 8u + w] = (hk_mmq_pair(q16 + 2u * w) >> shift) & 0x0F0F0F0Fu;
-    uint sc, m;
-    if (j < 4u) {
-        sc = hk_byte(b, 4u + j) & 63u;
-        m = hk_byte(b, 8u + j) & 63u;
-    } else {
-        sc = (hk_byte(b, 8u + j) & 0xFu) | ((hk_byte(b, j) >> 6) << 4);
-        m = (hk_byte(b, 8u + j) >> 4) | ((hk_byte(b, 4u + j) >> 6) << 4);
+    uint sbk = (st * KS) / 8u, j0 = (st * KS) % 8u;
+    [[unroll]] for (uint j = 0; j < WU; j++) {
+        uint it = tid + j * WG, r = it / KS, q = it % KS;
+        uvec4 h = uvec4(0u), c = uvec4(0u);
+        if (it < BN * KS && n0 + r < pc.n) {
+            uint b = w_row0 + r * row_u16 + sbk * 72u;
+            h = hk_w_ld16(b, pc.wload);
+            c = hk_w_ld16(b + 8u * (1u + j0 + q), pc.wload);
+        }
+        wh_raw[j] = h;
+        wc_raw[j] = c;
     }
-    swa[kk * BN + r] = hk_half(uint(w16[b])) * float(sc);
-    swb[kk * BN + r] = -hk_half(uint(w16[b + 1u])) * float(m);
+}
+
+void w_store(uint st)
+{
+    uint j0 = (st * KS) % 8u;
+    [[unroll]] for (uint j = 0; j < WU; j++) {
+        uint it = tid + j * WG, r = it / KS, q = it % KS;
+        if (it < BN * KS) {
+            // chunk j0 + q: sub-blocks kk and kk + 1 of the step (kk = q rounded down to even),
+            // values 16 (q % 2) .. of each
+            uint kk = q & ~1u, odd = q & 1u, o = r * STRIDE + kk * 8u + 4u * odd;
+            uvec4 c = wc_raw[j];
+            [[unroll]] for (uint w = 0; w < 4u; w++) {
+                sb[o + w] = c[w] & 0x0F0F0F0Fu;
+                sb[o + 8u + w] = (c[w] >> 4) & 0x0F0F0F0Fu;
+            }
+            if (odd == 0u) {
+                uvec4 h = wh_raw[j];
+                uvec2 sc, mn;
+                hk_q4k_scales8(h, sc, mn);
+                vec2 dm = unpackHalf2x16(h.x);
+                [[unroll]] for (uint s = 0; s < 2u; s++) {
+                    uvec2 f = hk_q4k_scale_of(sc, mn, j0 + kk + s);
+                    w_set(kk + s, r, vec2(dm.x * float(f.x), -dm.y * float(f.y)));
+                }
+            }
+        }
+    }
 }
 #elif defined(HK_Q6_K)
 #define HK_MMQ_BLOCK_VALUES 256u
 #define HK_MMQ_BLOCK_U16 105u
-// 32-value block t = 4h + g (h: half, g: 0..3) of a super-block: value l is
-// (ql[64h + 32(g&1) + l] nibble g>>1) | ((qh[32h + l] >> 2g) & 3) << 4, minus 32; scales
-// scales[8h + 2g] (l < 16) and scales[8h + 2g + 1].
-void hk_mmq_stage_w(uint r, uint kk, uint row16, uint kb)
+// Q6_K: super-block of 256 = u8 ql[128], u8 qh[64], i8 scales[16], f16 d (105 u16). Value l of
+// 32-value block 4h + g (h: half 0..1, g: 0..3) is (ql[64h + 32(g&1) + l] nibble g>>1) |
+// ((qh[32h + l] >> 2g) & 3) << 4, minus 32; its scales are scales[8h + 2g] (l < 16) and
+// scales[8h + 2g + 1]. The four blocks of a half share their bytes: a unit is values l = 4p ..
+// 4p+3 (p: 0..7) of all four, from two ql words and one qh word, and the half's scales and d for
+// p = 0. A step is one half (KS 4) or both (KS 8).
+const uint WU = (BN * (KS / 4u) * 8u + WG - 1u) / WG;
+uvec3 wq_raw[WU]; // ql bytes 4p of the half's first 32, of its second 32, qh bytes 4p
+uvec2 ws_raw[WU]; // scales[8h .. 8h+7] as two words (p = 0)
+uint wd_raw[WU];  // d (p = 0)
+
+void w_load(uint st)
 {
-    uint b = row16 + (kb >> 3) * HK_MMQ_BLOCK_U16, t = kb & 7u, h = t >> 2, g = t & 3u;
-    uint ql16 = b + 32u * h + 16u * (g & 1u), qh16 = b + 64u + 16u * h;
-    uint lshift = 4u * (g >> 1), hshift = 2u * g;
-    [[unroll]] for (uint w = 0; w < 8u; w++) {
-        uint q = ((hk_mmq_pair(ql16 + 2u * w) >> lshift) & 0x0F0F0F0Fu) |
-                 (((hk_mmq_pair(qh16 + 2u * w) >> hshift) & 0x03030303u) << 4);
-        // q - 32 per byte without borrows: flip bit 5, then copy it into bits 6 and 7
-        q ^= 0x20202020u;
-        sb[r * STRIDE + kk * 8u + w] = q | ((q & 0x20202020u) * 6u);
+    uint sbk = (st * KS) / 8u, h0 = ((st * KS) % 8u) / 4u;
+    [[unroll]] for (uint j = 0; j < WU; j++) {
+        uint it = tid + j * WG, r = it / ((KS / 4u) * 8u), hs = (it / 8u) % (KS / 4u), p = it % 8u;
+        uvec3 q = uvec3(0u);
+        uvec2 s = uvec2(0u);
+        uint d = 0u;
+        if (it < BN * (KS / 4u) * 8u && n0 + r < pc.n) {
+            uint h = h0 + hs, b = w_row0 + r * row_u16 + sbk * 105u;
+            q = uvec3(hk_mmq_pair(b + 32u * h + 2u * p), hk_mmq_pair(b + 32u * h + 16u + 2u * p),
+                      hk_mmq_pair(b + 64u + 16u * h + 2u * p));
+            if (p == 0u) {
+                s = uvec2(hk_mmq_pair(b + 96u + 4u * h), hk_mmq_pair(b + 98u + 4u * h));
+                d = uint(w16[b + 104u]);
+            }
+        }
+        wq_raw[j] = q;
+        ws_raw[j] = s;
+        wd_raw[j] = d;
     }
-    uint s = uint(w16[b + 96u + 4u * h + g]); // scales[8h + 2g], scales[8h + 2g + 1]
-    float d = hk_half(uint(w16[b + 104u]));
-    swa[kk * BN + r] = d * float(int(s << 24) >> 24);
-    swb[kk * BN + r] = d * float(int(s << 16) >> 24);
+}
+
+void w_store(uint st)
+{
+    [[unroll]] for (uint j = 0; j < WU; j++) {
+        uint it = tid + j * WG, r = it / ((KS / 4u) * 8u), hs = (it / 8u) % (KS / 4u), p = it % 8u;
+        if (it < BN * (KS / 4u) * 8u) {
+            uvec3 raw = wq_raw[j];
+            [[unroll]] for (uint g = 0; g < 4u; g++) {
+                uint q = (((g & 1u) != 0u ? raw.y : raw.x) >> (4u * (g >> 1))) & 0x0F0F0F0Fu;
+                q |= ((raw.z >> (2u * g)) & 0x03030303u) << 4;
+                // q - 32 per byte without borrows: flip bit 5, then copy it into bits 6 and 7
+                q ^= 0x20202020u;
+                sb[r * STRIDE + (4u * hs + g) * 8u + p] = q | ((q & 0x20202020u) * 6u);
+            }
+            if (p == 0u) {
+                float d = hk_half(wd_raw[j]);
+                [[unroll]] for (uint g = 0; g < 4u; g++) {
+                    uint pair = ((g < 2u ? ws_raw[j].x : ws_raw[j].y) >> (16u * (g & 1u))) & 0xFFFFu;
+                    w_set(4u * hs + g, r, vec2(d * float(hk_lo_i8(pair)), d * float(hk_hi_i8(pair))));
+                }
+            }
+        }
+    }
 }
 #else
 #error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"

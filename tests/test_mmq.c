@@ -7,6 +7,7 @@
  * Each kernel case is three functions, so that a table of cases (tests, hk-check, hk-bench) can
  * use them: *_build (seeded host inputs and the reference output for a shape), *_record (the
  * kernel given the device views of those tensors), *_compare (the gate). */
+#define _POSIX_C_SOURCE 200112L /* setenv */
 #include "hk_test.h"
 
 #include <stdio.h>
@@ -193,20 +194,22 @@ static void mmq_free(mmq_case *c)
     free(c->ref);
 }
 
-/* Runs one hk_mmq case; w at an offset of 2 mod 4 (GGUF blocks are only 2-byte aligned) or 0 mod
- * 16, flush against the buffer's end or not. Returns the output (caller frees) when asked. */
+/* Runs one hk_mmq case; flush 0: w at 0 mod 16 and x at 16, with slack after each; 1: flush
+ * against the buffers' ends, w at an offset of 2 mod 4 (GGUF blocks are only 2-byte aligned), x
+ * at 4; 2: flush, w at 4 mod 16 and x at 8 (the 4-byte load widths). Returns the output (caller
+ * frees) when asked. */
 static float *test_mmq(hk_type type, uint32_t m, uint32_t n, uint32_t k, int raw_w, int x_mode, int flush,
                        uint64_t seed, int keep_output)
 {
     mmq_case c;
     mmq_build(&c, type, m, n, k, raw_w, x_mode, seed);
     hk_buffer *wb, *xb;
-    hk_view wv = input_at(c.w, c.w_bytes, flush ? 34 : 32, flush, &wb);
-    hk_view xv = input_at(c.x, c.x_bytes, flush ? 4 : 16, flush, &xb);
+    hk_view wv = input_at(c.w, c.w_bytes, flush == 2 ? 36 : flush ? 34 : 32, flush != 0, &wb);
+    hk_view xv = input_at(c.x, c.x_bytes, flush == 2 ? 8 : flush ? 4 : 16, flush != 0, &xb);
     out_buffer y = out_create((size_t)m * n);
     char name[200];
     snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u %s, %s%s", hk_type_name(type), m, n, k,
-             raw_w ? "raw blocks" : "quantized", x_names[x_mode], flush ? ", flush" : "");
+             raw_w ? "raw blocks" : "quantized", x_names[x_mode], flush == 2 ? ", flush, 4-byte aligned" : flush ? ", flush" : "");
     float *kept = NULL;
     hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&y));
     if (st != HK_OK) {
@@ -659,8 +662,66 @@ static void test_errors(void)
     hk_check_status("moe_expert_rows outputs overlap",
                     hk_moe_expert_rows(ctx, NULL, a, b, (hk_view){big, (1 << 15) + 8}, s, 8, 8),
                     HK_ERROR_INVALID_ARGUMENT, "overlaps");
+    /* the tuning hooks are checked, not ignored */
+    static const struct {
+        const char *var, *value, *want;
+    } hooks[] = {
+        {"HK_MMQ_TILE", "2,2,2,2,3", "is not \"wm,wn,rm,rn,ks\""},
+        {"HK_MMQ_TILE", "2,2,2,2,1", "q4_k 2 or more"},
+        {"HK_MMQ_TILE", "8,8,8,8,8", "needs"},
+        {"HK_MMQ_PREFETCH", "2", "HK_MMQ_PREFETCH=\"2\" is not an integer in 0..1"},
+        {"HK_MMQ_LAYOUT", "nvidia", "HK_MMQ_LAYOUT=\"nvidia\" is not \"auto\" or \"generic\""},
+    };
+    for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
+        setenv(hooks[i].var, hooks[i].value, 1);
+        char name[120];
+        snprintf(name, sizeof name, "mmq %s=%s", hooks[i].var, hooks[i].value);
+        hk_status want = strcmp(hooks[i].value, "8,8,8,8,8") == 0 ? HK_ERROR_UNSUPPORTED : HK_ERROR_INVALID_ARGUMENT;
+        hk_check_status(name, hk_mmq(ctx, NULL, HK_TYPE_Q4_K, a, b, (hk_view){big, 40000}, 4, 4, 256), want,
+                        hooks[i].want);
+        unsetenv(hooks[i].var);
+    }
     hk_buffer_destroy(big);
     hk_buffer_destroy(small);
+}
+
+/* ---- schedules: every tiling a tuner or a user may pick runs the same arithmetic ----
+ * Each setting (HK_MMQ_TILE for both kernels, or one of the other hooks) on a few shapes with
+ * tails in m and n, every type it applies to, both kernels. On the coopmat arm this proves the
+ * matrix-core code at each tile (lavapipe has no matrix cores); HK_MMQ_LAYOUT=generic runs the
+ * epilogue any element ownership takes, and HK_MMQ_EMULATE_GENERIC=1 (portable arm) runs it on an
+ * ownership other than NVIDIA's. */
+static void test_schedules(void)
+{
+    static const struct {
+        const char *var, *value;
+        uint32_t ks; /* the k step the setting asks for (types that cannot take it are skipped) */
+    } settings[] = {
+        {"HK_MMQ_TILE", "1,1,1,1,4", 4}, {"HK_MMQ_TILE", "2,1,1,2,2", 2}, {"HK_MMQ_TILE", "1,2,2,1,8", 8},
+        {"HK_MMQ_TILE", "4,2,2,2,4", 4}, {"HK_MMQ_TILE", "2,4,1,2,4", 4}, {"HK_MMQ_TILE", "1,1,1,1,1", 1},
+        {"HK_MMQ_PREFETCH", "0", 4},     {"HK_MMQ_LAYOUT", "generic", 4}, {"HK_MMQ_EMULATE_GENERIC", "1", 4},
+    };
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    uint64_t seed = 9000;
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        const char *var = settings[i].var;
+        int tile = strcmp(var, "HK_MMQ_TILE") == 0;
+        setenv(var, settings[i].value, 1);
+        if (tile)
+            setenv("HK_MMQ_ID_TILE", settings[i].value, 1);
+        printf("-- %s=%s\n", var, settings[i].value);
+        for (int t = 0; t < 3; t++) {
+            hk_type ty = types[t];
+            if ((ty == HK_TYPE_Q4_K && settings[i].ks < 2) || (ty == HK_TYPE_Q6_K && settings[i].ks < 4))
+                continue;
+            test_mmq(ty, 37, 70, 512, 1, X_RAW_BLOCKS, (int)(i % 3), ++seed, 0);
+            test_mmq(ty, 130, 33, 768, 0, X_QUANTIZED, (int)((i + 1) % 3), ++seed, 0);
+            test_mmq_id(ty, 6, 40, 256, 30, 2, (int)(i & 1), ROUTE_SKEWED, 0, ++seed);
+        }
+        unsetenv(var);
+        if (tile)
+            unsetenv("HK_MMQ_ID_TILE");
+    }
 }
 
 /* ---- the suite, on one context ---- */
@@ -732,8 +793,10 @@ static void use_context(hk_context *c, const char *label)
            caps.shared_memory_bytes, caps.coopmat_khr ? "on" : "off");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* --small (the GPU-assisted run): the suite without the schedule settings */
+    int small = argc > 1 && strcmp(argv[1], "--small") == 0;
     hk_context *full = hk_test_context();
     use_context(full, "default context");
     hk_caps caps;
@@ -751,6 +814,8 @@ int main(void)
     test_references();
     test_errors();
     run_suite(1);
+    if (!small)
+        test_schedules();
 
     /* the portable arms on contexts that may not use the accelerated paths; coopmat against dot
      * at the gates above, and against each other */

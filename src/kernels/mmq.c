@@ -2,17 +2,21 @@
  * grouping hk_moe_expert_rows (shaders/moe_rows.comp). The arm is picked per device:
  *  - coopmat: int8 x int8 -> int32 cooperative matrices (KHR, 16x16x32 s8 listed by the device),
  *    one subgroup per warp of the tiling, full subgroups of the device's size;
- *  - dot / scalar: the same tiling with packed int8 dot products (or their plain-arithmetic twin
- *    where the device has no shaderIntegerDotProduct), no subgroup requirement.
+ *  - dot / scalar: the same tiling and epilogue with packed int8 dot products (or their
+ *    plain-arithmetic twin where the device has no shaderIntegerDotProduct) on warps of 32
+ *    invocations, no subgroup requirement.
  * The tile is a set of specialization constants (mmq_tile); HK_MMQ_TILE / HK_MMQ_ID_TILE
- * ("wm,wn,rm,rn,ks") override the defaults, for tuning. */
+ * ("wm,wn,rm,rn,ks"), HK_MMQ_PREFETCH and HK_MMQ_LAYOUT override the defaults, for tuning.
+ * Testing only: HK_MMQ_EMULATE_GENERIC=1 runs the portable arm on an element ownership other than
+ * NVIDIA's, so that the coopmat arm's generic epilogue runs on any device. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-enum { ARM_COOPMAT, ARM_DOT, ARM_SCALAR, ARM_COUNT };
-static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar"};
+enum { ARM_COOPMAT, ARM_DOT, ARM_SCALAR, ARM_DOT_GENERIC, ARM_COUNT };
+static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar", "dot"};
 
 #define NO_SHADER (-1)
 #ifdef HK_HAVE_SHADER_MMQ_Q8_0_CM
@@ -22,39 +26,56 @@ static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar"};
 #endif
 #ifdef HK_HAVE_SHADER_MMQ_Q8_0_DOT
 #define DOT(p, t) HK_SHADER_##p##_##t##_DOT
+#define DOTG(p, t) HK_SHADER_##p##_##t##_DOTG
 #else
 #define DOT(p, t) NO_SHADER
+#define DOTG(p, t) NO_SHADER
 #endif
-#define ARMS(p, t) {CM(p, t), DOT(p, t), HK_SHADER_##p##_##t##_SCALAR}
+#define ARMS(p, t) {CM(p, t), DOT(p, t), HK_SHADER_##p##_##t##_SCALAR, DOTG(p, t)}
 /* [expert-indexed][type: Q8_0, Q4_K, Q6_K][arm] */
 static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), ARMS(MMQ, Q6_K)},
                                              {ARMS(MMQ_ID, Q8_0), ARMS(MMQ_ID, Q4_K), ARMS(MMQ_ID, Q6_K)}};
 
-/* Invocations per warp of the portable arms (they use no subgroup operation: any device runs them). */
+/* Invocations per warp of the portable arms (they use no subgroup operation: any device runs
+ * them); their element ownership is that of 32 lanes. */
 #define PORTABLE_LANES 32u
 /* Lavapipe stops a shader's loops after 65535 iterations per invocation: k is bounded (a k step
- * of KS blocks is one iteration of the stage loop plus the staging loops), and the expert-indexed
- * kernel launches enough row groups per expert that its grid stride stays within MMQ_ITER_BUDGET
- * stage steps whatever the routing. */
+ * of KS blocks is one iteration of the stage loop; the staging and the multiplies are unrolled),
+ * and the expert-indexed kernel launches enough row groups per expert that its grid stride stays
+ * within MMQ_ITER_BUDGET stage steps whatever the routing. */
 #define MMQ_MAX_K 65536u
 #define MMQ_ITER_BUDGET 8192u
+/* k up to this many blocks sums its blocks' f32 terms in one running sum (its rounding, about
+ * sqrt(blocks / 2) ulps, stays under 1e-6 of the output scale); a longer k sums per 32 blocks
+ * first (FLAGS TWO_LEVEL), for 32 more registers per invocation. */
+#define MMQ_ONE_LEVEL_BLOCKS 128u
 /* hk_moe_expert_rows: one workgroup; its shared arrays hold NE_CAP experts. */
 #define ROWS_WG 128u
 #define ROWS_MAX_EXPERTS 1024u
 #define ROWS_MAX_SLOTS 262144u
 
-/* warp grid (wm x wn), subtiles per warp (rm x rn), 32-value blocks per k step (ks) */
+/* mmq.comp's FLAGS (specialization constant 7) */
+enum { FLAG_PREFETCH = 1, FLAG_GENERIC = 2, FLAG_TWO_LEVEL = 4, FLAG_X16 = 8 };
+
+/* warp grid (wm x wn), subtiles per warp (rm x rn), 32-value blocks per k step (ks), and whether
+ * the next step's loads are issued before the current step's multiplies (prefetch) */
 typedef struct mmq_tile {
-    uint32_t wm, wn, rm, rn, ks;
+    uint32_t wm, wn, rm, rn, ks, prefetch;
 } mmq_tile;
 
-/* Defaults. coopmat: 64 x 64 tiles of 4 subgroups, 2 x 2 subtiles each; the expert-indexed form
- * 32-row tiles (an expert of Qwen3-30B-A3B gets 32 rows on average at 512 tokens). Portable: 32 x 32
- * tiles, one subtile per warp. */
+/* Defaults. coopmat, dense: 128 x 64 tiles of 8 subgroups (4 x 2 warps of 2 x 2 subtiles, 128
+ * values a step) where the shape yields enough of them to fill the device twice over, else 64 x
+ * 64 of 4; expert-indexed: 32 x 128 of 4 (an expert of Qwen3-30B-A3B gets 32 rows on average at
+ * 512 tokens). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
+ * memory). */
 static const mmq_tile default_tiles[2][2] = {
-    {{2, 2, 2, 2, 2}, {2, 2, 1, 1, 2}}, /* dense: coopmat, portable */
-    {{1, 2, 2, 2, 2}, {1, 2, 2, 1, 2}}, /* expert-indexed */
+    {{4, 2, 2, 2, 4, 1}, {2, 2, 1, 1, 4, 1}}, /* dense: coopmat, portable */
+    {{1, 4, 2, 2, 4, 1}, {1, 2, 2, 1, 4, 1}}, /* expert-indexed */
 };
+static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1};
+/* output tiles per multiprocessor-sized share below which the dense coopmat arm takes the small
+ * tile: 240 is about twice the 132 SMs of an H200 */
+#define MMQ_BIG_TILE_MIN_TILES 240u
 
 static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
 
@@ -80,8 +101,10 @@ static int pick_arm(const hk_context *context, int id, int t)
 {
     if (shaders[id][t][ARM_COOPMAT] != NO_SHADER && coopmat_usable(context))
         return ARM_COOPMAT;
-    if (shaders[id][t][ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
-        return ARM_DOT;
+    if (shaders[id][t][ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT)) {
+        const char *emu = getenv("HK_MMQ_EMULATE_GENERIC");
+        return emu && strcmp(emu, "1") == 0 ? ARM_DOT_GENERIC : ARM_DOT;
+    }
     return ARM_SCALAR;
 }
 
@@ -100,28 +123,48 @@ static uint32_t lanes_of(const hk_context *context, int arm)
 static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t lanes)
 {
     uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, stride = 8ull * tl->ks + 4;
-    uint64_t words = (bm + bn) * stride + tl->ks * bm * (t == 1 ? 2 : 1) + tl->ks * bn * (t == 0 ? 1 : 2) + bm;
+    /* quants, X scales, W factor pairs, srow */
+    uint64_t words = (bm + bn) * stride + tl->ks * bm + 2ull * tl->ks * bn + bm;
     if (arm == ARM_COOPMAT)
         words += 256 + (t == 2 ? 128 : 0);
     return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
 }
 
-/* The tile for this call: the default, or the override from the environment (checked). */
-static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, mmq_tile *out)
+/* k steps the staging of a type supports: Q4_K takes pairs of sub-blocks (chunks of 16 bytes),
+ * Q6_K halves of a super-block (KS 4 or 8). */
+static int ks_valid(int t, uint32_t ks)
+{
+    if (ks != 1 && ks != 2 && ks != 4 && ks != 8)
+        return 0;
+    return t == 0 || (t == 1 && ks >= 2) || (t == 2 && ks >= 4);
+}
+
+/* The tile for this call: the default for the shape, or the override from the environment
+ * (checked). tiles_of(tile) gives the number of output tiles the call would launch. */
+static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, uint32_t m, uint32_t n,
+                          mmq_tile *out)
 {
     *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
+    if (!id && arm == ARM_COOPMAT) {
+        uint64_t bm = out->wm * out->rm * 16ull, bn = out->wn * out->rn * 16ull;
+        if (((m + bm - 1) / bm) * ((n + bn - 1) / bn) < MMQ_BIG_TILE_MIN_TILES)
+            *out = dense_small_tile;
+    }
     const char *var = id ? "HK_MMQ_ID_TILE" : "HK_MMQ_TILE", *env = getenv(var);
     if (env && *env) {
         unsigned v[5];
         char tail;
         if (sscanf(env, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) != 5 || !v[0] || !v[1] ||
-            !v[2] || !v[3] || v[2] > 8 || v[3] > 8 || (v[4] != 1 && v[4] != 2 && v[4] != 4 && v[4] != 8) ||
-            v[0] * v[1] > 64)
+            !v[2] || !v[3] || v[2] > 8 || v[3] > 8 || !ks_valid(t, v[4]) || v[0] * v[1] > 64)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
-                            "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 or 8)",
+                            "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 "
+                            "or 8: q4_k 2 or more, q6_k 4 or 8)",
                             var, env);
-        *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4]};
+        *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4], out->prefetch};
     }
+    hk_status st = hk__env_u32(fn, "HK_MMQ_PREFETCH", out->prefetch, 0, 1, 0, &out->prefetch);
+    if (st != HK_OK)
+        return st;
     uint32_t lanes = lanes_of(context, arm), wg = out->wm * out->wn * lanes;
     uint64_t shared = tile_shared_bytes(out, t, arm, lanes);
     if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
@@ -148,17 +191,35 @@ static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
 }
 
 typedef struct mmq_params {
-    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
+    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row, wload;
 } mmq_params;
 
+/* w and xq as bound (b[0], b[1]): their alignment picks the load widths (flags, p->wload) */
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
                         uint32_t count, mmq_params *p, uint64_t m_rows_max)
 {
     int arm = pick_arm(context, id, t);
     mmq_tile tl;
-    hk_status st = get_tile(context, fn, id, t, arm, &tl);
+    hk_status st = get_tile(context, fn, id, t, arm, p->m, p->n, &tl);
     if (st != HK_OK)
         return st;
+    uint32_t flags = tl.prefetch ? FLAG_PREFETCH : 0;
+    const char *layout = getenv("HK_MMQ_LAYOUT");
+    if (layout && *layout) {
+        if (strcmp(layout, "generic") && strcmp(layout, "auto"))
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "HK_MMQ_LAYOUT=\"%s\" is not \"auto\" or \"generic\"",
+                            layout);
+        if (!strcmp(layout, "generic"))
+            flags |= FLAG_GENERIC;
+    }
+    if (p->k / 32 > MMQ_ONE_LEVEL_BLOCKS)
+        flags |= FLAG_TWO_LEVEL;
+    /* X rows of whole 4-block steps start on 16 bytes (36 x 4 = 144) where the view does; Q4_K
+     * chunks are as aligned as the weight view (144 = 9 x 16); the descriptor base is aligned to a
+     * power of two of at least 16, so the offset tells */
+    if (b[1].view.offset % 16 == 0 && (p->k / 32) % 4 == 0 && tl.ks % 4 == 0)
+        flags |= FLAG_X16;
+    p->wload = t != 1 ? 0 : b[0].view.offset % 16 == 0 ? 2 : b[0].view.offset % 4 == 0 ? 1 : 0;
     uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
     p->n_tiles = (p->n + bn - 1) / bn;
     uint64_t groups;
@@ -180,11 +241,11 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         p->m_groups = (p->m + bm - 1) / bm;
         groups = (uint64_t)p->m_groups * p->n_tiles;
     }
-    uint32_t spec[7] = {tl.wm * tl.wn * lanes, lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks};
+    uint32_t spec[8] = {tl.wm * tl.wn * lanes, lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks, flags};
     hk_dispatch_desc d = {.shader = shaders[id][t][arm],
                           .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
                           .spec = spec,
-                          .spec_count = 7,
+                          .spec_count = 8,
                           .bindings = b,
                           .binding_count = count,
                           .params = p,
@@ -211,7 +272,7 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    mmq_params p = {m, n, k, 0, 0, 0, 0};
+    mmq_params p = {m, n, k, 0, 0, 0, 0, 0};
     return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m);
 }
 
@@ -248,7 +309,7 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     st = hk__check_bindings(context, stream, fn, names, b, 5);
     if (st != HK_OK)
         return st;
-    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row};
+    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row, 0};
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
     return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most);
