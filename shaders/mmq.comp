@@ -60,7 +60,9 @@ layout(constant_id = 5) const uint RN = 2;
 layout(constant_id = 6) const uint KS = 4;
 // bit 0 PREFETCH; bit 1 GENERIC: the generic epilogue whatever the ownership (to measure it);
 // bit 2 TWO_LEVEL: block sums in f32 per 32 blocks, then added into the total (a long k);
-// bit 3 X16: X read 16 bytes per load (the host sets it where every step's rows are 16-byte aligned)
+// bit 3 X16: X read 16 bytes per load (the host sets it where every step's rows are 16-byte aligned);
+// bit 7 ROLLED: the blocks of a step in a loop the compiler keeps (fewer registers live) rather
+// than unrolled (one block's multiplies may overlap another's epilogue)
 layout(constant_id = 7) const uint FLAGS = 1;
 
 const uint BM = WARPS_M * RM * 16u;
@@ -74,7 +76,17 @@ const bool PREFETCH = (FLAGS & 1u) != 0u;
 const bool FORCE_GENERIC = (FLAGS & 2u) != 0u;
 const bool TWO_LEVEL = (FLAGS & 4u) != 0u;
 const bool X16 = (FLAGS & 8u) != 0u;
+const bool ROLLED = (FLAGS & 128u) != 0u;
 const uint GROUP_STAGES = KS < 32u ? 32u / KS : 1u; // k steps summed before adding into the total
+#ifdef HK_MMQ_PROBES
+// development builds only (CMake HK_MMQ_PROBES, HK_MMQ_PROBE=bits): parts of the work left out, to
+// time the rest; the results are wrong
+const bool PROBE_NO_EPILOGUE = (FLAGS & 16u) != 0u; // one add per element instead of the epilogue
+const bool PROBE_NO_MMA = (FLAGS & 32u) != 0u;      // products replaced by a value (no fragment loads)
+const bool PROBE_NO_GLOBAL = (FLAGS & 64u) != 0u;   // staging without global loads
+#else
+const bool PROBE_NO_EPILOGUE = false, PROBE_NO_MMA = false, PROBE_NO_GLOBAL = false;
+#endif
 
 HK_PUSH_BEGIN
     uint m;               // rows of X and out; HK_MMQ_ID: slots
@@ -139,8 +151,10 @@ MAT_B cm_load_b(uint off)
     coopMatLoad(b, sb, off, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
     return b;
 }
-#define cm_ones() MAT_B(int8_t(1))
-#define cm_mma(a, b) coopMatMulAdd(a, b, MAT_C(HK_I2F_BIAS))
+MAT_B ones;  // every element 1 (set in main)
+MAT_C cbias; // every element HK_I2F_BIAS: one accumulator input that every product reads
+#define cm_ones() ones
+#define cm_mma(a, b) (PROBE_NO_MMA ? MAT_C(int(tid)) : coopMatMulAdd(a, b, cbias))
 #define cm_elem(c, e) c[e]
 #ifdef HK_Q6_K
 MAT_A mask_lo;
@@ -188,6 +202,11 @@ uint el_col(uint e)
 MAT_C cm_mma(MAT_A a, MAT_B b)
 {
     MAT_C c;
+    if (PROBE_NO_MMA) {
+        [[unroll]] for (uint e = 0; e < L; e++)
+            c.v[e] = int(tid);
+        return c;
+    }
     [[unroll]] for (uint e = 0; e < L; e++) {
         uint ra = a.off + el_row(e) * STRIDE, rb = b.off + el_col(e) * STRIDE;
         int s = HK_I2F_BIAS;
@@ -227,7 +246,7 @@ void x_load(uint st)
         uint it = tid + j * WG, r = it / (XW / XU), c = (it % (XW / XU)) * XU;
         uvec4 v = uvec4(0u);
         uint xrow = it < BM * XW / XU ? srow[min(r, BM - 1u)] : NONE;
-        if (xrow != NONE && st * KS + c / 9u < KB) {
+        if (xrow != NONE && st * KS + c / 9u < KB && !PROBE_NO_GLOBAL) {
 #ifdef HK_MMQ_ID
             xrow /= pc.slots_per_x_row;
 #endif
@@ -265,6 +284,10 @@ uint wm0, wn0;
 // one element's share of block kk: its int32 sums (biased) and factors
 void epilogue(uint a, int c0, int c1, float xd, float xs, vec2 w)
 {
+    if (PROBE_NO_EPILOGUE) {
+        acc[a] += intBitsToFloat(c0);
+        return;
+    }
 #if defined(HK_Q8_0)
     acc[a] = fma(hk_biased_float(c0) * w.x, xd, acc[a]);
 #elif defined(HK_Q4_K)
@@ -276,10 +299,26 @@ void epilogue(uint a, int c0, int c1, float xd, float xs, vec2 w)
 #endif
 }
 
+// the fixed ownership: element e of a 16x16 subtile in lane ln
+uint fixed_row(uint ln, uint e) { return (ln >> 2) + 8u * ((e >> 1) & 1u); }
+uint fixed_col(uint ln, uint e) { return 2u * (ln & 3u) + (e & 1u) + 8u * (e >> 2); }
+
 #ifdef HK_COOPMAT
 uint epos[L]; // learnt: element e of a subtile is row epos[e] >> 4, column epos[e] & 15
 uint el_row(uint e) { return epos[e] >> 4; }
 uint el_col(uint e) { return epos[e] & 15u; }
+// Loads the matrix of element indices (spat) and reads which ones this invocation holds; false
+// where the implementation spreads a 16x16 matrix otherwise (replicated components). Learnt
+// again where it is used, so that the fixed epilogue's registers need not hold it.
+bool learn_layout()
+{
+    MAT_C pat;
+    coopMatLoad(pat, spat, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+    bool ok = pat.length() == int(L);
+    [[unroll]] for (uint e = 0; e < L; e++)
+        epos[e] = ok ? uint(pat[e]) & 255u : 0u;
+    return ok;
+}
 #endif
 
 // The block's A operands (Q6_K: split at the 16-value scales) and, for Q4_K, the sums of its X
@@ -378,6 +417,41 @@ void compute_generic(uint kk)
     }
 }
 
+// The k loop of one row tile: stage each step (loads issued a step ahead with PREFETCH), then
+// COMPUTE (one block kk) for its KS blocks.
+#define K_LOOP(COMPUTE)                                                                   \
+    if (PREFETCH) {                                                                       \
+        x_load(0u);                                                                       \
+        w_load(0u);                                                                       \
+    }                                                                                     \
+    for (uint st = 0; st < stages; st++) {                                                \
+        if (!PREFETCH) {                                                                  \
+            x_load(st);                                                                   \
+            w_load(st);                                                                   \
+        }                                                                                 \
+        barrier(); /* the previous step's multiplies are done with the tiles */           \
+        x_store();                                                                        \
+        w_store(st);                                                                      \
+        barrier();                                                                        \
+        if (PREFETCH && st + 1u < stages) {                                               \
+            x_load(st + 1u);                                                              \
+            w_load(st + 1u);                                                              \
+        }                                                                                 \
+        if (ROLLED) {                                                                     \
+            [[dont_unroll]] for (uint kk = 0; kk < KS; kk++)                              \
+                COMPUTE;                                                                  \
+        } else {                                                                          \
+            [[unroll]] for (uint kk = 0; kk < KS; kk++)                                   \
+                COMPUTE;                                                                  \
+        }                                                                                 \
+        if (TWO_LEVEL && ((st + 1u) % GROUP_STAGES == 0u || st + 1u == stages)) {         \
+            [[unroll]] for (uint a = 0; a < RM * RN * L; a++) {                           \
+                total[a] += acc[a];                                                       \
+                acc[a] = 0.0;                                                             \
+            }                                                                             \
+        }                                                                                 \
+    }
+
 void main()
 {
     tid = gl_LocalInvocationIndex;
@@ -426,24 +500,22 @@ void main()
         smask[i] = (i & 7u) < 4u ? 0x01010101u : 0u;
 #endif
     barrier();
-    MAT_C pat;
-    coopMatLoad(pat, spat, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
-    // an implementation that spreads a 16x16 matrix otherwise (replicated components) writes NaN
-    // below rather than a partial answer
-    layout_ok = pat.length() == int(L);
-    [[unroll]] for (uint e = 0; e < L; e++) {
-        epos[e] = layout_ok ? uint(pat[e]) & 255u : 0u;
+    // an implementation that spreads a 16x16 matrix otherwise writes NaN below rather than a
+    // partial answer
+    layout_ok = learn_layout();
+    [[unroll]] for (uint e = 0; e < L; e++)
         if (L == 8u)
-            own_fixed = own_fixed && epos[e] == (((ln >> 2) + 8u * ((e >> 1) & 1u)) << 4) + 2u * (ln & 3u) + (e & 1u) + 8u * (e >> 2);
-    }
+            own_fixed = own_fixed && el_row(e) == fixed_row(ln, e) && el_col(e) == fixed_col(ln, e);
     own_fixed = subgroupAll(own_fixed); // the multiplies below are the subgroup's: one form for all of it
 #ifdef HK_Q6_K
     coopMatLoad(mask_lo, smask, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
 #endif
+    ones = MAT_B(int8_t(1));
+    cbias = MAT_C(HK_I2F_BIAS);
 #else
     [[unroll]] for (uint e = 0; e < L; e++)
         if (L == 8u)
-            own_fixed = own_fixed && el_row(e) == (ln >> 2) + 8u * ((e >> 1) & 1u) && el_col(e) == 2u * (ln & 3u) + (e & 1u) + 8u * (e >> 2);
+            own_fixed = own_fixed && el_row(e) == fixed_row(ln, e) && el_col(e) == fixed_col(ln, e);
 #endif
 
     // row tiles: one (dense), or the expert's tiles mg, mg + m_groups, ... (grid stride)
@@ -473,44 +545,28 @@ void main()
                 total[a] = 0.0;
         }
 
-        if (PREFETCH) {
-            x_load(0u);
-            w_load(0u);
-        }
-        for (uint st = 0; st < stages; st++) {
-            if (!PREFETCH) {
-                x_load(st);
-                w_load(st);
-            }
-            barrier(); // the previous step's multiplies are done with the tiles
-            x_store();
-            w_store(st);
-            barrier();
-            if (PREFETCH && st + 1u < stages) {
-                x_load(st + 1u);
-                w_load(st + 1u);
-            }
-            [[unroll]] for (uint kk = 0; kk < KS; kk++) {
-                if (st * KS + kk >= KB)
-                    break;
-                if (own_fixed)
-                    compute_fixed(kk, ln);
-                else
-                    compute_generic(kk);
-            }
-            if (TWO_LEVEL && ((st + 1u) % GROUP_STAGES == 0u || st + 1u == stages)) {
-                [[unroll]] for (uint a = 0; a < RM * RN * L; a++) {
-                    total[a] += acc[a];
-                    acc[a] = 0.0;
-                }
-            }
+        // the epilogue's form is chosen outside the k loop, so that the compiler may interleave one
+        // block's multiplies with the last one's epilogue; blocks past k (a partial last step of
+        // Q8_0) are staged as zeros and add nothing
+        if (own_fixed) {
+            K_LOOP(compute_fixed(kk, ln))
+        } else {
+#ifdef HK_COOPMAT
+            learn_layout();
+#endif
+            K_LOOP(compute_generic(kk))
         }
 
         const uint y0 = pc.view_offset[2] / 4u;
+#ifdef HK_COOPMAT
+        if (!own_fixed)
+            learn_layout();
+#endif
         [[unroll]] for (uint im = 0; im < RM; im++)
             [[unroll]] for (uint jn = 0; jn < RN; jn++)
                 [[unroll]] for (uint e = 0; e < L; e++) {
-                    uint xrow = srow[wm0 + 16u * im + el_row(e)], col = n0 + wn0 + 16u * jn + el_col(e);
+                    uint er = own_fixed ? fixed_row(ln, e) : el_row(e), ec = own_fixed ? fixed_col(ln, e) : el_col(e);
+                    uint xrow = srow[wm0 + 16u * im + er], col = n0 + wn0 + 16u * jn + ec;
                     uint a = (im * RN + jn) * L + e;
                     if (xrow != NONE && col < pc.n)
                         y[y0 + xrow * pc.n + col] = !layout_ok ? uintBitsToFloat(0x7FC00000u) : TWO_LEVEL ? total[a] : acc[a];

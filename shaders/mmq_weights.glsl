@@ -35,7 +35,7 @@ void w_load(uint st)
         uint it = tid + j * WG, r = it / (KS * 4u), kk = (it / 4u) % KS, p = it % 4u, kb = st * KS + kk;
         uvec2 q = uvec2(0u);
         uint d = 0u;
-        if (it < BN * KS * 4u && n0 + r < pc.n && kb < KB) {
+        if (it < BN * KS * 4u && n0 + r < pc.n && kb < KB && !PROBE_NO_GLOBAL) {
             uint b = w_row0 + r * row_u16 + kb * 17u, q16 = b + 1u + 4u * p;
             q = uvec2(hk_mmq_pair(q16), hk_mmq_pair(q16 + 2u));
             if (p == 0u)
@@ -75,7 +75,7 @@ void w_load(uint st)
     [[unroll]] for (uint j = 0; j < WU; j++) {
         uint it = tid + j * WG, r = it / KS, q = it % KS;
         uvec4 h = uvec4(0u), c = uvec4(0u);
-        if (it < BN * KS && n0 + r < pc.n) {
+        if (it < BN * KS && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint b = w_row0 + r * row_u16 + sbk * 72u;
             h = hk_w_ld16(b, pc.wload);
             c = hk_w_ld16(b + 8u * (1u + j0 + q), pc.wload);
@@ -134,7 +134,7 @@ void w_load(uint st)
         uvec3 q = uvec3(0u);
         uvec2 s = uvec2(0u);
         uint d = 0u;
-        if (it < BN * (KS / 4u) * 8u && n0 + r < pc.n) {
+        if (it < BN * (KS / 4u) * 8u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint h = h0 + hs, b = w_row0 + r * row_u16 + sbk * 105u;
             q = uvec3(hk_mmq_pair(b + 32u * h + 2u * p), hk_mmq_pair(b + 32u * h + 16u + 2u * p),
                       hk_mmq_pair(b + 64u + 16u * h + 2u * p));

@@ -40,9 +40,9 @@ static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), 
  * them); their element ownership is that of 32 lanes. */
 #define PORTABLE_LANES 32u
 /* Lavapipe stops a shader's loops after 65535 iterations per invocation: k is bounded (a k step
- * of KS blocks is one iteration of the stage loop; the staging and the multiplies are unrolled),
- * and the expert-indexed kernel launches enough row groups per expert that its grid stride stays
- * within MMQ_ITER_BUDGET stage steps whatever the routing. */
+ * of KS blocks is one iteration of the stage loop, plus KS of the blocks' loop where rolled; the
+ * staging is unrolled), and the expert-indexed kernel launches enough row groups per expert that
+ * its grid stride stays within MMQ_ITER_BUDGET iterations whatever the routing. */
 #define MMQ_MAX_K 65536u
 #define MMQ_ITER_BUDGET 8192u
 /* k up to this many blocks sums its blocks' f32 terms in one running sum (its rounding, about
@@ -55,12 +55,13 @@ static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), 
 #define ROWS_MAX_SLOTS 262144u
 
 /* mmq.comp's FLAGS (specialization constant 7) */
-enum { FLAG_PREFETCH = 1, FLAG_GENERIC = 2, FLAG_TWO_LEVEL = 4, FLAG_X16 = 8 };
+enum { FLAG_PREFETCH = 1, FLAG_GENERIC = 2, FLAG_TWO_LEVEL = 4, FLAG_X16 = 8, FLAG_ROLLED = 128 };
 
-/* warp grid (wm x wn), subtiles per warp (rm x rn), 32-value blocks per k step (ks), and whether
- * the next step's loads are issued before the current step's multiplies (prefetch) */
+/* warp grid (wm x wn), subtiles per warp (rm x rn), 32-value blocks per k step (ks), whether the
+ * next step's loads are issued before the current step's multiplies (prefetch), and whether the
+ * blocks of a step stay a loop (rolled) rather than unrolled */
 typedef struct mmq_tile {
-    uint32_t wm, wn, rm, rn, ks, prefetch;
+    uint32_t wm, wn, rm, rn, ks, prefetch, rolled;
 } mmq_tile;
 
 /* Defaults. coopmat, dense: 128 x 64 tiles of 8 subgroups (4 x 2 warps of 2 x 2 subtiles, 128
@@ -69,10 +70,10 @@ typedef struct mmq_tile {
  * 512 tokens). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
  * memory). */
 static const mmq_tile default_tiles[2][2] = {
-    {{4, 2, 2, 2, 4, 1}, {2, 2, 1, 1, 4, 1}}, /* dense: coopmat, portable */
-    {{1, 4, 2, 2, 4, 1}, {1, 2, 2, 1, 4, 1}}, /* expert-indexed */
+    {{4, 2, 2, 2, 4, 1, 0}, {2, 2, 1, 1, 4, 1, 0}}, /* dense: coopmat, portable */
+    {{1, 4, 2, 2, 4, 1, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
 };
-static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1};
+static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
 /* output tiles per multiprocessor-sized share below which the dense coopmat arm takes the small
  * tile: 240 is about twice the 132 SMs of an H200 */
 #define MMQ_BIG_TILE_MIN_TILES 240u
@@ -160,9 +161,11 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
                             "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 "
                             "or 8: q4_k 2 or more, q6_k 4 or 8)",
                             var, env);
-        *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4], out->prefetch};
+        *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4], out->prefetch, out->rolled};
     }
     hk_status st = hk__env_u32(fn, "HK_MMQ_PREFETCH", out->prefetch, 0, 1, 0, &out->prefetch);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MMQ_ROLLED", out->rolled, 0, 1, 0, &out->rolled);
     if (st != HK_OK)
         return st;
     uint32_t lanes = lanes_of(context, arm), wg = out->wm * out->wn * lanes;
@@ -203,7 +206,7 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     hk_status st = get_tile(context, fn, id, t, arm, p->m, p->n, &tl);
     if (st != HK_OK)
         return st;
-    uint32_t flags = tl.prefetch ? FLAG_PREFETCH : 0;
+    uint32_t flags = (tl.prefetch ? FLAG_PREFETCH : 0) | (tl.rolled ? FLAG_ROLLED : 0);
     const char *layout = getenv("HK_MMQ_LAYOUT");
     if (layout && *layout) {
         if (strcmp(layout, "generic") && strcmp(layout, "auto"))
@@ -214,6 +217,14 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     }
     if (p->k / 32 > MMQ_ONE_LEVEL_BLOCKS)
         flags |= FLAG_TWO_LEVEL;
+#ifdef HK_MMQ_PROBES
+    /* development builds only: parts of the work left out (mmq.comp), wrong results */
+    uint32_t probe = 0;
+    st = hk__env_u32(fn, "HK_MMQ_PROBE", 0, 0, 7, 0, &probe);
+    if (st != HK_OK)
+        return st;
+    flags |= probe << 4;
+#endif
     /* X rows of whole 4-block steps start on 16 bytes (36 x 4 = 144) where the view does; Q4_K
      * chunks are as aligned as the weight view (144 = 9 x 16); the descriptor base is aligned to a
      * power of two of at least 16, so the offset tells */
@@ -231,7 +242,9 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         uint64_t yt = (2 * avg + bm - 1) / bm, most = (m_rows_max + bm - 1) / bm;
         if (yt > most)
             yt = most;
-        uint64_t stages = (p->k / 32 + tl.ks - 1) / tl.ks + 2, tiles_max = ((uint64_t)p->m + bm - 1) / bm;
+        /* loop iterations per row tile: its k steps (each with its blocks' loop where rolled) */
+        uint64_t stages = ((p->k / 32 + tl.ks - 1) / tl.ks + 2) * (tl.rolled ? 1 + tl.ks : 1);
+        uint64_t tiles_max = ((uint64_t)p->m + bm - 1) / bm;
         uint64_t per_group = MMQ_ITER_BUDGET / stages ? MMQ_ITER_BUDGET / stages : 1;
         if (yt < (tiles_max + per_group - 1) / per_group)
             yt = (tiles_max + per_group - 1) / per_group;

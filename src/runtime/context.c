@@ -411,6 +411,7 @@ typedef struct feature_chain {
     VkPhysicalDeviceVulkan12Features v12;
     VkPhysicalDeviceVulkan13Features v13;
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_info; /* HK_PIPELINE_STATS only */
 } feature_chain;
 
 static void chain_init(feature_chain *c, uint32_t api, int coop_khr)
@@ -679,10 +680,22 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     st = enable_bits(fn, bits, &on.f2);
     if (st != HK_OK)
         goto fail;
-    const char *dev_exts[1];
+    const char *dev_exts[2];
     uint32_t dev_ext_count = 0;
     if (use_coop)
         dev_exts[dev_ext_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    /* diagnostic: the driver's statistics of every pipeline created (registers, spills) on stderr */
+    const char *stats_env = getenv("HK_PIPELINE_STATS");
+    if (stats_env && strcmp(stats_env, "1") == 0 &&
+        device_has_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        dev_exts[dev_ext_count++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+        on.exec_info = (VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR){
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+            .pNext = on.f2.pNext,
+            .pipelineExecutableInfo = VK_TRUE};
+        on.f2.pNext = &on.exec_info;
+        context->pipeline_stats = 1;
+    }
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo queue_info = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,

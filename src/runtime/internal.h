@@ -99,6 +99,7 @@ struct hk_context {
     int locks_ready;
 
     VkPipelineCache pipeline_cache;
+    int pipeline_stats;        /* HK_PIPELINE_STATS=1 (owned devices): print each pipeline's statistics */
     char *pipeline_cache_file; /* malloc'd; NULL when not persisted */
     VkDescriptorSetLayout set_layout[HK_MAX_BINDINGS + 1]; /* by binding count, lazily */
     VkPipelineLayout pipeline_layout[HK_MAX_BINDINGS + 1];

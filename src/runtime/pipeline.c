@@ -58,6 +58,46 @@ static VkPipeline find_pipeline(const hk_context *context, const hk_dispatch_des
     return VK_NULL_HANDLE;
 }
 
+/* HK_PIPELINE_STATS=1: the driver's statistics of a new pipeline (VK_KHR_pipeline_executable_properties),
+ * one line on stderr, for tuning (registers per invocation, spills). */
+static void print_stats(hk_context *context, const hk_shader_blob *blob, const hk_dispatch_desc *d, VkPipeline p)
+{
+    const struct VolkDeviceTable *vk = &context->vk;
+    if (!vk->vkGetPipelineExecutableStatisticsKHR)
+        return;
+    char line[1024];
+    int n = snprintf(line, sizeof line, "hkernel: pipeline %s spec", blob->name);
+    for (uint32_t i = 0; i < d->spec_count && n < (int)sizeof line; i++)
+        n += snprintf(line + n, sizeof line - n, "%s%u", i ? "," : " ", d->spec[i]);
+    VkPipelineExecutableInfoKHR exec = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p};
+    VkPipelineExecutableStatisticKHR stats[32];
+    uint32_t count = 32;
+    for (uint32_t i = 0; i < count; i++)
+        stats[i] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    VkResult r = vk->vkGetPipelineExecutableStatisticsKHR(context->device, &exec, &count, stats);
+    for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < count && n < (int)sizeof line; i++) {
+        const VkPipelineExecutableStatisticKHR *s = &stats[i];
+        n += snprintf(line + n, sizeof line - n, "; %s=", s->name);
+        if (n >= (int)sizeof line)
+            break;
+        switch (s->format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+            n += snprintf(line + n, sizeof line - n, "%u", s->value.b32);
+            break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+            n += snprintf(line + n, sizeof line - n, "%lld", (long long)s->value.i64);
+            break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+            n += snprintf(line + n, sizeof line - n, "%llu", (unsigned long long)s->value.u64);
+            break;
+        default:
+            n += snprintf(line + n, sizeof line - n, "%g", s->value.f64);
+            break;
+        }
+    }
+    fprintf(stderr, "%s\n", line);
+}
+
 static VkResult create_pipeline(hk_context *context, const hk_shader_blob *blob, const hk_dispatch_desc *d,
                                 VkPipelineLayout layout, VkPipeline *out)
 {
@@ -88,8 +128,12 @@ static VkResult create_pipeline(hk_context *context, const hk_shader_blob *blob,
                   .pName = "main",
                   .pSpecializationInfo = d->spec_count ? &spec_info : NULL},
         .layout = layout};
+    if (context->pipeline_stats)
+        info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     r = vk->vkCreateComputePipelines(context->device, context->pipeline_cache, 1, &info, NULL, out);
     vk->vkDestroyShaderModule(context->device, module, NULL);
+    if (r == VK_SUCCESS && context->pipeline_stats)
+        print_stats(context, blob, d, *out);
     return r;
 }
 
