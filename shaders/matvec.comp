@@ -92,39 +92,51 @@ uint x_token;
 // kernel. The workgroup instead copies the blocks once (hk_stage_x: word for word, so that each
 // load instruction of a subgroup reads 128 contiguous bytes), per step or, resident, all of them
 // for the whole dispatch, and each lane reads them from shared memory 16 bytes at a time. Per
-// token, each pair of blocks takes 5 uvec4: the quants of its even block (halves 0, 1), of its
-// odd block, and the aux word: the two blocks' d as f32 (.x even, .y odd) and their sums (.z
-// even, .w odd: hk_xsum, the K-quants' activation sums, computed once per staging instead of
-// once per item, token and row group); the fifth also keeps the 8 lanes of each 128-byte phase
-// on different banks (Q4_K lane l reads pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1);
-// Q8_0 lanes 4m .. 4m + 3 read the four quants uvec4 of pair m, so lanes 0 and 7 of each phase
-// share a bank: a 2-way conflict on its quants' reads).
+// token, each pair of blocks takes 4 uvec4 of quants (its even block's halves 0, 1, its odd
+// block's) and an aux uvec4: the two blocks' d as f32 (.x even, .y odd) and their sums (.z even,
+// .w odd: hk_xsum, the K-quants' activation sums, computed once per staging instead of once per
+// item, token and row group). The K-quants keep the aux after the pair's quants, so that pairs
+// lie 5 uvec4 apart and the 8 lanes of each 128-byte phase of a 16-byte read are on different
+// banks (Q4_K lane l reads pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1)). Q8_0,
+// whose lanes 4m .. 4m + 3 read one quants uvec4 each of pair m, keeps every aux apart after all
+// the quants, so that its pairs lie 4 uvec4 apart and a phase's 8 lanes read 8 consecutive ones
+// (5 apart, lanes 0 and 7 of each phase would share a bank). 80 bytes a pair either way.
+#ifdef HK_Q8_0
+#define HK_XSTAGE_PAIR 4u
+#else
 #define HK_XSTAGE_PAIR 5u
-shared uvec4 hk_xs_q[HK_NTOK * (HK_XSTAGE_BLOCKS / 2u) * HK_XSTAGE_PAIR + 1u];
+#endif
+#define HK_XSTAGE_PAIRS (HK_NTOK * (HK_XSTAGE_BLOCKS / 2u))
+shared uvec4 hk_xs_q[HK_XSTAGE_PAIRS * 5u + 1u];
 uint xs_block0; // the first staged block (0 when resident)
 
-// the index in hk_xs_q of pair of blocks p (relative to xs_block0) of token t
+// the index in hk_xs_q of pair of blocks p (relative to xs_block0) of token t: its quants, and
+// its aux uvec4
 uint hk_xs_pair(uint t, uint p) { return (t * (HK_XSTAGE_BLOCKS / 2u) + p) * HK_XSTAGE_PAIR; }
+uint hk_xs_aux(uint t, uint p)
+{
+    return HK_XSTAGE_PAIR == 5u ? hk_xs_pair(t, p) + 4u : HK_XSTAGE_PAIRS * 4u + t * (HK_XSTAGE_BLOCKS / 2u) + p;
+}
 
 // d of Q8_1 block blk of token t
 float hk_xd(uint t, uint blk)
 {
     if (HK_XSTAGE_BLOCKS > 0u) {
         uint b = blk - xs_block0;
-        return uintBitsToFloat(hk_xs_q[hk_xs_pair(t, b >> 1) + 4u][b & 1u]);
+        return uintBitsToFloat(hk_xs_q[hk_xs_aux(t, b >> 1)][b & 1u]);
     }
     return unpackHalf2x16(xq[x_base + t * x_token + blk * 9u]).x;
 }
 
 // the aux uvec4 (d and sums as f32 bits: see hk_xs_q) of the staged pair holding Q8_1 block blk of
 // token t (HK_XSTAGE_BLOCKS > 0 only)
-uvec4 hk_xaux(uint t, uint blk) { return hk_xs_q[hk_xs_pair(t, (blk - xs_block0) >> 1) + 4u]; }
+uvec4 hk_xaux(uint t, uint blk) { return hk_xs_q[hk_xs_aux(t, (blk - xs_block0) >> 1)]; }
 
 // d of Q8_1 blocks blk (even) and blk + 1 of token t
 vec2 hk_xd2(uint t, uint blk)
 {
     if (HK_XSTAGE_BLOCKS > 0u)
-        return uintBitsToFloat(hk_xs_q[hk_xs_pair(t, (blk - xs_block0) >> 1) + 4u].xy);
+        return uintBitsToFloat(hk_xs_q[hk_xs_aux(t, (blk - xs_block0) >> 1)].xy);
     uint w = x_base + t * x_token + blk * 9u;
     return vec2(unpackHalf2x16(xq[w]).x, unpackHalf2x16(xq[w + 9u]).x);
 }
@@ -199,8 +211,8 @@ void hk_rows_end(uint first, bool write)
 void hk_stage_word(uint t, uint cb, uint u, uint v)
 {
     uint bu = u / 9u, b = cb + bu, j = u - 9u * bu;
-    uint slot = j == 0u ? 4u : 2u * (b & 1u) + ((j - 1u) >> 2), comp = j == 0u ? b & 1u : (j - 1u) & 3u;
-    hk_xs_q[hk_xs_pair(t, b >> 1) + slot][comp] = j == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
+    uint at = j == 0u ? hk_xs_aux(t, b >> 1) : hk_xs_pair(t, b >> 1) + 2u * (b & 1u) + ((j - 1u) >> 2);
+    hk_xs_q[at][j == 0u ? b & 1u : (j - 1u) & 3u] = j == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
 }
 
 // Words of each token that an invocation loads before its first store (at most 40 loads in flight
@@ -242,10 +254,10 @@ void hk_stage_x(uint first, uint n)
         barrier();
         uint pairs = n / 2u;
         for (uint e = gl_LocalInvocationIndex; e < HK_NTOK * pairs; e += WG) {
-            uint t = e / pairs, s = hk_xs_pair(t, e - t * pairs);
-            uvec4 aux = hk_xs_q[s + 4u];
-            hk_xs_q[s + 4u].zw = uvec2(hk_xsum(hk_xs_q[s], hk_xs_q[s + 1u], uintBitsToFloat(aux.x)),
-                                       hk_xsum(hk_xs_q[s + 2u], hk_xs_q[s + 3u], uintBitsToFloat(aux.y)));
+            uint t = e / pairs, s = hk_xs_pair(t, e - t * pairs), a = hk_xs_aux(t, e - t * pairs);
+            uvec4 aux = hk_xs_q[a];
+            hk_xs_q[a].zw = uvec2(hk_xsum(hk_xs_q[s], hk_xs_q[s + 1u], uintBitsToFloat(aux.x)),
+                                  hk_xsum(hk_xs_q[s + 2u], hk_xs_q[s + 3u], uintBitsToFloat(aux.y)));
         }
     }
 }
