@@ -640,7 +640,7 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * a value out of range fails the call with HK_ERROR_INVALID_ARGUMENT naming the variable; none
  * changes a result, every choice is bit-identical):
  *  - HK_MATVEC_TOKENS_SUBGROUPS = 4, 8, 16, 32: subgroups per workgroup of the tokens kernel,
- *    which share what is staged (default 8 with x resident, else 4);
+ *    which share what is staged (default 8);
  *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 4 from
  *    8192 rows at up to 8 tokens, else 2 from 4096 rows, else 1);
  *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them

@@ -372,7 +372,7 @@ static void check_hooks(hk_context *full, const char *env, uint32_t tokens, unsi
             if (types == 1 || flush == one)
                 check_case(full, NULL, all[t], 131, k, tokens, X_QUANTIZED, flush, ++*seed);
         int res = resident >= 0 ? resident : resident_hint;
-        uint32_t sub = subgroups ? subgroups : res ? 8 : 4, it = items ? items : all[t] == HK_TYPE_Q8_0 ? 2 : 1;
+        uint32_t sub = subgroups ? subgroups : 8, it = items ? items : all[t] == HK_TYPE_Q8_0 ? 2 : 1;
         if (!nwant)
             continue; /* the one-token hooks, and the pass hook, which the schedule does not name */
         if (!schedule_fits(full, all[t], k, tokens, sub, it, res)) {

@@ -54,10 +54,11 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    of L2 reads at 4096 x 4096 x 8 (the weights: 9.4 MB from DRAM), and each subgroup's
  *    registers hold its weights and sums only.
  * Defaults, counted for an H200 (132 SMs, 64K registers and 228 KB of shared memory per SM,
- * subgroups of 32), to be set from the sweep (docs/perf.md): resident where all tokens fit, with
- * 8 subgroups (256 invocations, ~100 registers at 2 rows x 8 tokens: 2 workgroups per SM, so 256
- * workgroups are one wave), at most 256 workgroups; else staged per step with 4 subgroups as
- * before, as many workgroups as row groups need (up to MATVEC_MAX_GROUPS). Rows per subgroup:
+ * subgroups of 32), to be set from the sweep (docs/perf.md): 8 subgroups (256 invocations: at
+ * ~100-128 registers 2 workgroups per SM, the 16 warps that 4 workgroups of 4 subgroups gave,
+ * with half the staging per row); x resident where all tokens fit, at most 256 workgroups (one
+ * wave of 2 per SM); else staged per step, as many workgroups as row groups need (up to
+ * MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup:
  * 4 from 8192 rows at up to 8 tokens (the 14336-row projections), 2 from 4096, 1 below, as
  * before (more rows share each shared-memory read of x but hold more weights and sums: above 8
  * tokens at most 2). Items per step: K-quants 1, Q8_0 2 (measured on the H200 in the staged
@@ -68,7 +69,7 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  * to hk_matvec_int8. */
 #define MATVEC_TOKENS_NROWS_ROWS 8192u
 #define MATVEC_TOKENS_ITEMS_Q8_0 2u
-#define MATVEC_TOKENS_RESIDENT_SUBGROUPS 8u
+#define MATVEC_TOKENS_SUBGROUPS 8u
 #define MATVEC_TOKENS_RESIDENT_WGS 256u
 
 /* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
@@ -94,14 +95,14 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    Real shapes stay under with all their tokens and the default schedules: on 32 lanes and
  *    48 KiB (the H200), 4096 x 4096 at 8 tokens, resident, 199 (Q4_K) and 378 (Q8_0); 151936 x
  *    2048 at 16 tokens, resident (each of 2048 subgroups runs 37 row groups), 11100 (Q8_0);
- *    4096 x 14336 at 8 tokens, staged, 2249 (Q8_0); 16384 x 53248 at 16 tokens, staged, 15825
- *    (Q8_0). On lavapipe's 8 lanes and 32 KiB those shapes run staged, at about 4 times that:
- *    the last one counts 63093 and runs in passes of fewer tokens. The staging counts little
- *    beside the row groups (per chunk of 2 to 5 words per invocation and token, 1 + 2 * tokens *
- *    (1 + loads), and a sums loop of ceil(tokens * blocks / (2 * WG)) iterations), and
- *    overcounts: those loops are unrolled (shaders/matvec.comp's [[unroll]]; seen on lavapipe:
- *    the staged shapes of tests/test_tokens.c's loop edge, counted 148000 and 174000 with one
- *    workgroup, still ran right, while a grid-stride loop of 100000 real iterations did not).
+ *    4096 x 14336 at 8 tokens, staged, 2249 (Q8_0); 16384 x 53248 at 16 tokens, staged, 10781
+ *    (Q8_0). On lavapipe's 8 lanes and 32 KiB those shapes run staged, at up to 4 times that
+ *    (the last one 42917). The staging counts little beside the row groups (per chunk of 2 to 5
+ *    words per invocation and token, 1 + 2 * tokens * (1 + loads), and a sums loop of
+ *    ceil(tokens * blocks / (2 * WG)) iterations), and overcounts: those loops are unrolled
+ *    (shaders/matvec.comp's [[unroll]]; seen on lavapipe: the staged shapes of
+ *    tests/test_tokens.c's loop edge, counted 148000 and 174000 with one workgroup of 4
+ *    subgroups, still ran right, while a grid-stride loop of 100000 real iterations did not).
  *    Only shapes of millions of rows and a few blocks of k, or a workgroup cap far under their
  *    row groups, need a larger cap or several passes (the order above finds them).
  * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
@@ -358,7 +359,7 @@ static hk_status tokens_config(const hk_context *context, const char *fn, int t,
     want_rows = env_rows ? env_rows : want_rows;
     uint32_t default_items = t == 0 ? MATVEC_TOKENS_ITEMS_Q8_0 : 1, want_items = env_items ? env_items : default_items;
     uint32_t want_res = env_res != 2 ? env_res : cap >= 2 && k / 32 <= resident_blocks(context, cap);
-    uint32_t want_sub = env_sub ? env_sub : want_res ? MATVEC_TOKENS_RESIDENT_SUBGROUPS : MATVEC_SUBGROUPS;
+    uint32_t want_sub = env_sub ? env_sub : MATVEC_TOKENS_SUBGROUPS;
     uint32_t want_wgs = env_wgs ? env_wgs : want_res ? MATVEC_TOKENS_RESIDENT_WGS : MATVEC_MAX_GROUPS;
     for (uint32_t ri = 0; ri < 2; ri++) {
         if (ri && !want_res)
