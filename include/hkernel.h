@@ -625,25 +625,41 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * on every device where subgroupAdd is a fixed function of the lanes' values (every driver we
  * know); so the same rules apply: exact contraction, s never read, NaN blocks give NaN outputs
  * for their token only. 1 <= tokens <= 16 (HK_MATVEC_MAX_TOKENS); tokens = 1 is hk_matvec_int8.
- * The tokens' x is staged through shared memory, 80 bytes per token per subgroup lane (Q8_0: 20
- * per item per lane of a step, 40 or 80): where the device has less than that for all tokens, or
- * where the shape is so wide and shallow (millions of rows, a few blocks of k) that one pass
- * would loop past lavapipe's iteration limit, they run in several passes (each reading the
- * weights), with the same results.
+ * The tokens' x goes through shared memory, 40 bytes per Q8_1 block and token: either resident
+ * (all k / 32 blocks of every token of a pass staged once per workgroup, which then runs its row
+ * groups without a barrier: used where they fit, e.g. 8 tokens up to k = 4864 in 48 KiB, 16 up
+ * to k = 2432) or staged per step (the blocks of one step of items, re-staged per step and row
+ * group: Q8_0 items * subgroup / 2 blocks per token, the K-quants 2 * items * subgroup). Where
+ * the device has too little shared memory for all tokens, or where the shape is so wide and
+ * shallow (millions of rows, a few blocks of k) that one pass would loop past lavapipe's
+ * iteration limit, they run in several passes (each reading the weights), with the same results.
+ * The schedule (subgroups per workgroup, rows per subgroup, items per step, x resident or staged,
+ * the most workgroups launched) is the autotuner's family HK_TUNE_MATVEC_TOKENS: a cached winner
+ * for the call's shape class (weight type, rows, k, tokens) takes precedence over the hooks.
  * Tuning hooks (environment variables, read at each call; for measuring, not for production:
  * a value out of range fails the call with HK_ERROR_INVALID_ARGUMENT naming the variable; none
  * changes a result, every choice is bit-identical):
+ *  - HK_MATVEC_TOKENS_SUBGROUPS = 4, 8, 16, 32: subgroups per workgroup of the tokens kernel,
+ *    which share what is staged (default 8);
  *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 4 from
  *    8192 rows at up to 8 tokens, else 2 from 4096 rows, else 1);
- *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: Q8_0 items per lane staged and computed per barrier pair
- *    (default 2; K-quants always 1);
+ *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
+ *    (and, staged per step, whose x a step stages) in the tokens kernel (default Q8_0 2,
+ *    K-quants 1);
+ *  - HK_MATVEC_TOKENS_RESIDENT = 0, 1: x staged per step or resident (default resident where all
+ *    tokens of the pass fit; 1 where they do not runs resident passes of as many tokens as fit);
+ *  - HK_MATVEC_TOKENS_WGS = 1 .. 8192: the most workgroups launched (the grid-stride loop runs
+ *    the other row groups; the count is balanced, so that every subgroup runs as many): default
+ *    256 with x resident (each workgroup stages x once), else 8192;
  *  - HK_MATVEC_TOKENS_PASS = 1 .. 16: at most this many tokens per pass (default all);
  *  - HK_MATVEC_INT8_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
- *    in hk_matvec_int8 and one-token passes (default 1);
+ *    in hk_matvec_int8 (default 1);
  *  - HK_MATVEC_Q8_0_LOAD_BITS = 16, 32: Q8_0 weights read through 16-bit loads or 32-bit words
- *    (default 32).
- * A hook is ignored where the loop limit (or shared memory) does not allow it (fewer rows per
- * subgroup, the default items, fewer tokens per pass are taken instead).
+ *    (default 32; also the tokens kernel's, but for a tuned schedule's).
+ * A hook is ignored where the loop limit (or shared memory, or the device's workgroup size) does
+ * not allow it: then, in this order, staged x (where even 2 tokens do not fit resident), fewer
+ * tokens per pass, fewer rows per subgroup, the default items, 8192 workgroups are taken
+ * instead; hk_schedule_last(HK_TUNE_MATVEC_TOKENS) says what served.
  * Alignment, types and limits as hk_matvec_int8 (k <= 98304, rows <= 16777216,
  * ceil(rows / 32768) * k <= 262144) and, for tokens > 1, ceil(rows / 32768) * k * (tokens + 1)
  * <= 1048576 (HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS): at 16 tokens k <= 61680 for up to 32768 rows
@@ -1023,6 +1039,12 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *  - HK_TUNE_MATVEC_INT8: hk_matvec_int8 (one token, dense). Shape class: weight type, rows, k.
  *    nrows 1,2,4 (rows per subgroup), items 1,2,4 (items per lane per step), load_bits 16,32
  *    (Q8_0 weight loads; 32 for the K-quants). Every schedule is bit-identical (hk_matvec_int8_tokens).
+ *  - HK_TUNE_MATVEC_TOKENS: hk_matvec_int8_tokens with 2..16 tokens. Shape class: weight type,
+ *    rows, k, tokens ("q4_k:4096x4096x8"). subgroups 4,8,16,32 (per workgroup), nrows 1,2,4,
+ *    items 1,2,4, resident 0,1 (x staged per step or once per workgroup; 1 runs as many tokens
+ *    per pass as fit), wgs 64..8192 (the most workgroups; the HK_MATVEC_TOKENS_* hooks). The gate
+ *    is the reference at 1e-5 and, since every schedule must be, bit-identity with
+ *    hk_matvec_int8 on each token.
  *  - HK_TUNE_SDPA_DECODE: hk_sdpa_blk with n_q = 1 (flash-decoding). Shape class: cache type,
  *    n_heads, n_kv_heads, head_dim, kv.capacity (never seq_k: a recorded stream replays with one
  *    plan). groups 8..512 (workgroups the split count aims for), wg 32..256, lpk 2..16, kb 1..8,
@@ -1041,11 +1063,13 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * lock on tune.tsv.lock (fcntl), rereading the file and renaming a new one over it, so
  * concurrent tuners (threads or processes) leave a valid file holding every winner. Where the
  * file cannot be written the winner still serves the context (a warning says so).
+ * hk-check tune matvec_int8_tokens q4_k:4096x4096x8 runs a search from the command line.
  * Testing only: HK_TUNE_PLANT_WRONG=1 makes hk_tune also measure a planted copy of the default
  * schedule that skips half of the work (half the rows, half the keys); the gate must reject it. */
 typedef enum hk_tune_kernel {
     HK_TUNE_MATVEC_INT8 = 1,
-    HK_TUNE_SDPA_DECODE = 2
+    HK_TUNE_SDPA_DECODE = 2,
+    HK_TUNE_MATVEC_TOKENS = 3
 } hk_tune_kernel;
 
 typedef struct hk_tune_desc {
@@ -1055,7 +1079,7 @@ typedef struct hk_tune_desc {
     /* HK_TUNE_MATVEC_INT8: weight type (q8_0, q4_k, q6_k), rows, k (hk_matvec_int8's limits;
      * rows x k at most 2^28 for the tuner's own inputs and reference) */
     hk_type wtype;
-    uint32_t rows, k;
+    uint32_t rows, k;   /* (HK_TUNE_MATVEC_TOKENS too, with tokens at the end) */
     /* HK_TUNE_SDPA_DECODE: cache type (f32, f16, q8_0), heads, head_dim and capacity as in
      * hk_sdpa_desc (head-major caches; timed with seq_k = capacity; n_kv_heads x capacity x
      * head_dim at most 2^26) */
@@ -1070,6 +1094,11 @@ typedef struct hk_tune_desc {
     int force;              /* search even when the context has a winner for this shape */
     int no_store;           /* keep the winner in the context only, write no file */
     int verbose;            /* print each schedule and its fate on stdout */
+    /* HK_TUNE_MATVEC_TOKENS: tokens per call, 2..16 (with wtype, rows and k as for
+     * HK_TUNE_MATVEC_INT8, and hk_matvec_int8_tokens' limit ceil(rows / 32768) * k * (tokens + 1)
+     * <= 1048576); ignored by the other families. Appended after the first layout (it took that
+     * layout's tail padding: sizeof is unchanged, and hk_tune_desc_init zeroes it). */
+    uint32_t tokens;
 } hk_tune_desc;
 
 /* Zeroes desc and sets struct_size; call it through the macro. */
@@ -1102,8 +1131,9 @@ typedef struct hk_tune_report {
  * search: every schedule of a space of at most 64, else a seeded genetic search (population 8,
  * the two best kept, tournament, uniform crossover, mutation), until max_measured were measured.
  * Each schedule passes the static tier, runs once into a poisoned output held to the family's
- * gate (int8 matvec 1e-5 of the output scale against the exact contraction, flash-decoding 1e-5
- * against the double softmax; a schedule that diverges is never a winner), then is timed cold:
+ * gate (int8 matvec 1e-5 of the output scale against the exact contraction, the tokens matvec
+ * that and the bits of hk_matvec_int8 per token, flash-decoding 1e-5 against the double softmax;
+ * a schedule that diverges is never a winner), then is timed cold:
  * batches rotating over weight or cache copies between GPU timestamps (host time where the queue
  * has none), the fastest batch kept. The winner is the fastest measured, the default included.
  * Runs on this thread, submitting its own work (seconds on a GPU, longer on a CPU device); other
@@ -1116,7 +1146,8 @@ HK_API hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk
 
 /* Which schedule served the last successful call of a family on this context (from any thread):
  * "<source> <schedule>", source "default" (built-in), "env" (a tuning hook was set), "tuned" (the
- * cached winner) or "search" (hk_tune measuring), e.g. "tuned nrows=2,items=1,load_bits=32".
+ * cached winner) or "search" (hk_tune measuring), e.g. "tuned nrows=2,items=1,load_bits=32". The
+ * schedule is what ran, after any fallback (the hooks' documentation says which).
  * HK_ERROR_STATE before the family's first call. out_size >= 160 always suffices. */
 HK_API hk_status hk_schedule_last(hk_context *context, hk_tune_kernel kernel, char *out, size_t out_size);
 

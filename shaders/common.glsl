@@ -15,6 +15,9 @@ layout(constant_id = 0) const uint WG = 128;
 // Large row counts are spread over x and y (65535 groups each); groups past the end exit.
 uint hk_group_id() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
 
+#ifndef HK_NO_WORKGROUP_SUM
+// Scratch of hk_workgroup_sum / hk_workgroup_max. A shader that uses neither and budgets its own
+// shared memory exactly (the int8 matvec) defines HK_NO_WORKGROUP_SUM before including this file.
 shared float hk_partial[WG];
 
 // Sum of v over the workgroup, returned to every invocation. Subgroup sums first, then one
@@ -31,6 +34,7 @@ float hk_workgroup_sum(float v)
     barrier();
     return total;
 }
+#endif
 
 // f16 bits (low 16 bits of h) to f32
 float hk_half(uint h) { return unpackHalf2x16(h).x; }
@@ -55,6 +59,7 @@ vec4 hk_i8_low(uvec4 v) { return uintBitsToFloat(((v & 0xFFu) ^ 0x80u) | 0x4B000
 const int HK_I2F_BIAS = 0x4B400000;
 float hk_biased_float(int bits) { return intBitsToFloat(bits) - 12582912.0; }
 
+#ifndef HK_NO_WORKGROUP_SUM
 // Maximum of v over the workgroup, returned to every invocation (as hk_workgroup_sum).
 float hk_workgroup_max(float v)
 {
@@ -68,3 +73,4 @@ float hk_workgroup_max(float v)
     barrier();
     return m;
 }
+#endif

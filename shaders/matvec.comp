@@ -18,10 +18,14 @@
 //                 is loaded once and met by every token's activation; one token is HK_NTOK = 1.
 //                 Each lane loads the weights of HK_NITEMS items before it computes them (more
 //                 loads in flight where there are few subgroups). With HK_XSTAGE_BLOCKS (several
-//                 tokens, dense) the workgroup copies the x blocks of those items into shared
-//                 memory first.
+//                 tokens, dense) the workgroup copies x blocks into shared memory: those of each
+//                 step before it (staged), or every block of every token once, before the row
+//                 groups (HK_XRESIDENT).
 //   HK_MOE        (with either of the two above) the MoE expert gather: W is [experts, n, k],
 //                 output slot s is W[ids[s]] . x_s, rows = slots * n.
+#if defined(HK_INT8) || defined(HK_SUBGROUP_ROWS)
+#define HK_NO_WORKGROUP_SUM // no workgroup reduction: the int8 kernels' shared memory is hk_xs_q alone
+#endif
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
@@ -39,15 +43,19 @@ layout(binding = 3) readonly buffer Ids { uint ids[]; };
 layout(constant_id = 1) const uint HK_NROWS = 4;
 // Tokens per pass (HK_INT8): specialization constant 2; 1 for the MoE and for f32 x.
 layout(constant_id = 2) const uint HK_NTOK = 1;
-// HK_INT8, dense: Q8_1 blocks of one token staged per chunk of gl_SubgroupSize items (the
-// blocks those items read: Q8_0 subgroup/2, K-quants 2*subgroup); 0: x read from the buffer.
-// Specialization constant 3.
+// HK_INT8, dense: Q8_1 blocks of one token held in shared memory (0: x read from the buffer).
+// Staged per step: the blocks a step reads (HK_NITEMS * gl_SubgroupSize items: Q8_0
+// HK_NITEMS * subgroup/2, K-quants 2 * HK_NITEMS * subgroup); resident: the capacity per token,
+// at least k/32. Specialization constant 3.
 layout(constant_id = 3) const uint HK_XSTAGE_BLOCKS = 0;
 // HK_INT8: items whose weights each lane loads before computing them (a step: HK_NITEMS chunks
 // of gl_SubgroupSize items; the staged kernel stages the x of a whole step). Specialization
 // constant 4.
 layout(constant_id = 4) const uint HK_NITEMS = 1;
 #define HK_NSLOTS (HK_NROWS * HK_NITEMS)
+// HK_INT8, dense, HK_XSTAGE_BLOCKS > 0: 1 = x resident (every block of every token staged once,
+// then the row groups without a barrier), 0 = x staged per step. Specialization constant 6.
+layout(constant_id = 6) const uint HK_XRESIDENT = 0;
 
 HK_PUSH_BEGIN
     uint rows;      // HK_MOE: slots * n
@@ -81,35 +89,54 @@ uint x_token;
 // Staged x (HK_XSTAGE_BLOCKS > 0): each lane reads its own item's blocks, 72 bytes from its
 // neighbour's, so from the buffer every load instruction of a subgroup touches a sector per lane
 // for 4 useful bytes; with several tokens that load traffic, not the weights, would bound the
-// kernel. The workgroup instead copies a step's blocks once (hk_stage_x: word for word, so that
-// each load instruction of a subgroup reads 128 contiguous bytes), and each lane reads them from
-// shared memory 16 bytes at a time. Per token, each pair of blocks takes 5 uvec4: the quants of
-// its even block (halves 0, 1), of its odd block, and the two blocks' d as f32 (.x even, .y odd);
-// the fifth also keeps the 8 lanes of each 128-byte phase on different banks (Q4_K lane l reads
-// pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1), Q8_0 lane l half l & 1 of block
-// l >> 1).
+// kernel. The workgroup instead copies the blocks once (hk_stage_x: word for word, so that each
+// load instruction of a subgroup reads 128 contiguous bytes), per step or, resident, all of them
+// for the whole dispatch, and each lane reads them from shared memory 16 bytes at a time. Per
+// token, each pair of blocks takes 4 uvec4 of quants (its even block's halves 0, 1, its odd
+// block's) and an aux uvec4: the two blocks' d as f32 (.x even, .y odd) and their sums (.z even,
+// .w odd: hk_xsum, the K-quants' activation sums, computed once per staging instead of once per
+// item, token and row group). The K-quants keep the aux after the pair's quants, so that pairs
+// lie 5 uvec4 apart and the 8 lanes of each 128-byte phase of a 16-byte read are on different
+// banks (Q4_K lane l reads pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1)). Q8_0,
+// whose lanes 4m .. 4m + 3 read one quants uvec4 each of pair m, keeps every aux apart after all
+// the quants, so that its pairs lie 4 uvec4 apart and a phase's 8 lanes read 8 consecutive ones
+// (5 apart, lanes 0 and 7 of each phase would share a bank). 80 bytes a pair either way.
+#ifdef HK_Q8_0
+#define HK_XSTAGE_PAIR 4u
+#else
 #define HK_XSTAGE_PAIR 5u
-shared uvec4 hk_xs_q[HK_NTOK * (HK_XSTAGE_BLOCKS / 2u) * HK_XSTAGE_PAIR + 1u];
-uint xs_block0; // the first block of the staged step
+#endif
+#define HK_XSTAGE_PAIRS (HK_NTOK * (HK_XSTAGE_BLOCKS / 2u))
+shared uvec4 hk_xs_q[HK_XSTAGE_PAIRS * 5u + 1u];
+uint xs_block0; // the first staged block (0 when resident)
 
-// the index in hk_xs_q of pair of blocks p (relative to xs_block0) of token t
+// the index in hk_xs_q of pair of blocks p (relative to xs_block0) of token t: its quants, and
+// its aux uvec4
 uint hk_xs_pair(uint t, uint p) { return (t * (HK_XSTAGE_BLOCKS / 2u) + p) * HK_XSTAGE_PAIR; }
+uint hk_xs_aux(uint t, uint p)
+{
+    return HK_XSTAGE_PAIR == 5u ? hk_xs_pair(t, p) + 4u : HK_XSTAGE_PAIRS * 4u + t * (HK_XSTAGE_BLOCKS / 2u) + p;
+}
 
 // d of Q8_1 block blk of token t
 float hk_xd(uint t, uint blk)
 {
     if (HK_XSTAGE_BLOCKS > 0u) {
         uint b = blk - xs_block0;
-        return uintBitsToFloat(hk_xs_q[hk_xs_pair(t, b >> 1) + 4u][b & 1u]);
+        return uintBitsToFloat(hk_xs_q[hk_xs_aux(t, b >> 1)][b & 1u]);
     }
     return unpackHalf2x16(xq[x_base + t * x_token + blk * 9u]).x;
 }
+
+// the aux uvec4 (d and sums as f32 bits: see hk_xs_q) of the staged pair holding Q8_1 block blk of
+// token t (HK_XSTAGE_BLOCKS > 0 only)
+uvec4 hk_xaux(uint t, uint blk) { return hk_xs_q[hk_xs_aux(t, (blk - xs_block0) >> 1)]; }
 
 // d of Q8_1 blocks blk (even) and blk + 1 of token t
 vec2 hk_xd2(uint t, uint blk)
 {
     if (HK_XSTAGE_BLOCKS > 0u)
-        return uintBitsToFloat(hk_xs_q[hk_xs_pair(t, (blk - xs_block0) >> 1) + 4u].xy);
+        return uintBitsToFloat(hk_xs_q[hk_xs_aux(t, (blk - xs_block0) >> 1)].xy);
     uint w = x_base + t * x_token + blk * 9u;
     return vec2(unpackHalf2x16(xq[w]).x, unpackHalf2x16(xq[w + 9u]).x);
 }
@@ -178,53 +205,60 @@ void hk_rows_end(uint first, bool write)
 }
 
 #if defined(HK_INT8) && !defined(HK_MOE)
-// Word u of the staged blocks of token t (block u / 9, its word u % 9: d|s, then the quants) into
-// hk_xs_q: d as f32 (the s half never read), quants as they are.
-void hk_stage_word(uint t, uint u, uint v)
+// Word u of a staged chunk of token t whose first block is block cb of the staged range (cb even;
+// block cb + u / 9, its word u % 9: d|s, then the quants) into hk_xs_q: d as f32 (the s half never
+// read), quants as they are.
+void hk_stage_word(uint t, uint cb, uint u, uint v)
 {
-    uint b = u / 9u, j = u - 9u * b;
-    uint slot = j == 0u ? 4u : 2u * (b & 1u) + ((j - 1u) >> 2), comp = j == 0u ? b & 1u : (j - 1u) & 3u;
-    hk_xs_q[hk_xs_pair(t, b >> 1) + slot][comp] = j == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
+    uint bu = u / 9u, b = cb + bu, j = u - 9u * bu;
+    uint at = j == 0u ? hk_xs_aux(t, b >> 1) : hk_xs_pair(t, b >> 1) + 2u * (b & 1u) + ((j - 1u) >> 2);
+    hk_xs_q[at][j == 0u ? b & 1u : (j - 1u) & 3u] = j == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
 }
 
-// Copies the Q8_1 blocks of every token that the step of items it0 .. it0 + HK_NITEMS *
-// gl_SubgroupSize - 1 reads (HK_XSTAGE_BLOCKS of them, none past k) into hk_xs_q. Neighbouring
-// invocations take neighbouring words of a token's blocks, and every invocation issues the loads
-// of all tokens before its first store, so the copy waits on one round trip, not one per token.
-// 9 * HK_XSTAGE_BLOCKS words per token over WG invocations: at most 4.5 each (the host keeps
-// HK_XSTAGE_BLOCKS <= WG / 2), so 5 guarded loads, written out (no loop to count).
-#define HK_XSTAGE_LOADS 5u
-void hk_stage_x(uint it0)
+// Words of each token that an invocation loads before its first store (at most 40 loads in flight
+// in all: registers), and the blocks of a chunk (even, so that chunks start on a pair; at least 2
+// for the smallest workgroup the host takes, 4 subgroups of 4 lanes)
+const uint HK_XSTAGE_LOADS = 40u / HK_NTOK > 5u ? 5u : 40u / HK_NTOK;
+const uint HK_XSTAGE_CHUNK = (HK_XSTAGE_LOADS * WG / 9u) & ~1u;
+
+// Copies Q8_1 blocks first .. first + n - 1 (n <= HK_XSTAGE_CHUNK, first - xs_block0 even) of every
+// token into hk_xs_q. Neighbouring invocations take neighbouring words of a token's blocks, and
+// every invocation issues the loads of all tokens before its first store, so that the chunk waits
+// on one round trip, not one per token: 9n words per token over WG invocations, at most
+// HK_XSTAGE_LOADS each.
+void hk_stage_chunk(uint first, uint n)
 {
-    xs_block0 = hk_item_block(it0);
-    uint words = 9u * min(HK_XSTAGE_BLOCKS, pc.k / 32u - xs_block0), lid = gl_LocalInvocationIndex;
-    uint u0 = lid, u1 = lid + WG, u2 = lid + 2u * WG, u3 = lid + 3u * WG, u4 = lid + 4u * WG;
+    uint words = 9u * n, lid = gl_LocalInvocationIndex, cb = first - xs_block0;
     uint v[HK_NTOK * HK_XSTAGE_LOADS];
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
-        uint w = x_base + t * x_token + xs_block0 * 9u, i = t * HK_XSTAGE_LOADS;
-        if (u0 < words)
-            v[i] = xq[w + u0];
-        if (u1 < words)
-            v[i + 1u] = xq[w + u1];
-        if (u2 < words)
-            v[i + 2u] = xq[w + u2];
-        if (u3 < words)
-            v[i + 3u] = xq[w + u3];
-        if (u4 < words)
-            v[i + 4u] = xq[w + u4];
+        uint w = x_base + t * x_token + first * 9u;
+        [[unroll]] for (uint l = 0; l < HK_XSTAGE_LOADS; l++)
+            if (lid + l * WG < words)
+                v[t * HK_XSTAGE_LOADS + l] = xq[w + lid + l * WG];
     }
-    [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
-        uint i = t * HK_XSTAGE_LOADS;
-        if (u0 < words)
-            hk_stage_word(t, u0, v[i]);
-        if (u1 < words)
-            hk_stage_word(t, u1, v[i + 1u]);
-        if (u2 < words)
-            hk_stage_word(t, u2, v[i + 2u]);
-        if (u3 < words)
-            hk_stage_word(t, u3, v[i + 3u]);
-        if (u4 < words)
-            hk_stage_word(t, u4, v[i + 4u]);
+    [[unroll]] for (uint t = 0; t < HK_NTOK; t++)
+        [[unroll]] for (uint l = 0; l < HK_XSTAGE_LOADS; l++)
+            if (lid + l * WG < words)
+                hk_stage_word(t, cb, lid + l * WG, v[t * HK_XSTAGE_LOADS + l]);
+}
+
+// Stages Q8_1 blocks first .. first + n - 1 of every token (first = xs_block0; none past k) and,
+// for the K-quants, once they are all in (a barrier), the blocks' sums into the aux words (n is
+// even for them: k is a multiple of 256). Every invocation of the workgroup calls it with the same
+// arguments (it has barriers).
+void hk_stage_x(uint first, uint n)
+{
+    for (uint c = 0; c < n; c += HK_XSTAGE_CHUNK)
+        hk_stage_chunk(first + c, min(HK_XSTAGE_CHUNK, n - c));
+    if (HK_XSUMS) {
+        barrier();
+        uint pairs = n / 2u;
+        for (uint e = gl_LocalInvocationIndex; e < HK_NTOK * pairs; e += WG) {
+            uint t = e / pairs, s = hk_xs_pair(t, e - t * pairs), a = hk_xs_aux(t, e - t * pairs);
+            uvec4 aux = hk_xs_q[a];
+            hk_xs_q[a].zw = uvec2(hk_xsum(hk_xs_q[s], hk_xs_q[s + 1u], uintBitsToFloat(aux.x)),
+                                  hk_xsum(hk_xs_q[s + 2u], hk_xs_q[s + 3u], uintBitsToFloat(aux.y)));
+        }
     }
 }
 #endif
@@ -242,10 +276,10 @@ void main()
     // device holds at once, so subgroups live long rather than launching in many short waves
     uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
 #if defined(HK_INT8) && !defined(HK_MOE)
-    if (HK_XSTAGE_BLOCKS > 0u) {
-        // Staged: the same groups and the same items in the same lanes in the same order as below
-        // (so the same sums), but the workgroup moves through them together: its loops are
-        // uniform so that every invocation meets every barrier. A subgroup past the last group
+    if (HK_XSTAGE_BLOCKS > 0u && HK_XRESIDENT == 0u) {
+        // Staged per step: the same groups and the same items in the same lanes in the same order
+        // as below (so the same sums), but the workgroup moves through them together: its loops
+        // are uniform so that every invocation meets every barrier. A subgroup past the last group
         // repeats it, stages and waits with the others, and writes nothing.
         for (uint group0 = hk_group_id() * gl_NumSubgroups; group0 < row_groups; group0 += stride) {
             uint group = group0 + gl_SubgroupID, first = min(group, row_groups - 1u) * HK_NROWS;
@@ -258,7 +292,8 @@ void main()
                         hk_load(it, c);
                 }
                 barrier(); // every lane is done with the previous step
-                hk_stage_x(it0);
+                xs_block0 = hk_item_block(it0);
+                hk_stage_x(xs_block0, min(HK_XSTAGE_BLOCKS, pc.k / 32u - xs_block0));
                 barrier();
                 [[unroll]] for (uint c = 0; c < HK_NITEMS; c++) {
                     uint it = it0 + c * gl_SubgroupSize + gl_SubgroupInvocationID;
@@ -269,6 +304,14 @@ void main()
             hk_rows_end(first, group < row_groups);
         }
         return;
+    }
+    if (HK_XRESIDENT != 0u) {
+        // Resident: every block of every token once (the host keeps k/32 <= HK_XSTAGE_BLOCKS),
+        // then the row groups below read x from shared memory with no barrier: each subgroup runs
+        // on by itself, exactly as without staging (the same sums).
+        xs_block0 = 0u;
+        hk_stage_x(0u, pc.k / 32u);
+        barrier();
     }
 #endif
     for (uint group = hk_group_id() * gl_NumSubgroups + gl_SubgroupID; group < row_groups; group += stride) {

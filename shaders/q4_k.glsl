@@ -106,6 +106,16 @@ void hk_load(uint it, uint c)
     }
 }
 
+// Staged x carries each block's dx * sum(xq) (hk_stage_x): the same product of the same values as
+// hk_compute's own (exact integer sum, one f32 rounding), so the same bits.
+const bool HK_XSUMS = true;
+uint hk_xsum(uvec4 h0, uvec4 h1, float d)
+{
+    const uvec4 ones = uvec4(0x01010101u);
+    precise float s = d * hk_biased_float(hk_dot16(ones, h1, hk_dot16(ones, h0, HK_I2F_BIAS)));
+    return floatBitsToUint(s);
+}
+
 void hk_compute(uint it, uint c)
 {
     uint ch = it & 3u, b0 = hk_item_block(it); // Q8_1 blocks of sub-blocks 2ch, 2ch+1: b0, b0 + 1
@@ -126,10 +136,18 @@ void hk_compute(uint it, uint c)
     const uvec4 ones = uvec4(0x01010101u);
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
         uvec4 xa0 = hk_x16(t, b0, 0u), xa1 = hk_x16(t, b0, 1u), xb0 = hk_x16(t, b0 + 1u, 0u), xb1 = hk_x16(t, b0 + 1u, 1u);
-        vec2 dx = hk_xd2(t, b0);
-        // dx * sum(xq) of the two blocks
-        precise vec2 xs = dx * vec2(hk_biased_float(hk_dot16(ones, xa1, hk_dot16(ones, xa0, HK_I2F_BIAS))),
-                                    hk_biased_float(hk_dot16(ones, xb1, hk_dot16(ones, xb0, HK_I2F_BIAS))));
+        // dx * sum(xq) of the two blocks: staged, summed once when they were staged (hk_xsum)
+        vec2 dx;
+        precise vec2 xs;
+        if (HK_XSTAGE_BLOCKS > 0u) {
+            uvec4 aux = hk_xaux(t, b0);
+            dx = uintBitsToFloat(aux.xy);
+            xs = uintBitsToFloat(aux.zw);
+        } else {
+            dx = hk_xd2(t, b0);
+            xs = dx * vec2(hk_biased_float(hk_dot16(ones, xa1, hk_dot16(ones, xa0, HK_I2F_BIAS))),
+                           hk_biased_float(hk_dot16(ones, xb1, hk_dot16(ones, xb0, HK_I2F_BIAS))));
+        }
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
             int dl = hk_dot16(lo1[r], xa1, hk_dot16(lo0[r], xa0, HK_I2F_BIAS));
             int dh = hk_dot16(hi1[r], xb1, hk_dot16(hi0[r], xb0, HK_I2F_BIAS));

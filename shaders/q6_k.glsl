@@ -126,6 +126,15 @@ void hk_load(uint it, uint c)
     }
 }
 
+// Staged x carries each block's two half-block sums of xq (16 values each, |sum| <= 2048) as the
+// low and high 16 bits of its sums word (hk_stage_x): exact integers, so the same bits.
+const bool HK_XSUMS = true;
+uint hk_xsum(uvec4 h0, uvec4 h1, float d)
+{
+    const uvec4 ones = uvec4(0x01010101u);
+    return (uint(hk_dot16(ones, h0, 0)) & 0xFFFFu) | (uint(hk_dot16(ones, h1, 0)) << 16);
+}
+
 void hk_compute(uint it, uint c)
 {
     uint sb = it >> 2, q = it & 1u, xb = hk_item_block(it); // group g: block xb + g
@@ -143,9 +152,18 @@ void hk_compute(uint it, uint c)
     const uvec4 ones = uvec4(0x01010101u);
     [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
         uvec4 x0 = hk_x16(t, xb, q), x1 = hk_x16(t, xb + 1u, q), x2 = hk_x16(t, xb + 2u, q), x3 = hk_x16(t, xb + 3u, q);
-        vec4 dx = vec4(hk_xd2(t, xb), hk_xd2(t, xb + 2u));
-        ivec4 base = HK_I2F_BIAS - 32 * ivec4(hk_dot16(ones, x0, 0), hk_dot16(ones, x1, 0), hk_dot16(ones, x2, 0),
-                                              hk_dot16(ones, x3, 0));
+        // the groups' sum(xq): staged, summed once when they were staged (hk_xsum)
+        vec4 dx;
+        ivec4 sx;
+        if (HK_XSTAGE_BLOCKS > 0u) {
+            uvec4 a = hk_xaux(t, xb), b = hk_xaux(t, xb + 2u);
+            dx = uintBitsToFloat(uvec4(a.xy, b.xy));
+            sx = ivec4(uvec4(a.zw, b.zw) << (16u - 16u * q)) >> 16;
+        } else {
+            dx = vec4(hk_xd2(t, xb), hk_xd2(t, xb + 2u));
+            sx = ivec4(hk_dot16(ones, x0, 0), hk_dot16(ones, x1, 0), hk_dot16(ones, x2, 0), hk_dot16(ones, x3, 0));
+        }
+        ivec4 base = HK_I2F_BIAS - 32 * sx;
         [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
             precise float sum = acc[r * HK_NTOK + t];
             sum = fma(wsc[r].x * dx.x, hk_biased_float(hk_dot16(g0[r], x0, base.x)), sum);

@@ -57,6 +57,10 @@ void hk_load(uint it, uint c)
     }
 }
 
+// Q8_0 needs no activation sums: staged x carries none (hk_stage_x)
+const bool HK_XSUMS = false;
+uint hk_xsum(uvec4 h0, uvec4 h1, float d) { return 0u; }
+
 void hk_compute(uint it, uint c)
 {
     uint blk = it >> 1, h = it & 1u;

@@ -13,11 +13,17 @@
  *  - every input flush against its buffer's end and at a padded offset (0xFF around it);
  *  - on the default context and on one without HK_FEATURE_INTEGER_DOT (the scalar-dot twin),
  *    which must give the same bits as the OpSDot kernel;
- *  - the tuning hooks (hkernel.h): every rows per subgroup, Q8_0 items per step and tokens per
- *    pass of the tokens kernel, the one-token items per step and both Q8_0 weight-load forms give
- *    the same bits (against the separate calls, which the one-token hooks change instead);
+ *  - the tokens kernel's schedules (hkernel.h, HK_MATVEC_TOKENS_*, the autotuner's family
+ *    HK_TUNE_MATVEC_TOKENS): every value of subgroups per workgroup, rows per subgroup, items per
+ *    step, x resident or staged per step and workgroup caps down to 1, alone and together, on a
+ *    tail of rows with x flush against its buffer's end or padded, give the same bits, and the
+ *    kernel served what the hooks asked (hk_schedule_last) wherever it fits the device; x
+ *    resident in several passes; tokens per pass; the one-token items per step and both Q8_0
+ *    weight-load forms (against the separate calls, which the one-token hooks change instead);
+ *  - lavapipe's loop limit: at the fewest workgroups the loop count allows, for shapes of many
+ *    rows, x resident and staged, the bits are still the separate calls';
  *  - argument errors: tokens 0 and 17, xq or y too small for the tokens, misaligned views,
- *    overlap, the shape limits, a bad tuning hook; a refused call writes nothing.
+ *    overlap, the shape limits, bad tuning hooks; a refused call writes nothing.
  * Under GPU-assisted validation the many-rows shape is smaller (main says why).
  *
  * Each case is (1) tokens_build: seeded host inputs and the per-token reference, (2)
@@ -28,6 +34,7 @@
  * hk_matvec_int8_tokens, Q4_K, raw blocks, cold weights:
  *     4096 x 4096 at 8 tokens   (llama.cpp-vk 0.159 ms; goal <= 1.5 x our 1-token 0.0067 ms)
  *    14336 x 4096 at 8 tokens   (llama.cpp-vk 0.423 ms; goal <= 1.5 x our 1-token 0.0133 ms)
+ *     4096 x 14336 at 8 tokens  (x too large to stay resident: staged per step)
  * each beside hk_matvec_int8 (1 token) on the same shape, and at tokens 2, 4, 16 for the curve.
  * Bytes of one op: the weights once (rows * k/256 * 144 for Q4_K) + tokens * k/32 * 36 (Q8_1 x) +
  * tokens * rows * 4 (y): 9.44 MB + 0.15 MB + 0.13 MB at 4096 x 4096 x 8.
@@ -288,42 +295,235 @@ static void check_case(hk_context *full, hk_context *scalar, hk_type type, uint3
     tokens_free(&c);
 }
 
-/* ---- tuning hooks ------------------------------------------------------------------------------ */
+/* ---- tuning hooks and schedules ---------------------------------------------------------------- */
 
-/* Each hook on its own, on a tail of rows (131: not a multiple of 4 rows per subgroup) and an odd
- * token count (5: passes of 3 and 2), for every type: the tokens kernel and the separate
- * hk_matvec_int8 calls must still give the same bits (and the reference gate). 4 rows also at 16
- * tokens (the default stops at 8). The scalar-dot arm is left out: the hooks change no
+/* The served schedule of the tokens kernel's last call on ctx ("env subgroups=8,nrows=2,...") */
+static const char *served_schedule(hk_context *ctx, char *out, size_t size)
+{
+    if (hk_schedule_last(ctx, HK_TUNE_MATVEC_TOKENS, out, size) != HK_OK)
+        snprintf(out, size, "(none: %s)", hk_last_error());
+    return out;
+}
+
+/* Whether a schedule fits this device by hkernel.h's rule (the test's own copy of it): a workgroup
+ * of subgroups * subgroup_size invocations; x resident, 40 bytes per block and token of all of k
+ * (16 more); staged, 40 per block and token of a step's blocks (Q8_0 items * subgroup / 2, the
+ * K-quants 2 * items * subgroup). The loop budget is left out: the shapes here are small. */
+static int schedule_fits(hk_context *ctx, hk_type type, uint32_t k, uint32_t tokens, uint32_t subgroups,
+                         uint32_t items, int resident)
+{
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    uint32_t sg = caps.subgroup_size;
+    uint64_t blocks = resident ? k / 32 + (k / 32) % 2 : type == HK_TYPE_Q8_0 ? items * sg / 2 : 2 * items * sg;
+    return sg * subgroups <= caps.max_workgroup_size && 16 + 40 * blocks * tokens <= caps.shared_memory_bytes;
+}
+
+/* The hooks set in `env` ("VAR=value ...") for one case of each type on a tail of rows (131: not a
+ * multiple of any rows per workgroup) and a k of several staging chunks and sums-loop rounds on
+ * every device here (Q8_0: 33 blocks, odd), inputs flush or padded: the tokens kernel and the
+ * separate hk_matvec_int8 calls must give the same bits (and the reference gate), and where the
+ * schedule fits the device the tokens kernel must have served exactly the hooks' values (else a
+ * fallback would test nothing). types: bit 0 Q8_0, 1 Q4_K, 2 Q6_K. */
+static void check_hooks(hk_context *full, const char *env, uint32_t tokens, unsigned types, int resident_hint,
+                        uint64_t *seed)
+{
+    static const struct {
+        const char *var, *param;
+    } names[] = {{"HK_MATVEC_TOKENS_SUBGROUPS", "subgroups"}, {"HK_MATVEC_TOKENS_NROWS", "nrows"},
+                 {"HK_MATVEC_TOKENS_ITEMS", "items"},         {"HK_MATVEC_TOKENS_RESIDENT", "resident"},
+                 {"HK_MATVEC_TOKENS_WGS", "wgs"}};
+    static const hk_type all[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    char vars[8][48], want[8][48];
+    int n = 0, nwant = 0;
+    uint32_t subgroups = 0, items = 0;
+    int resident = -1;
+    printf("-- %s (%u tokens)\n", env, tokens);
+    for (const char *p = env; *p && n < 8;) {
+        size_t len = strcspn(p, " ");
+        snprintf(vars[n], sizeof vars[n], "%.*s", (int)len, p);
+        char *eq = strchr(vars[n], '=');
+        if (eq) {
+            *eq = 0;
+            setenv(vars[n], eq + 1, 1);
+            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+                if (!strcmp(vars[n], names[i].var)) {
+                    snprintf(want[nwant++], sizeof want[0], "%s=%s", names[i].param, eq + 1);
+                    if (i == 0)
+                        subgroups = (uint32_t)atoi(eq + 1);
+                    if (i == 2)
+                        items = (uint32_t)atoi(eq + 1);
+                    if (i == 3)
+                        resident = atoi(eq + 1);
+                }
+            n++;
+        }
+        p += len;
+        p += *p == ' ';
+    }
+    for (int t = 0; t < 3; t++) {
+        if (!(types >> t & 1))
+            continue;
+        uint32_t k = hk_type_block_values(all[t]) == 32 ? 1056 : 1024;
+        /* the Q8_0-only hooks (the weight-load forms): the weights flush (a Q8_0 row 2 bytes into a
+         * word) and padded; the others one placement, alternating */
+        int one = (int)(*seed / 3 % 2);
+        for (int flush = 0; flush < 2; flush++)
+            if (types == 1 || flush == one)
+                check_case(full, NULL, all[t], 131, k, tokens, X_QUANTIZED, flush, ++*seed);
+        int res = resident >= 0 ? resident : resident_hint;
+        uint32_t sub = subgroups ? subgroups : 8, it = items ? items : all[t] == HK_TYPE_Q8_0 ? 2 : 1;
+        if (!nwant)
+            continue; /* the one-token hooks, and the pass hook, which the schedule does not name */
+        if (!schedule_fits(full, all[t], k, tokens, sub, it, res)) {
+            printf("   (%s: the schedule does not fit this device; a fallback served it)\n", hk_type_name(all[t]));
+            continue;
+        }
+        char sched[160], label[400];
+        served_schedule(full, sched, sizeof sched);
+        int ok = !strncmp(sched, "env ", 4);
+        for (int i = 0; i < nwant; i++) {
+            char *at = strstr(sched, want[i]);
+            size_t len = strlen(want[i]);
+            ok &= at && (at[len] == ',' || at[len] == 0) && (at == sched || at[-1] == ',' || at[-1] == ' ');
+        }
+        snprintf(label, sizeof label, "matvec_int8_tokens %s %s: the hooks' schedule served", hk_type_name(all[t]), env);
+        hk_check(ok, label, "\"%s\"", sched);
+    }
+    for (int i = 0; i < n; i++)
+        unsetenv(vars[i]);
+}
+
+/* The bisection over HK_MATVEC_TOKENS_WGS for the smallest workgroup cap the kernel takes as asked
+ * for this shape (fewer workgroups: more row groups per subgroup, more loop iterations), probed on
+ * a prepare stream (nothing runs); 0 if even 8192 is not served. */
+static uint32_t smallest_cap(hk_context *ctx, const tokens_case *c, hk_view w, hk_view xq, hk_view y)
+{
+    hk_stream *ps = NULL;
+    if (hk_stream_create_prepare(ctx, &ps) != HK_OK)
+        return 0;
+    uint32_t lo = 1, hi = 8193; /* the answer lies in [lo, hi); hi: none */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        char value[16], sched[160], want[32];
+        snprintf(value, sizeof value, "%u", mid);
+        setenv("HK_MATVEC_TOKENS_WGS", value, 1);
+        snprintf(want, sizeof want, "wgs=%u", mid);
+        int served = hk_matvec_int8_tokens(ctx, ps, c->type, w, xq, y, c->rows, c->k, c->tokens) == HK_OK &&
+                     strstr(served_schedule(ctx, sched, sizeof sched), want) != NULL;
+        if (served)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    unsetenv("HK_MATVEC_TOKENS_WGS");
+    hk_stream_destroy(ps);
+    return hi <= 8192 ? hi : 0;
+}
+
+/* lavapipe ends loops after 65535 iterations per invocation and returns wrong numbers: the kernel
+ * counts its loops (src/kernels/matvec.c, int8_loop_count) and refuses a schedule past 63000. A
+ * schedule at the edge, the fewest workgroups it takes for a shape of many rows (each subgroup
+ * then runs thousands of row groups), x resident and staged per step, must still give the bits of
+ * the separate calls: a count that missed loops would fail here on lavapipe. */
+static void test_loop_edge(hk_context *full, uint64_t *seed)
+{
+    static const struct {
+        hk_type type;
+        uint32_t rows, k;
+    } shapes[] = {{HK_TYPE_Q8_0, 26096, 64}, {HK_TYPE_Q4_K, 38144, 256}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int resident = 1; resident >= 0; resident--) {
+            tokens_case c;
+            if (!tokens_build(&c, shapes[i].type, shapes[i].rows, shapes[i].k, 2, X_QUANTIZED, ++*seed)) {
+                hk_check(0, "loop edge case", "out of host memory");
+                tokens_free(&c);
+                continue;
+            }
+            setenv("HK_MATVEC_TOKENS_RESIDENT", resident ? "1" : "0", 1);
+            hk_view pw = hk_test_place(full, c.w, c.w_bytes, 0, 1), px = hk_test_place(full, c.xq, c.x_bytes, 4, 1);
+            hk_test_out y = hk_test_out_create(full, (size_t)c.tokens * c.rows);
+            uint32_t cap = smallest_cap(full, &c, pw, px, hk_test_out_view(&y));
+            hk_test_out_destroy(&y);
+            hk_buffer_destroy(pw.buffer);
+            hk_buffer_destroy(px.buffer);
+            char label[300], value[16];
+            snprintf(label, sizeof label, "matvec_int8_tokens %s %s: a workgroup cap the kernel takes", c.label,
+                     resident ? "resident" : "staged");
+            hk_check(cap > 0, label, "smallest cap %u", cap);
+            if (cap) {
+                printf("-- %s, x %s: HK_MATVEC_TOKENS_WGS=%u, the fewest workgroups inside the loop budget\n",
+                       c.label, resident ? "resident" : "staged", cap);
+                snprintf(value, sizeof value, "%u", cap);
+                setenv("HK_MATVEC_TOKENS_WGS", value, 1);
+                float *got = run_case(full, resident ? " (loop edge, resident)" : " (loop edge, staged)", &c, 1);
+                free(got);
+                unsetenv("HK_MATVEC_TOKENS_WGS");
+            }
+            unsetenv("HK_MATVEC_TOKENS_RESIDENT");
+            tokens_free(&c);
+        }
+}
+
+/* Each hook on its own, then schedules of several at once: every value of every schedule
+ * parameter (subgroups 4..32, nrows, items, x resident or staged, workgroup caps from 1 to 8192)
+ * at least once in each mode; x resident in several passes (16 tokens of a k that does not fit
+ * them all: on lavapipe passes of 12 and 4); the one-token hooks and both Q8_0 weight-load forms,
+ * which the separate calls take too. The scalar-dot arm is left out: the hooks change no
  * arithmetic. */
 static void test_tuning(hk_context *full, uint64_t seed)
 {
     static const struct {
-        const char *var, *value;
+        const char *env;
         uint32_t tokens;
+        unsigned types;
+        int resident; /* the default's choice at this shape: k of 32 or 33 blocks fits */
+        int small;    /* run under --small */
     } hooks[] = {
-        {"HK_MATVEC_TOKENS_NROWS", "1", 5}, {"HK_MATVEC_TOKENS_NROWS", "4", 5}, {"HK_MATVEC_TOKENS_NROWS", "4", 16},
-        {"HK_MATVEC_TOKENS_ITEMS", "1", 5}, {"HK_MATVEC_TOKENS_ITEMS", "2", 5}, {"HK_MATVEC_TOKENS_PASS", "3", 5},
-        {"HK_MATVEC_INT8_ITEMS", "2", 3},   {"HK_MATVEC_INT8_ITEMS", "4", 3},   {"HK_MATVEC_Q8_0_LOAD_BITS", "32", 3},
-        {"HK_MATVEC_Q8_0_LOAD_BITS", "16", 5},
+        {"HK_MATVEC_TOKENS_NROWS=1", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_NROWS=4", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_NROWS=4", 16, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_ITEMS=1", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_ITEMS=4", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_PASS=3", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=4", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=16", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=32", 3, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_RESIDENT=0", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_RESIDENT=1", 7, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_WGS=1", 5, 7, 1, 1},
+        {"HK_MATVEC_TOKENS_WGS=3", 5, 7, 1, 0},
+        /* several at once: resident, then staged per step */
+        {"HK_MATVEC_TOKENS_SUBGROUPS=4 HK_MATVEC_TOKENS_NROWS=4 HK_MATVEC_TOKENS_ITEMS=4 HK_MATVEC_TOKENS_RESIDENT=1 "
+         "HK_MATVEC_TOKENS_WGS=2", 7, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=32 HK_MATVEC_TOKENS_NROWS=1 HK_MATVEC_TOKENS_ITEMS=2 HK_MATVEC_TOKENS_RESIDENT=1 "
+         "HK_MATVEC_TOKENS_WGS=8192", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=8 HK_MATVEC_TOKENS_NROWS=2 HK_MATVEC_TOKENS_ITEMS=4 HK_MATVEC_TOKENS_RESIDENT=0 "
+         "HK_MATVEC_TOKENS_WGS=3", 4, 7, 0, 1},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=16 HK_MATVEC_TOKENS_NROWS=4 HK_MATVEC_TOKENS_ITEMS=1 HK_MATVEC_TOKENS_RESIDENT=0 "
+         "HK_MATVEC_TOKENS_WGS=64", 9, 7, 0, 0},
+        {"HK_MATVEC_TOKENS_SUBGROUPS=32 HK_MATVEC_TOKENS_NROWS=2 HK_MATVEC_TOKENS_ITEMS=2 HK_MATVEC_TOKENS_RESIDENT=0 "
+         "HK_MATVEC_TOKENS_WGS=1", 2, 7, 0, 0},
+        /* the one-token hooks (the separate calls take them too) */
+        {"HK_MATVEC_INT8_ITEMS=2", 3, 7, 1, 1},
+        {"HK_MATVEC_INT8_ITEMS=4", 3, 7, 1, 1},
+        {"HK_MATVEC_Q8_0_LOAD_BITS=32", 3, 1, 1, 1},
+        {"HK_MATVEC_Q8_0_LOAD_BITS=16", 5, 1, 1, 1},
     };
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
-    for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
-        if (small_only && strcmp(hooks[h].var, "HK_MATVEC_Q8_0_LOAD_BITS") && strcmp(hooks[h].var, "HK_MATVEC_INT8_ITEMS"))
-            continue;
-        printf("-- %s=%s\n", hooks[h].var, hooks[h].value);
-        setenv(hooks[h].var, hooks[h].value, 1);
-        for (int t = 0; t < 3; t++) {
-            int q8_0_only =
-                !strcmp(hooks[h].var, "HK_MATVEC_TOKENS_ITEMS") || !strcmp(hooks[h].var, "HK_MATVEC_Q8_0_LOAD_BITS");
-            if (q8_0_only && types[t] != HK_TYPE_Q8_0)
-                continue;
-            uint32_t k = hk_type_block_values(types[t]) == 32 ? 1056 : 1024;
-            /* the weights flush (a Q8_0 row 2 bytes into a word) and padded for the load forms */
-            for (int flush = q8_0_only ? 0 : (int)(h % 2); flush <= (q8_0_only ? 1 : (int)(h % 2)); flush++)
-                check_case(full, NULL, types[t], 131, k, hooks[h].tokens, X_QUANTIZED, flush, ++seed);
-        }
-        unsetenv(hooks[h].var);
-    }
+    for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++)
+        if (!small_only || hooks[h].small)
+            check_hooks(full, hooks[h].env, hooks[h].tokens, hooks[h].types, hooks[h].resident, &seed);
+    if (small_only)
+        return;
+    /* x resident in passes: 16 tokens of Q4_K k = 2048 (64 blocks a token) */
+    printf("-- HK_MATVEC_TOKENS_RESIDENT=1, 16 tokens of k = 2048\n");
+    setenv("HK_MATVEC_TOKENS_RESIDENT", "1", 1);
+    check_case(full, NULL, HK_TYPE_Q4_K, 131, 2048, 16, X_QUANTIZED, 1, ++seed);
+    char sched[160];
+    hk_check(strstr(served_schedule(full, sched, sizeof sched), "resident=1") != NULL,
+             "matvec_int8_tokens q4_k 131x2048 x16: x resident (in passes where 16 tokens do not fit)", "\"%s\"", sched);
+    unsetenv("HK_MATVEC_TOKENS_RESIDENT");
+    test_loop_edge(full, &seed);
 }
 
 /* ---- argument errors ---------------------------------------------------------------------------- */
@@ -393,15 +593,16 @@ static void test_errors(hk_context *ctx)
            "context");
     static const struct {
         const char *var, *value;
-    } bad_hooks[] = {{"HK_MATVEC_TOKENS_NROWS", "3"},
-                     {"HK_MATVEC_TOKENS_PASS", "17"},
-                     {"HK_MATVEC_TOKENS_ITEMS", "2x"},
-                     {"HK_MATVEC_Q8_0_LOAD_BITS", "8"}};
-    for (int i = 0; i < 4; i++) {
+    } bad_hooks[] = {{"HK_MATVEC_TOKENS_NROWS", "3"},      {"HK_MATVEC_TOKENS_PASS", "17"},
+                     {"HK_MATVEC_TOKENS_ITEMS", "2x"},     {"HK_MATVEC_Q8_0_LOAD_BITS", "8"},
+                     {"HK_MATVEC_TOKENS_SUBGROUPS", "2"},  {"HK_MATVEC_TOKENS_SUBGROUPS", "64"},
+                     {"HK_MATVEC_TOKENS_SUBGROUPS", "12"}, {"HK_MATVEC_TOKENS_RESIDENT", "2"},
+                     {"HK_MATVEC_TOKENS_WGS", "0"},        {"HK_MATVEC_TOKENS_WGS", "8193"}};
+    for (size_t i = 0; i < sizeof bad_hooks / sizeof bad_hooks[0]; i++) {
         char label[96];
         snprintf(label, sizeof label, "matvec_int8_tokens error: %s=%s", bad_hooks[i].var, bad_hooks[i].value);
         setenv(bad_hooks[i].var, bad_hooks[i].value, 1);
-        /* HK_MATVEC_TOKENS_ITEMS is read for Q8_0 only: one Q8_0 row fits in the weights' buffer */
+        /* one Q8_0 row fits in the weights' buffer (HK_MATVEC_Q8_0_LOAD_BITS is read for Q8_0 only) */
         hk_check_status(label, hk_matvec_int8_tokens(ctx, s, HK_TYPE_Q8_0, vw, vx, vy, 1, k, tokens),
                         HK_ERROR_INVALID_ARGUMENT, bad_hooks[i].var);
         unsetenv(bad_hooks[i].var);

@@ -103,43 +103,77 @@ static int file_valid(const char *text, unsigned *lines)
 
 /* ---- the int8 matvec case: seeded inputs, the reference, one call ---- */
 
+/* tokens 1: hk_matvec_int8; more: hk_matvec_int8_tokens (x and y token after token) */
 typedef struct mv_case {
-    uint32_t rows, k;
+    uint32_t rows, k, tokens;
     hk_type wtype;
     hk_buffer *w, *xq;
     hk_test_out y;
     float *ref;
 } mv_case;
 
-static void mv_prepare(hk_context *ctx, mv_case *c, hk_type wtype, uint32_t rows, uint32_t k, uint64_t seed)
+static void mv_prepare_tokens(hk_context *ctx, mv_case *c, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
+                              uint64_t seed)
 {
     hk_rng rng = {seed};
     c->rows = rows;
     c->k = k;
+    c->tokens = tokens;
     c->wtype = wtype;
+    size_t n = (size_t)tokens * rows;
     uint8_t *w = hk_random_weights(&rng, (int)wtype, rows, k, 0);
-    float *x = malloc(k * sizeof *x);
-    hk_block_q8_1 *xq = malloc(k / 32 * sizeof *xq);
-    c->ref = malloc(rows * sizeof *c->ref);
-    hk_rng_fill(&rng, x, k, -1, 1);
-    hk_quant_row_q8_1(x, xq, k);
-    hk_ref_matvec_q8_1((int)wtype, w, xq, c->ref, rows, k);
+    float *x = malloc((size_t)tokens * k * sizeof *x);
+    hk_block_q8_1 *xq = malloc((size_t)tokens * k / 32 * sizeof *xq);
+    c->ref = malloc(n * sizeof *c->ref);
+    hk_rng_fill(&rng, x, (size_t)tokens * k, -1, 1);
+    hk_quant_row_q8_1(x, xq, (size_t)tokens * k);
+    for (uint32_t t = 0; t < tokens; t++)
+        hk_ref_matvec_q8_1((int)wtype, w, xq + (size_t)t * (k / 32), c->ref + (size_t)t * rows, rows, k);
     c->w = hk_test_buffer(ctx, (uint64_t)rows * hk_type_bytes(wtype, k), w);
-    c->xq = hk_test_buffer(ctx, k / 32 * sizeof *xq, xq);
-    c->y = hk_test_out_create(ctx, rows);
+    c->xq = hk_test_buffer(ctx, (uint64_t)tokens * k / 32 * sizeof *xq, xq);
+    c->y = hk_test_out_create(ctx, n);
     free(w);
     free(x);
     free(xq);
 }
 
+static void mv_prepare(hk_context *ctx, mv_case *c, hk_type wtype, uint32_t rows, uint32_t k, uint64_t seed)
+{
+    mv_prepare_tokens(ctx, c, wtype, rows, k, 1, seed);
+}
+
 static const float *mv_run(hk_context *ctx, mv_case *c, const char *name)
 {
     hk_test_out_poison(&c->y);
-    hk_status st = hk_matvec_int8(ctx, NULL, c->wtype, (hk_view){c->w, 0}, (hk_view){c->xq, 0}, hk_test_out_view(&c->y),
-                                  c->rows, c->k);
+    hk_view w = {c->w, 0}, xq = {c->xq, 0};
+    hk_status st = c->tokens == 1
+                       ? hk_matvec_int8(ctx, NULL, c->wtype, w, xq, hk_test_out_view(&c->y), c->rows, c->k)
+                       : hk_matvec_int8_tokens(ctx, NULL, c->wtype, w, xq, hk_test_out_view(&c->y), c->rows, c->k,
+                                               c->tokens);
     if (!hk_check_status(name, st, HK_OK, NULL))
         return NULL;
     return hk_test_out_read(&c->y, name);
+}
+
+/* The case's outputs from one hk_matvec_int8 call per token (malloc'ed; NULL on failure): the bits
+ * every tokens schedule must give. */
+static float *mv_separate(hk_context *ctx, mv_case *c)
+{
+    hk_test_out_poison(&c->y);
+    hk_view yv = hk_test_out_view(&c->y);
+    hk_status st = HK_OK;
+    for (uint32_t t = 0; t < c->tokens && st == HK_OK; t++)
+        st = hk_matvec_int8(ctx, NULL, c->wtype, (hk_view){c->w, 0},
+                            (hk_view){c->xq, (uint64_t)t * (c->k / 32) * sizeof(hk_block_q8_1)},
+                            (hk_view){yv.buffer, yv.offset + (uint64_t)t * c->rows * 4}, c->rows, c->k);
+    const float *y = hk_check_status("separate hk_matvec_int8 calls", st, HK_OK, NULL)
+                         ? hk_test_out_read(&c->y, "separate calls")
+                         : NULL;
+    size_t n = (size_t)c->tokens * c->rows;
+    float *out = y ? malloc(n * sizeof *out) : NULL;
+    if (out)
+        memcpy(out, y, n * sizeof *out);
+    return out;
 }
 
 static void mv_release(mv_case *c)
@@ -284,6 +318,55 @@ int main(void)
     hk_check(st == HK_OK && r2.from_cache && r2.measured == 0 && r2.evaluated == 0 && !strcmp(r2.schedule, r.schedule),
              "second search hits the cache", "from_cache %d, measured %u, %s", r2.from_cache, r2.measured, r2.schedule);
 
+    /* the tokens matvec: a genetic search (432 schedules) on a small shape with a row tail; the gate
+     * is the reference at 1e-5 and the bits of hk_matvec_int8 on each token, which a planted
+     * schedule (half the rows) fails; the winner serves hk_matvec_int8_tokens, bit-identical; a
+     * second search hits the cache */
+    mv_case mt;
+    mv_prepare_tokens(ctx, &mt, HK_TYPE_Q4_K, 37, 512, 3, 21);
+    float *y_separate = mv_separate(ctx, &mt);
+    hk_tune_desc dt = mv_desc(HK_TYPE_Q4_K, 37, 512);
+    dt.kernel = HK_TUNE_MATVEC_TOKENS;
+    dt.tokens = 3;
+    dt.max_measured = 4;
+    dt.verbose = 1;
+    hk_tune_report rt;
+    setenv("HK_TUNE_PLANT_WRONG", "1", 1);
+    st = hk_tune(ctx, &dt, &rt);
+    unsetenv("HK_TUNE_PLANT_WRONG");
+    hk_check_status("hk_tune matvec_int8_tokens", st, HK_OK, NULL);
+    printf("  evaluated %u, measured %u, rejected %u static + %u gate, %u duplicates; winner %s (%.4f ms, default "
+           "%s %.4f ms); %s\n",
+           rt.evaluated, rt.measured, rt.rejected_static, rt.rejected_gate, rt.duplicates, rt.schedule, rt.best_ms,
+           rt.default_schedule, rt.default_ms, rt.rejects);
+    hk_check(!rt.from_cache && rt.space == 432 && rt.measured >= 1 && rt.measured <= dt.max_measured &&
+                 isfinite(rt.best_ms) && rt.best_ms <= rt.default_ms && !strcmp(rt.shape, "q4_k:37x512x3"),
+             "tokens search finds a feasible winner within its budget", "space %u, measured %u, shape %s", rt.space,
+             rt.measured, rt.shape);
+    hk_check(!strcmp(rt.default_schedule, "subgroups=8,nrows=1,items=1,resident=1,wgs=256"),
+             "tokens search starts from the default schedule (x resident)", "%s", rt.default_schedule);
+    hk_check(rt.rejected_gate == 1 && strstr(rt.rejects, "gate: scale_rel") != NULL,
+             "the planted tokens schedule (half the rows) is the only one the gate rejects", "rejected_gate %u: %s",
+             rt.rejected_gate, rt.rejects);
+    y = mv_run(ctx, &mt, "tokens matvec tuned");
+    hk_check_close("tuned tokens matvec against the reference", y, mt.ref, (size_t)mt.tokens * mt.rows, HK_GATE_EXACT);
+    hk_check(y && y_separate && !memcmp(y, y_separate, (size_t)mt.tokens * mt.rows * sizeof *y),
+             "tuned tokens matvec bit-identical to hk_matvec_int8 per token", "outputs differ");
+    hk_schedule_last(ctx, HK_TUNE_MATVEC_TOKENS, sched, sizeof sched);
+    char want_t[200];
+    snprintf(want_t, sizeof want_t, "tuned %s", rt.schedule);
+    hk_check(!strcmp(sched, want_t), "hk_matvec_int8_tokens uses the winner", "hk_schedule_last \"%s\", want \"%s\"",
+             sched, want_t);
+    st = hk_tune(ctx, &dt, &r2);
+    hk_check(st == HK_OK && r2.from_cache && r2.measured == 0 && r2.evaluated == 0 && !strcmp(r2.schedule, rt.schedule),
+             "second tokens search hits the cache", "from_cache %d, measured %u, %s", r2.from_cache, r2.measured,
+             r2.schedule);
+    hk_tune_desc bad_tokens = dt;
+    bad_tokens.tokens = 1;
+    hk_check_status("hk_tune tokens=1", hk_tune(ctx, &bad_tokens, &r2), HK_ERROR_INVALID_ARGUMENT, "tokens=1");
+    bad_tokens.tokens = 17;
+    hk_check_status("hk_tune tokens=17", hk_tune(ctx, &bad_tokens, &r2), HK_ERROR_INVALID_ARGUMENT, "tokens=17");
+
     /* a new context reads the file when it is created */
     hk_context *ctx2 = context_in(NULL, 1);
     if (ctx2) {
@@ -407,11 +490,15 @@ int main(void)
     fprintf(f, "hkernel-tune-1\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
             version);
     fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=16,nrows=1,items=2,resident=0,"
+               "wgs=3\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=12,nrows=1,items=2,resident=0,"
+               "wgs=3\t0.1\n", id, version); /* 12 subgroups: out of range */
     fclose(f);
     hk_context *ctx3 = NULL;
     char *warnings = capture_stderr(context_in, dir_b, &ctx3);
     hk_check(ctx3 != NULL, "a corrupt cache never fails context creation", "%s", hk_last_error());
-    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 3,
+    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 4,
              "corrupt and stale lines warned about", "%s", warnings ? warnings : "");
     free(warnings);
     if (ctx3) {
@@ -422,6 +509,15 @@ int main(void)
         hk_schedule_last(ctx3, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
         hk_check(!strcmp(sched, "tuned nrows=1,items=2,load_bits=16"), "the valid line serves, the others do not",
                  "\"%s\"", sched);
+        mv_case mt3;
+        mv_prepare_tokens(ctx3, &mt3, HK_TYPE_Q4_K, 37, 512, 3, 21);
+        y = mv_run(ctx3, &mt3, "tokens matvec from a repaired cache");
+        hk_check(y && y_separate && !memcmp(y, y_separate, (size_t)mt3.tokens * mt3.rows * sizeof *y),
+                 "a cached tokens schedule is bit-identical too", "outputs differ");
+        hk_schedule_last(ctx3, HK_TUNE_MATVEC_TOKENS, sched, sizeof sched);
+        hk_check(!strcmp(sched, "tuned subgroups=16,nrows=1,items=2,resident=0,wgs=3"),
+                 "the valid tokens line serves, the out-of-range one does not", "\"%s\"", sched);
+        mv_release(&mt3);
         /* a store rewrites the file: malformed lines dropped, other devices' and versions' kept */
         hk_tune_desc d3 = mv_desc(HK_TYPE_Q8_0, 32, 128);
         d3.max_measured = 2;
@@ -430,7 +526,7 @@ int main(void)
         char *text = read_file(path);
         unsigned lines = 0;
         int valid = file_valid(text, &lines);
-        hk_check(valid && lines == 6 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
+        hk_check(valid && lines == 8 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
                      strstr(text, "q8_0:32x128"),
                  "rewritten file is valid and keeps others' lines", "%u lines:\n%s", lines, text ? text : "");
         free(text);
@@ -450,6 +546,8 @@ int main(void)
                     HK_ERROR_INVALID_ARGUMENT, "too small");
 
     free(y_default);
+    free(y_separate);
+    mv_release(&mt);
     mv_release(&mv);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);

@@ -31,6 +31,7 @@ static void tune_usage(FILE *f)
 {
     fprintf(f, "usage: hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"
                "  KERNEL matvec_int8  SHAPE TYPE:ROWSxK            (default q8_0:4096x4096; q8_0, q4_k, q6_k)\n"
+               "  KERNEL matvec_int8_tokens  SHAPE TYPE:ROWSxKxTOKENS  (default q4_k:4096x4096x8; tokens 2..16)\n"
                "  KERNEL sdpa_decode  SHAPE TYPE:hH/kvHKV/dD/capC (default f16:h32/kv8/d128/cap4096; f32, f16, q8_0)\n"
                "  --device    the device: an index or a name substring (default: HK_DEVICE, else the best)\n"
                "  --force     search even when the cache has a winner for the shape\n"
@@ -68,11 +69,15 @@ static int tune_main(int argc, char **argv)
     if (!strcmp(argv[2], "matvec_int8")) {
         d.kernel = HK_TUNE_MATVEC_INT8;
         shape = "q8_0:4096x4096";
+    } else if (!strcmp(argv[2], "matvec_int8_tokens")) {
+        d.kernel = HK_TUNE_MATVEC_TOKENS;
+        shape = "q4_k:4096x4096x8";
     } else if (!strcmp(argv[2], "sdpa_decode")) {
         d.kernel = HK_TUNE_SDPA_DECODE;
         shape = "f16:h32/kv8/d128/cap4096";
     } else {
-        fprintf(stderr, "hk-check tune: unknown kernel \"%s\" (matvec_int8, sdpa_decode)\n", argv[2]);
+        fprintf(stderr, "hk-check tune: unknown kernel \"%s\" (matvec_int8, matvec_int8_tokens, sdpa_decode)\n",
+                argv[2]);
         return 2;
     }
     for (int i = 3; i < argc; i++) {
@@ -116,6 +121,9 @@ static int tune_main(int argc, char **argv)
     if (ok && d.kernel == HK_TUNE_MATVEC_INT8) {
         d.wtype = type;
         ok = sscanf(colon + 1, "%ux%u%c", &d.rows, &d.k, &tail) == 2;
+    } else if (ok && d.kernel == HK_TUNE_MATVEC_TOKENS) {
+        d.wtype = type;
+        ok = sscanf(colon + 1, "%ux%ux%u%c", &d.rows, &d.k, &d.tokens, &tail) == 3;
     } else if (ok) {
         d.kv_type = type;
         ok = sscanf(colon + 1, "h%u/kv%u/d%u/cap%u%c", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.capacity, &tail) == 4;

@@ -320,10 +320,10 @@ void bench_close(bench *b)
 /* The schedule a row ran with, for the families the autotuner knows (hk_schedule_last). */
 const char *row_schedule(bench *b, const hk_case_run *run, char *out, size_t size)
 {
-    int mv = !strcmp(run->kcase->name, "matvec_int8");
+    int mv = !strcmp(run->kcase->name, "matvec_int8"), mt = !strcmp(run->kcase->name, "matvec_int8_tokens");
     int sd = !strcmp(run->kcase->name, "sdpa") && strstr(run->label, " q1 ");
-    if ((!mv && !sd) ||
-        hk_schedule_last(b->ctx, mv ? HK_TUNE_MATVEC_INT8 : HK_TUNE_SDPA_DECODE, out, size) != HK_OK)
+    hk_tune_kernel family = mv ? HK_TUNE_MATVEC_INT8 : mt ? HK_TUNE_MATVEC_TOKENS : HK_TUNE_SDPA_DECODE;
+    if ((!mv && !mt && !sd) || hk_schedule_last(b->ctx, family, out, size) != HK_OK)
         return "";
     return out;
 }

@@ -26,33 +26,51 @@
 #define MATVEC_SOME_ROWS 4096u
 #define MATVEC_MANY_ROWS 16384u
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
-/* Several tokens (hk_matvec_int8_tokens): each lane holds nrows rows' weights of an item and
- * nrows * tokens sums, and reads each token's activation of the item from shared memory once for
- * all its rows. Per (row, token, item) the work is fixed (Q4_K: 16 packed dots and 8 f32
- * operations), but what the token side costs (the activation's 72 bytes of shared-memory reads
- * per lane and token, its block sums) and the staging of x per workgroup are shared by the rows
- * of a subgroup: at 2 rows the shared-memory reads equal the packed dots in issue time on the
- * H200 (a 128-byte/clock shared-memory path, packed dots at half rate), at 4 rows half. So 4
- * rows from 8192 rows (the 14336-row projections: 896 workgroups), 2 from 4096 (fewer, fatter
- * subgroups left too few per SM at 4096 rows for one token: docs/perf.md), 1 below as for one
- * token; above 8 tokens at most 2 (4 rows x 16 tokens of sums and 4 rows of weights would pass
- * 150 registers). The environment variable HK_MATVEC_TOKENS_NROWS (1, 2 or 4) overrides this
- * for every shape (a tuning hook, hkernel.h). A row's sums do not depend on nrows (its items run
- * in the same lanes in the same order, and subgroupAdd sees the same values), so any choice
- * stays bit-identical to hk_matvec_int8. */
-#define MATVEC_TOKENS_NROWS_ROWS 8192u
 /* Items per step (spec constant HK_NITEMS): each lane issues the weight loads of that many items
  * (one per gl_SubgroupSize) before computing them. One token: 1, the measured kernel
  * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides: more loads in flight where few subgroups run, for
- * more registers). Several tokens: the x of a step is staged per barrier pair, and a K-quant step
- * of 1 item per lane stages 2 * subgroup blocks per token already (the most the copy's 5 loads
- * per invocation and token cover), Q8_0's 16-value items a quarter of that: Q8_0 takes 2 items
- * per step (measured on the H200: 8 tokens of 4096 x 4096 in 0.032 ms against 0.045 with 4);
- * HK_MATVEC_TOKENS_ITEMS (1, 2 or 4) overrides it for Q8_0. */
-#define MATVEC_TOKENS_ITEMS_Q8_0 2u
-#define MATVEC_TOKENS_SLOTS_Q8_0 8u
+ * more registers). */
 /* Loop iterations allowed per invocation (lavapipe stops at 65535; see the count below). */
 #define MATVEC_LOOP_BUDGET 63000u
+
+/* Several tokens (hk_matvec_int8_tokens), the schedule of the autotuner's family
+ * HK_TUNE_MATVEC_TOKENS (src/tune): subgroups per workgroup, rows per subgroup, items per step, x
+ * resident or staged per step, the most workgroups launched. Each lane holds nrows rows' weights
+ * of an item and nrows * tokens sums, and reads each token's activation of the item from shared
+ * memory (shaders/matvec.comp, hk_xs_q) once for all its rows; a workgroup's subgroups share what
+ * is staged. Per (row, token, item) the work is fixed (Q4_K: 16 packed dots and 8 f32
+ * operations); what the token side costs (the activation's 80 bytes of shared-memory reads per
+ * lane, token and item) is shared by a subgroup's rows, and the staging (reading all of x, 1.125
+ * bytes a value per token, from L2 and writing it to shared memory) by the workgroup's rows:
+ *  - staged per step (the first kernel): every workgroup copies, per step, the blocks its items
+ *    read, between two barriers, for each group of rows it computes. At 4096 x 4096 x 8 tokens
+ *    with 4 subgroups of 2 rows that is 36 KB of x per 8 rows against 18 KB of their weights, and
+ *    the copy's registers (5 words per token) are live beside the weights' and the sums: issue-
+ *    and occupancy-bound (docs/perf.md: 8-13% of copy, 4x the one-token time);
+ *  - resident: where the pass's x fits in shared memory (per token 40 bytes a block: all of k for
+ *    8 tokens up to k = 4864 in 48 KiB), each workgroup stages it once, then its subgroups run the
+ *    row groups of the grid-stride loop on their own, with no barrier, as the one-token kernel
+ *    does. The staging is then once per workgroup: with the default cap of 256 workgroups, ~9 MB
+ *    of L2 reads at 4096 x 4096 x 8 (the weights: 9.4 MB from DRAM), and each subgroup's
+ *    registers hold its weights and sums only.
+ * Defaults, counted for an H200 (132 SMs, 64K registers and 228 KB of shared memory per SM,
+ * subgroups of 32), to be set from the sweep (docs/perf.md): 8 subgroups (256 invocations: at
+ * ~100-128 registers 2 workgroups per SM, the 16 warps that 4 workgroups of 4 subgroups gave,
+ * with half the staging per row); x resident where all tokens fit, at most 256 workgroups (one
+ * wave of 2 per SM); else staged per step, as many workgroups as row groups need (up to
+ * MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup:
+ * 4 from 8192 rows at up to 8 tokens (the 14336-row projections), 2 from 4096, 1 below, as
+ * before (more rows share each shared-memory read of x but hold more weights and sums: above 8
+ * tokens at most 2). Items per step: K-quants 1, Q8_0 2 (measured on the H200 in the staged
+ * kernel: 8 tokens of 4096 x 4096 in 0.032 ms against 0.045 with 4). The environment variables
+ * HK_MATVEC_TOKENS_* override each (tuning hooks, hkernel.h). A row's sums do not depend on any
+ * of these (its items run in the same lanes in the same order, shared memory holds the values
+ * the buffer does, and subgroupAdd sees the same values), so every schedule stays bit-identical
+ * to hk_matvec_int8. */
+#define MATVEC_TOKENS_NROWS_ROWS 8192u
+#define MATVEC_TOKENS_ITEMS_Q8_0 2u
+#define MATVEC_TOKENS_SUBGROUPS 8u
+#define MATVEC_TOKENS_RESIDENT_WGS 256u
 
 /* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
  * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
@@ -65,37 +83,94 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
  *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
  *  - int8 (hk_matvec_int8, the MoE, hk_matvec_int8_tokens): the item code is straight-line but
- *    for its loops over rows and tokens. int8_loop_count counts a call (every step as if all of
- *    its items were in range) on the device's subgroup size, and int8_config takes the most
- *    tokens per pass, then the largest nrows, whose count stays under MATVEC_LOOP_BUDGET. One
- *    token per pass with nrows 1 (1 item per step, or Q8_0's 4) always does on 4-lane subgroups:
- *    at most 38500 iterations (Q8_0, 4 items, k = 544 at 2^24 rows, where 512 row groups each
- *    clear and reduce their sums) under the f32 rule ceil(rows / 32768) * k <= 2^18. Real shapes
- *    stay far under with all their tokens (151936 x 2048 at 16 tokens, 32 lanes: 468); only
- *    shapes of millions of rows and a few blocks of k need several passes.
+ *    for its loops over rows and tokens, and the staging's over chunks, tokens and words.
+ *    int8_loop_count counts a call (every step as if all of its items were in range) on the
+ *    device's subgroup size and the call's geometry (subgroups per workgroup, workgroups
+ *    launched), and the configuration takes the first schedule in its order of preference
+ *    (tokens_config: the most tokens per pass, then the largest nrows, the wanted items, the
+ *    wanted workgroup cap) whose count stays under MATVEC_LOOP_BUDGET. One token per pass with
+ *    nrows 1 and the one-token geometry (1 item per step, or Q8_0's 2 or 4) always does on 4-lane
+ *    subgroups: at most 38500 iterations (Q8_0, 4 items, k = 544 at 2^24 rows, where 512 row
+ *    groups each clear and reduce their sums) under the f32 rule ceil(rows / 32768) * k <= 2^18.
+ *    Real shapes stay under with all their tokens and the default schedules: on 32 lanes and
+ *    48 KiB (the H200), 4096 x 4096 at 8 tokens, resident, 199 (Q4_K) and 378 (Q8_0); 151936 x
+ *    2048 at 16 tokens, resident (each of 2048 subgroups runs 37 row groups), 11100 (Q8_0);
+ *    4096 x 14336 at 8 tokens, staged, 2249 (Q8_0); 16384 x 53248 at 16 tokens, staged, 10781
+ *    (Q8_0). On lavapipe's 8 lanes and 32 KiB those shapes run staged, at up to 4 times that
+ *    (the last one 42917). The staging counts little beside the row groups (per chunk of 2 to 5
+ *    words per invocation and token, 1 + 2 * tokens * (1 + loads), and a sums loop of
+ *    ceil(tokens * blocks / (2 * WG)) iterations), and overcounts: those loops are unrolled
+ *    (shaders/matvec.comp's [[unroll]]; seen on lavapipe: the staged shapes of
+ *    tests/test_tokens.c's loop edge, counted 148000 and 174000 with one workgroup of 4
+ *    subgroups, still ran right, while a grid-stride loop of 100000 real iterations did not).
+ *    Only shapes of millions of rows and a few blocks of k, or a workgroup cap far under their
+ *    row groups, need a larger cap or several passes (the order above finds them).
  * The portable kernel loops far less (k / 4096 units of up to 34). Whoever changes the geometry
- * or the shaders' loops redoes this count. */
+ * or the shaders' loops redoes this count (tests/test_tokens.c checks the extremes on lavapipe). */
 _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_ROW_BLOCKS assumes 32768 subgroups");
 #define MATVEC_ROW_BLOCK 32768u
 
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 
-/* Loop iterations of one invocation of the int8 rows layout (shaders/matvec.comp), every loop
- * counted: O row groups of 1 + 2 * nrows * (1 + tokens) (clear and reduce the sums) + steps of
- * `items` items per lane. A step: 1 + items * (1 + nrows) (loading the weights) + items * (1 +
- * nrows + tokens * (1 + nrows)) (unpacking them, computing), + 2 * tokens (the staging copy)
- * where staged. */
-static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, uint32_t sg, uint32_t nrows, uint32_t tokens,
-                                uint32_t items, int staged)
+/* The geometry of an int8 rows-layout dispatch, as the loop count needs it. staged: 0 x read from
+ * the buffer, 1 staged per step, 2 resident. */
+typedef struct int8_geom {
+    uint32_t sg, subgroups, nrows, tokens, items;
+    uint64_t groups; /* workgroups launched */
+    int staged;
+} int8_geom;
+
+/* Workgroups of the one-token and MoE kernels: one per MATVEC_SUBGROUPS row groups, at most
+ * MATVEC_MAX_GROUPS. */
+static uint64_t one_groups(uint32_t rows, uint32_t nrows)
 {
     uint64_t row_groups = (rows + (uint64_t)nrows - 1) / nrows;
     uint64_t groups = (row_groups + MATVEC_SUBGROUPS - 1) / MATVEC_SUBGROUPS;
-    uint64_t stride = (groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS) * MATVEC_SUBGROUPS;
+    return groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS;
+}
+
+/* Workgroups of the tokens kernel: subgroups row groups each, at most max, balanced: the fewest
+ * grid-stride iterations a subgroup needs under that cap, then as few workgroups as give every
+ * subgroup that many (so that none runs one more row group than the others while they wait). */
+static uint64_t balanced_groups(uint32_t rows, uint32_t nrows, uint32_t subgroups, uint32_t max)
+{
+    uint64_t row_groups = (rows + (uint64_t)nrows - 1) / nrows;
+    uint64_t needed = (row_groups + subgroups - 1) / subgroups, loops = (needed + max - 1) / max;
+    return (needed + loops - 1) / loops;
+}
+
+/* The staging copy's words per invocation and token before its first store, and its blocks per
+ * chunk (shaders/matvec.comp, HK_XSTAGE_LOADS, HK_XSTAGE_CHUNK). */
+static uint32_t stage_loads(uint32_t tokens) { return 40 / tokens > 5 ? 5 : 40 / tokens; }
+static uint32_t stage_chunk(uint32_t tokens, uint32_t wg) { return stage_loads(tokens) * wg / 9 & ~1u; }
+
+/* Loop iterations of one invocation of the int8 rows layout (shaders/matvec.comp), every loop
+ * counted: O row groups of 1 + 2 * nrows * (1 + tokens) (clear and reduce the sums) + steps of
+ * `items` items per lane. A step: 1 + items * (1 + nrows) (loading the weights) + items * (1 +
+ * nrows + tokens * (1 + nrows)) (unpacking them, computing), + the staging of its blocks where
+ * staged per step; resident, the staging of all k / 32 blocks once. Staging n blocks:
+ * ceil(n / chunk) chunks of 1 + 2 * tokens * (1 + loads) (loads, then stores, per token), and for
+ * the K-quants 1 + ceil(tokens * n / 2 / WG) iterations of the sums. */
+static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, const int8_geom *g)
+{
+    uint64_t row_groups = (rows + (uint64_t)g->nrows - 1) / g->nrows;
+    uint64_t stride = g->groups * g->subgroups;
     uint64_t o = (row_groups + stride - 1) / stride;
-    uint64_t all_items = t == 0 ? k / 16 : k / 64, per_step = (uint64_t)sg * items;
+    uint64_t all_items = t == 0 ? k / 16 : k / 64, per_step = (uint64_t)g->sg * g->items;
     uint64_t steps = (all_items + per_step - 1) / per_step;
-    uint64_t step = 1 + items * (1 + nrows) + items * (1 + nrows + tokens * (1 + nrows)) + (staged ? 2 * tokens : 0);
-    return o * (1 + 2 * nrows * (1 + tokens) + steps * step);
+    uint64_t tokens = g->tokens, wg = (uint64_t)g->sg * g->subgroups;
+    uint64_t step = 1 + g->items * (1 + g->nrows) + g->items * (1 + g->nrows + tokens * (1 + g->nrows));
+    uint64_t stage = 0;
+    if (g->staged) {
+        uint64_t n = g->staged == 2 ? k / 32 : t == 0 ? (uint64_t)g->items * g->sg / 2 : 2ull * g->items * g->sg;
+        uint64_t chunk = stage_chunk(g->tokens, (uint32_t)wg);
+        stage = (n + chunk - 1) / chunk * (1 + 2 * tokens * (1 + stage_loads(g->tokens)));
+        if (t != 0)
+            stage += 1 + (tokens * (n / 2) + wg - 1) / wg;
+        if (g->staged == 1)
+            step += stage;
+    }
+    return o * (1 + 2 * g->nrows * (1 + tokens) + steps * step) + (g->staged == 2 ? stage : 0);
 }
 
 #ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
@@ -117,26 +192,238 @@ typedef struct moe_args {
     const hk_moe_shape *shape;
 } moe_args;
 
-/* The tokens of hk_matvec_int8_tokens in passes of per_pass tokens, where the device's shared
- * memory holds fewer than all (matvec). Each pass is the dispatch d on its tokens' x and y: a
- * token's outputs do not depend on the tokens beside it. Every pipeline is created before
- * anything is recorded, and a run-now call (stream NULL) records all passes into a stream of its
- * own that is submitted only when all are in, so that a failure writes nothing. */
+/* The int8 rows layout's configuration for a one-token call (hk_matvec_int8, a one-token pass,
+ * the MoE): rows per subgroup (nrows: the rule passed in), items per step (the tuning hook
+ * HK_MATVEC_INT8_ITEMS for the dense kernel) and the Q8_0 weight loads (HK_MATVEC_Q8_0_LOAD_BITS);
+ * the largest nrows, then the wanted items before the default, whose loop count stays under the
+ * budget. nrows 1 and 1 item (the default) loop as counted above, so there is always one. moe_n:
+ * the MoE's rows per expert (nrows divides it), 0 for the dense kernel. sched: a tuned schedule
+ * (one token, dense): no hook is read, nothing falls back. */
+static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t moe_n,
+                             uint32_t *nrows, uint32_t *items, uint32_t *q8_0_w16, const hk__sched *sched)
+{
+    uint32_t bits = 0, sg = context->caps.subgroup_size;
+    if (sched) {
+        *nrows = sched->v[MV_NROWS];
+        *items = sched->v[MV_ITEMS];
+        *q8_0_w16 = t == 0 && sched->v[MV_LOAD_BITS] == 16;
+        int8_geom g = {sg, MATVEC_SUBGROUPS, *nrows, 1, *items, one_groups(rows, *nrows), 0};
+        if (int8_loop_count(rows, k, t, &g) > MATVEC_LOOP_BUDGET)
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule nrows=%u items=%u loops past %u iterations "
+                            "(rows=%u, k=%u)", *nrows, *items, MATVEC_LOOP_BUDGET, rows, k);
+        return HK_OK;
+    }
+    hk_status st = t == 0 ? hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits) : HK_OK;
+    uint32_t env_items = 0;
+    if (st == HK_OK && !moe_n)
+        st = hk__env_u32(fn, "HK_MATVEC_INT8_ITEMS", 0, 1, 4, 1, &env_items);
+    if (st != HK_OK)
+        return st;
+    *q8_0_w16 = bits == 16; /* 32-bit words by default: faster on the H200 for any token count */
+    uint32_t want_items = env_items ? env_items : 1;
+    for (uint32_t nr = *nrows; nr >= 1; nr /= 2) {
+        if (moe_n % nr)
+            continue;
+        for (int fallback = 0; fallback < 2; fallback++) {
+            uint32_t it = fallback ? 1 : want_items;
+            if (fallback && it == want_items)
+                break;
+            int8_geom g = {sg, MATVEC_SUBGROUPS, nr, 1, it, one_groups(rows, nr), 0};
+            if (int8_loop_count(rows, k, t, &g) > MATVEC_LOOP_BUDGET)
+                continue;
+            *nrows = nr;
+            *items = it;
+            return HK_OK;
+        }
+    }
+    return hk__fail(HK_ERROR_UNSUPPORTED, fn, "no configuration loops under %u iterations (rows=%u, k=%u)",
+                    MATVEC_LOOP_BUDGET, rows, k);
+}
+
+/* ---- several tokens ---- */
+
+/* x resident: the blocks per token that shared memory holds for `tokens` tokens (hk_xs_q: 40
+ * bytes a block, 16 more), even. One capacity per device and token count (a specialization
+ * constant), so that one pipeline serves every k up to it. */
+static uint32_t resident_blocks(const hk_context *context, uint32_t tokens)
+{
+    uint32_t shared = context->caps.shared_memory_bytes;
+    return shared > 16 ? (shared - 16) / (40 * tokens) & ~1u : 0;
+}
+
+/* x staged per step: the blocks per token that a step of `items` items per lane reads */
+static uint32_t step_blocks(int t, uint32_t sg, uint32_t items) { return t == 0 ? items * sg / 2 : 2 * items * sg; }
+
+/* A tokens kernel's plan: the schedule (MT_*), tokens per pass (1: one-token passes, the
+ * hk_matvec_int8 kernel with the schedule's nrows and items in the one-token geometry), the
+ * workgroups launched. */
+typedef struct tokens_plan {
+    uint32_t v[MT_PARAMS];
+    uint32_t per_pass;
+    uint64_t groups;
+} tokens_plan;
+
+/* The blocks per token held in shared memory by a pass of n tokens (spec constant HK_XSTAGE_BLOCKS) */
+static uint32_t plan_stage_blocks(const hk_context *context, int t, const tokens_plan *p, uint32_t n)
+{
+    if (n < 2)
+        return 0;
+    return p->v[MT_RESIDENT] ? resident_blocks(context, n) : step_blocks(t, context->caps.subgroup_size, p->v[MT_ITEMS]);
+}
+
+/* 1 where schedule v runs passes of `pass` (>= 2) tokens of this shape exactly as asked on this
+ * device, with *groups the workgroups it launches; else 0 and the reason (the tuner tallies them
+ * by their words). */
+static int tokens_fits(const hk_context *context, int t, uint32_t rows, uint32_t k, uint32_t pass, const uint32_t *v,
+                       uint64_t *groups, char *why, size_t why_size)
+{
+    const hk_caps *caps = &context->caps;
+    uint32_t sg = caps->subgroup_size, wg = sg * v[MT_SUBGROUPS];
+    if (wg > caps->max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", wg, caps->max_workgroup_size);
+        return 0;
+    }
+    if (v[MT_RESIDENT] && k / 32 > resident_blocks(context, pass)) {
+        snprintf(why, why_size, "shared memory: x resident needs %llu bytes for %u tokens, over the device's %u",
+                 16 + 40ull * pass * (k / 32 + (k / 32 & 1)), pass, caps->shared_memory_bytes);
+        return 0;
+    }
+    uint64_t shared = 16 + 40ull * pass * step_blocks(t, sg, v[MT_ITEMS]);
+    if (!v[MT_RESIDENT] && shared > caps->shared_memory_bytes) {
+        snprintf(why, why_size, "shared memory %llu over the device's %u", (unsigned long long)shared,
+                 caps->shared_memory_bytes);
+        return 0;
+    }
+    *groups = balanced_groups(rows, v[MT_NROWS], v[MT_SUBGROUPS], v[MT_WGS]);
+    int8_geom g = {sg, v[MT_SUBGROUPS], v[MT_NROWS], pass, v[MT_ITEMS], *groups, v[MT_RESIDENT] ? 2 : 1};
+    uint64_t loops = int8_loop_count(rows, k, t, &g);
+    if (loops > MATVEC_LOOP_BUDGET) {
+        snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
+        return 0;
+    }
+    return 1;
+}
+
+/* A tuned schedule as asked: the most tokens per pass it runs, at least 2 (else it is not this
+ * kernel's schedule: 0 and why). */
+static int tokens_strict(const hk_context *context, int t, uint32_t rows, uint32_t k, uint32_t tokens,
+                         const uint32_t *v, tokens_plan *p, char *why, size_t why_size)
+{
+    char first_why[160] = "";
+    for (uint32_t pass = tokens; pass >= 2; pass--) {
+        if (tokens_fits(context, t, rows, k, pass, v, &p->groups, pass == tokens ? first_why : why,
+                        pass == tokens ? sizeof first_why : why_size)) {
+            memcpy(p->v, v, sizeof p->v);
+            p->per_pass = pass;
+            return 1;
+        }
+    }
+    snprintf(why, why_size, "%s", first_why);
+    return 0;
+}
+
+/* The tokens kernel's plan for a call (tokens >= 2): a tuned schedule as asked (tokens_strict),
+ * else the tuning hooks over the defaults (above), then, in this order, whatever runs first: x
+ * resident as wanted (then staged, where even 2 tokens do not fit), the most tokens per pass, the
+ * largest nrows, the wanted items then the default, the wanted workgroup cap then
+ * MATVEC_MAX_GROUPS; last, one-token passes in the one-token geometry (nrows 1 always loops
+ * under the budget there). */
+static hk_status tokens_config(const hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k,
+                               uint32_t tokens, const hk__sched *sched, tokens_plan *p)
+{
+    char why[160] = "";
+    if (sched) {
+        if (tokens_strict(context, t, rows, k, tokens, sched->v, p, why, sizeof why))
+            return HK_OK;
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule subgroups=%u,nrows=%u,items=%u,resident=%u,"
+                        "wgs=%u does not run (rows=%u, k=%u, tokens=%u): %s", sched->v[MT_SUBGROUPS],
+                        sched->v[MT_NROWS], sched->v[MT_ITEMS], sched->v[MT_RESIDENT], sched->v[MT_WGS], rows, k,
+                        tokens, why);
+    }
+    uint32_t env_sub = 0, env_rows = 0, env_items = 0, env_res = 2, env_wgs = 0, env_pass = 0;
+    hk_status st = hk__env_u32(fn, "HK_MATVEC_TOKENS_SUBGROUPS", 0, 4, 32, 1, &env_sub);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_NROWS", 0, 1, 4, 1, &env_rows);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_ITEMS", 0, 1, 4, 1, &env_items);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_RESIDENT", 2, 0, 1, 0, &env_res);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_WGS", 0, 1, MATVEC_MAX_GROUPS, 0, &env_wgs);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_PASS", 0, 1, HK_MATVEC_MAX_TOKENS, 0, &env_pass);
+    if (st != HK_OK)
+        return st;
+    uint32_t cap = env_pass && env_pass < tokens ? env_pass : tokens;
+    uint32_t want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
+    want_rows = env_rows ? env_rows : want_rows;
+    uint32_t default_items = t == 0 ? MATVEC_TOKENS_ITEMS_Q8_0 : 1, want_items = env_items ? env_items : default_items;
+    uint32_t want_res = env_res != 2 ? env_res : cap >= 2 && k / 32 <= resident_blocks(context, cap);
+    uint32_t want_sub = env_sub ? env_sub : MATVEC_TOKENS_SUBGROUPS;
+    uint32_t want_wgs = env_wgs ? env_wgs : want_res ? MATVEC_TOKENS_RESIDENT_WGS : MATVEC_MAX_GROUPS;
+    for (uint32_t ri = 0; ri < 2; ri++) {
+        if (ri && !want_res)
+            break;
+        for (uint32_t pass = cap; pass >= 2; pass--)
+            for (uint32_t nr = want_rows; nr >= 1; nr /= 2)
+                for (uint32_t ii = 0; ii < 2; ii++) {
+                    uint32_t it = ii ? default_items : want_items;
+                    if (ii && it == want_items)
+                        break;
+                    for (uint32_t wi = 0; wi < 2; wi++) {
+                        uint32_t wgs = wi ? MATVEC_MAX_GROUPS : want_wgs;
+                        if (wi && wgs == want_wgs)
+                            break;
+                        const uint32_t v[MT_PARAMS] = {want_sub, nr, it, ri ? 0 : want_res, wgs};
+                        if (tokens_fits(context, t, rows, k, pass, v, &p->groups, why, sizeof why)) {
+                            memcpy(p->v, v, sizeof p->v);
+                            p->per_pass = pass;
+                            return HK_OK;
+                        }
+                    }
+                }
+    }
+    for (uint32_t nr = want_rows; nr >= 1; nr /= 2)
+        for (uint32_t ii = 0; ii < 2; ii++) {
+            uint32_t it = ii ? default_items : want_items;
+            if (ii && it == want_items)
+                break;
+            int8_geom g = {context->caps.subgroup_size, MATVEC_SUBGROUPS, nr, 1, it, one_groups(rows, nr), 0};
+            if (int8_loop_count(rows, k, t, &g) > MATVEC_LOOP_BUDGET)
+                continue;
+            const uint32_t v[MT_PARAMS] = {MATVEC_SUBGROUPS, nr, it, 0, MATVEC_MAX_GROUPS};
+            memcpy(p->v, v, sizeof p->v);
+            p->per_pass = 1;
+            p->groups = g.groups;
+            return HK_OK;
+        }
+    return hk__fail(HK_ERROR_UNSUPPORTED, fn, "no configuration loops under %u iterations (rows=%u, k=%u)",
+                    MATVEC_LOOP_BUDGET, rows, k);
+}
+
+/* The tokens of hk_matvec_int8_tokens in passes of p->per_pass tokens (all of them, or fewer where
+ * the device's shared memory or the loop budget does not take them all). Each pass is the dispatch
+ * d on its tokens' x and y: a token's outputs do not depend on the tokens beside it. Every
+ * pipeline is created before anything is recorded, and a run-now call (stream NULL) records all
+ * passes into a stream of its own that is submitted only when all are in, so that a failure
+ * writes nothing. */
 static hk_status matvec_passes(hk_context *context, hk_stream *stream, const char *fn, hk_dispatch_desc *d,
                                const hk_binding *b, uint64_t x_token_bytes, uint64_t y_token_bytes, uint32_t tokens,
-                               uint32_t per_pass, uint32_t stage_blocks)
+                               int t, const tokens_plan *p)
 {
-    uint32_t spec[6];
+    uint32_t spec[7];
     memcpy(spec, d->spec, sizeof spec);
     d->spec = spec;
     hk_binding pass[3];
     memcpy(pass, b, sizeof pass);
     d->bindings = pass;
+    uint32_t per_pass = p->per_pass;
     /* the pipelines: full passes, and the last one */
     const uint32_t counts[2] = {per_pass, tokens % per_pass ? tokens % per_pass : per_pass};
     for (int i = 0; i < 2; i++) {
         spec[2] = counts[i];
-        spec[3] = counts[i] > 1 ? stage_blocks : 0;
+        spec[3] = plan_stage_blocks(context, t, p, counts[i]);
+        spec[6] = counts[i] > 1 ? p->v[MT_RESIDENT] : 0;
         VkPipeline pipeline;
         VkPipelineLayout layout;
         VkDescriptorSetLayout set_layout;
@@ -144,6 +431,8 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
         if (st != HK_OK)
             return st;
     }
+    if (per_pass >= tokens)
+        return hk__dispatch(context, stream, fn, d);
     hk_stream *s = stream;
     if (!s) {
         hk_status st = hk__stream_create(context, 0, VK_NULL_HANDLE, &s);
@@ -158,7 +447,8 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
         pass[2].view.offset = b[2].view.offset + t0 * y_token_bytes;
         pass[2].bytes = n * y_token_bytes;
         spec[2] = n;
-        spec[3] = n > 1 ? stage_blocks : 0;
+        spec[3] = plan_stage_blocks(context, t, p, n);
+        spec[6] = n > 1 ? p->v[MT_RESIDENT] : 0;
         st = hk__dispatch(context, s, fn, d);
     }
     if (!stream) {
@@ -169,82 +459,52 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
     return st;
 }
 
-/* The int8 rows layout's configuration for a call: rows per subgroup (nrows: the one-token rule
- * passed in, or the several-token one), items per step, tokens per pass and the blocks staged per
- * token (several tokens: x staged through shared memory per step of items * sg items,
- * shaders/matvec.comp: sg / 2 blocks per Q8_0 item per lane, 2 * sg per K-quant one, at most
- * 2 * sg = WG / 2, which the copy's 5 loads per invocation and token assume; per token 5 uvec4
- * per pair of blocks). The tuning hooks override the defaults; then the most tokens per pass
- * (shared memory with the workgroup's reduction scratch, and the loop budget), the largest nrows
- * and the wanted items before the default that fit are taken. Each token's outputs are the same
- * whatever is taken. One token per pass, nrows 1 and 1 item (the default items for Q8_0) loop as
- * counted above, so there is always one. moe_n: the MoE's rows per expert (nrows divides it), 0
- * for the dense kernel. */
-static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t tokens,
-                             uint32_t moe_n, uint32_t *nrows, uint32_t *items, uint32_t *per_pass,
-                             uint32_t *stage_blocks, uint32_t *q8_0_w16, const hk__sched *sched)
+/* hk_matvec_int8_tokens with tokens >= 2 on the rows layout (arguments checked): the schedule (the
+ * tuner's candidate, a cached winner, the hooks or the defaults), its plan, the passes. */
+static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, int t,
+                                 int mode, hk_dispatch_desc *d, uint32_t *params, uint32_t rows, uint32_t k,
+                                 uint32_t tokens, uint64_t x_bytes)
 {
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_matvec_tokens(key, wtype, rows, k, tokens);
+    hk__sched sched = {{0}, 0};
+    int source = HK_SCHED_DEFAULT;
+    int tuned = hk__tune_lookup(context, HK_TUNE_MATVEC_TOKENS, key, &sched, &source);
+    if (!tuned) {
+        static const char *const hooks[] = {"HK_MATVEC_TOKENS_SUBGROUPS", "HK_MATVEC_TOKENS_NROWS",
+                                            "HK_MATVEC_TOKENS_ITEMS",     "HK_MATVEC_TOKENS_RESIDENT",
+                                            "HK_MATVEC_TOKENS_WGS",       "HK_MATVEC_TOKENS_PASS"};
+        for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+            if (getenv(hooks[i]) && *getenv(hooks[i]))
+                source = HK_SCHED_ENV;
+    }
+    tokens_plan p;
+    hk_status st = tokens_config(context, fn, t, rows, k, tokens, tuned ? &sched : NULL, &p);
+    if (st != HK_OK && tuned && source == HK_SCHED_TUNED) {
+        /* a cached winner this shape cannot run (only a hand-edited line can be one): the default */
+        tuned = 0;
+        source = HK_SCHED_DEFAULT;
+        st = tokens_config(context, fn, t, rows, k, tokens, NULL, &p);
+    }
     uint32_t bits = 0;
-    if (sched) { /* a tuned schedule (one token, dense): no hook is read, nothing falls back */
-        *nrows = sched->v[MV_NROWS];
-        *items = sched->v[MV_ITEMS];
-        *q8_0_w16 = t == 0 && sched->v[MV_LOAD_BITS] == 16;
-        *per_pass = 1;
-        *stage_blocks = 0;
-        if (int8_loop_count(rows, k, t, context->caps.subgroup_size, *nrows, 1, *items, 0) > MATVEC_LOOP_BUDGET)
-            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule nrows=%u items=%u loops past %u iterations "
-                            "(rows=%u, k=%u)", *nrows, *items, MATVEC_LOOP_BUDGET, rows, k);
-        return HK_OK;
-    }
-    hk_status st_bits = t == 0 ? hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits) : HK_OK;
-    if (st_bits != HK_OK)
-        return st_bits;
-    *q8_0_w16 = bits == 16; /* 32-bit words by default: faster on the H200 for any token count */
-    uint32_t sg = context->caps.subgroup_size, wg = sg * MATVEC_SUBGROUPS;
-    uint32_t want_rows = *nrows, env_rows = 0, env_items = 0, env_pass = 0, default_items = 1;
-    hk_status st = HK_OK;
-    if (tokens > 1) {
-        want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
-        st = hk__env_u32(fn, "HK_MATVEC_TOKENS_NROWS", 0, 1, 4, 1, &env_rows);
-        if (st == HK_OK)
-            st = hk__env_u32(fn, "HK_MATVEC_TOKENS_PASS", 0, 1, HK_MATVEC_MAX_TOKENS, 0, &env_pass);
-        if (t == 0) {
-            default_items = (env_rows ? env_rows : want_rows) == 4 ? MATVEC_TOKENS_SLOTS_Q8_0 / 4
-                                                                   : MATVEC_TOKENS_ITEMS_Q8_0;
-            if (st == HK_OK)
-                st = hk__env_u32(fn, "HK_MATVEC_TOKENS_ITEMS", 0, 1, 4, 1, &env_items);
-        }
-    } else if (!moe_n) {
-        st = hk__env_u32(fn, "HK_MATVEC_INT8_ITEMS", 0, 1, 4, 1, &env_items);
-    }
+    if (st == HK_OK && t == 0 && !tuned)
+        st = hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits);
     if (st != HK_OK)
         return st;
-    want_rows = env_rows ? env_rows : want_rows;
-    uint32_t want_items = env_items ? env_items : default_items;
-    uint64_t fixed = 16 + (uint64_t)wg * 4, avail = context->caps.shared_memory_bytes;
-    for (uint32_t pass = env_pass && env_pass < tokens ? env_pass : tokens; pass >= 1; pass--) {
-        for (uint32_t nr = want_rows; nr >= 1; nr /= 2) {
-            if (moe_n % nr)
-                continue;
-            for (int fallback = 0; fallback < 2; fallback++) {
-                uint32_t it = fallback ? default_items : want_items;
-                if (fallback && it == want_items)
-                    break;
-                uint32_t blocks = t == 0 ? it * sg / 2 : 2 * sg;
-                if (pass > 1 && (t != 0 ? it != 1 : fixed + (uint64_t)pass * blocks * 40 > avail))
-                    continue;
-                if (int8_loop_count(rows, k, t, sg, nr, pass, it, pass > 1) > MATVEC_LOOP_BUDGET)
-                    continue;
-                *nrows = nr;
-                *items = it;
-                *per_pass = pass;
-                *stage_blocks = blocks;
-                return HK_OK;
-            }
-        }
-    }
-    return hk__fail(HK_ERROR_UNSUPPORTED, fn, "no configuration loops under %u iterations (rows=%u, k=%u)",
-                    MATVEC_LOOP_BUDGET, rows, k);
+    if (tuned && sched.plant)
+        params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
+    uint32_t sg = context->caps.subgroup_size, first = p.per_pass < tokens ? p.per_pass : tokens;
+    uint32_t spec[7] = {sg * p.v[MT_SUBGROUPS], p.v[MT_NROWS], first, plan_stage_blocks(context, t, &p, first),
+                        p.v[MT_ITEMS], bits == 16, first > 1 ? p.v[MT_RESIDENT] : 0};
+    d->shader = row_shaders[0][t][mode];
+    d->subgroup_size = sg;
+    d->groups = p.groups;
+    d->spec = spec;
+    d->spec_count = 7;
+    st = matvec_passes(context, stream, fn, d, d->bindings, x_bytes, (uint64_t)rows * 4, tokens, t, &p);
+    if (st == HK_OK)
+        hk__tune_note(context, HK_TUNE_MATVEC_TOKENS, p.v, source);
+    return st;
 }
 
 /* tokens: 1, or (dense int8 only) 2..HK_MATVEC_MAX_TOKENS, x [tokens, k/32] and y [tokens, rows] */
@@ -304,11 +564,14 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     }
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    uint32_t nrows = 1, items = 1, per_pass = tokens, stage_blocks = 0, q8_0_w16 = 0;
+    int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
+    if (tokens > 1)
+        return tokens_dispatch(context, stream, fn, wtype, t, mode, &d, params, rows, k, tokens, x_bytes);
+    uint32_t nrows = 1, items = 1, q8_0_w16 = 0;
     /* the autotuner's schedule (src/tune): one-token dense int8 calls only */
     hk__sched sched = {{0}, 0};
     int sched_source = HK_SCHED_DEFAULT, tuned = 0;
-    if (int8 && !moe && tokens == 1 && rows_layout) {
+    if (int8 && !moe && rows_layout) {
         char key[HK_TUNE_SHAPE_CHARS];
         hk__tune_key_matvec(key, wtype, rows, k);
         tuned = hk__tune_lookup(context, HK_TUNE_MATVEC_INT8, key, &sched, &sched_source);
@@ -317,23 +580,21 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             sched_source = HK_SCHED_ENV;
     }
     if (rows_layout && aligned) {
-        int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
         if (rows >= MATVEC_MANY_ROWS)
             nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
         else if (rows >= MATVEC_SOME_ROWS)
             nrows = 2;
         if (int8) {
             uint32_t nrows_in = nrows;
-            st = int8_config(context, fn, t, rows, k, tokens, moe ? moe->shape->n : 0, &nrows, &items, &per_pass,
-                             &stage_blocks, &q8_0_w16, tuned ? &sched : NULL);
+            st = int8_config(context, fn, t, rows, k, moe ? moe->shape->n : 0, &nrows, &items, &q8_0_w16,
+                             tuned ? &sched : NULL);
             if (st != HK_OK && tuned && sched_source == HK_SCHED_TUNED) {
                 /* a cached winner this shape cannot run (only a hand-edited line can be one):
                  * the default, rather than a failed call */
                 tuned = 0;
                 sched_source = HK_SCHED_DEFAULT;
                 nrows = nrows_in;
-                st = int8_config(context, fn, t, rows, k, tokens, 0, &nrows, &items, &per_pass, &stage_blocks,
-                                 &q8_0_w16, NULL);
+                st = int8_config(context, fn, t, rows, k, 0, &nrows, &items, &q8_0_w16, NULL);
             }
             if (st != HK_OK)
                 return st;
@@ -342,34 +603,24 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         }
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
-        uint32_t rows_per_group = MATVEC_SUBGROUPS * nrows;
-        uint64_t groups = (rows + rows_per_group - 1) / rows_per_group;
         wg = sg * MATVEC_SUBGROUPS;
         d.shader = row_shaders[moe != NULL][t][mode];
         d.subgroup_size = sg;
-        d.groups = groups < MATVEC_MAX_GROUPS ? groups : MATVEC_MAX_GROUPS;
+        d.groups = one_groups(rows, nrows);
     } else {
         wg = MATVEC_WG;
         d.shader = portable_shaders[t];
         d.groups = rows;
     }
-    uint32_t spec[6] = {wg, nrows, tokens, 0, items, q8_0_w16};
+    uint32_t spec[6] = {wg, nrows, 1, 0, items, q8_0_w16};
     d.spec = spec;
     d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
-    if (int8 && !moe && tokens == 1) {
+    st = hk__dispatch(context, stream, fn, &d);
+    if (st == HK_OK && int8 && !moe) {
         const uint32_t served[MV_PARAMS] = {nrows, items, t == 0 && q8_0_w16 ? 16 : 32};
-        st = hk__dispatch(context, stream, fn, &d);
-        if (st == HK_OK)
-            hk__tune_note(context, HK_TUNE_MATVEC_INT8, served, sched_source);
-        return st;
+        hk__tune_note(context, HK_TUNE_MATVEC_INT8, served, sched_source);
     }
-    if (tokens == 1)
-        return hk__dispatch(context, stream, fn, &d);
-    if (per_pass >= tokens) {
-        spec[3] = stage_blocks;
-        return hk__dispatch(context, stream, fn, &d);
-    }
-    return matvec_passes(context, stream, fn, &d, b, x_bytes, (uint64_t)rows * 4, tokens, per_pass, stage_blocks);
+    return st;
 }
 
 hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
@@ -462,10 +713,30 @@ int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t ro
         snprintf(why, why_size, "invalid: load_bits=%u applies to q8_0 only", v[MV_LOAD_BITS]);
         return 0;
     }
-    uint64_t loops = int8_loop_count(rows, k, t, sg, v[MV_NROWS], 1, v[MV_ITEMS], 0);
+    int8_geom g = {sg, MATVEC_SUBGROUPS, v[MV_NROWS], 1, v[MV_ITEMS], one_groups(rows, v[MV_NROWS]), 0};
+    uint64_t loops = int8_loop_count(rows, k, t, &g);
     if (loops > MATVEC_LOOP_BUDGET) {
         snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
         return 0;
     }
+    return 1;
+}
+
+int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
+                             const uint32_t *v, uint32_t sig[8], char *why, size_t why_size)
+{
+    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL)) {
+        snprintf(why, why_size, "subgroup mismatch: no full subgroups of a required size (subgroupSizeControl)");
+        return 0;
+    }
+    tokens_plan p;
+    if (!tokens_strict(context, t, rows, k, tokens, v, &p, why, why_size))
+        return 0;
+    /* the plan: schedules that differ only in a workgroup cap the shape never reaches run the same */
+    memset(sig, 0, 8 * sizeof *sig);
+    memcpy(sig, v, MT_PARAMS * sizeof *sig);
+    sig[MT_WGS] = (uint32_t)p.groups;
+    sig[MT_PARAMS] = p.per_pass;
     return 1;
 }

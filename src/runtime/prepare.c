@@ -72,15 +72,33 @@ static hk_status prep_matvec(prep *p, int int8)
 
 static hk_status prep_matvec_f32(prep *p) { return prep_matvec(p, 0); }
 
-/* hk_matvec_int8_tokens: 2, 4, 8 and 16 tokens at the matvec row classes */
+/* hk_matvec_int8_tokens: 2, 4, 8 and 16 tokens at the row classes of its rows per subgroup (1
+ * below 4096 rows, 2, 4 from 8192 at up to 8 tokens), each at k of one block (x resident on any
+ * device) and at the largest k that the API's limits and the device's binding range take at those
+ * rows: x staged per step where the device's shared memory does not hold that k (the class past
+ * the resident one starts at a k that depends on the device; a row class's fewest rows bind the
+ * largest k of the class). */
 static hk_status prep_tokens(prep *p)
 {
-    static const uint32_t rows[] = {1, 4096, 16384}, tokens[] = {2, 4, 8, 16};
+    static const uint32_t rows[] = {1, 4096, 8192}, tokens[] = {2, 4, 8, 16};
+    hk_caps caps;
+    hk_status st = hk_context_caps(p->ctx, &caps);
+    if (st != HK_OK)
+        return st;
     for (int t = 0; t < 3; t++)
         for (int r = 0; r < 3; r++)
-            for (int n = 0; n < 4; n++)
-                TRY(hk_matvec_int8_tokens(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), rows[r],
-                                          hk_type_block_values(weight_types[t]), tokens[n]));
+            for (int n = 0; n < 4; n++) {
+                hk_type w = weight_types[t];
+                uint32_t block = hk_type_block_values(w);
+                uint64_t k_max = HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS / (tokens[n] + 1); /* rows <= 32768 */
+                uint64_t k_bind = caps.max_storage_buffer_range / ((uint64_t)rows[r] * hk_type_block_bytes(w)) * block;
+                k_max = k_max < HK_MATVEC_MAX_K ? k_max : HK_MATVEC_MAX_K;
+                k_max = (k_max < k_bind ? k_max : k_bind) / block * block;
+                for (int big = 0; big < 2; big++)
+                    if (!big || k_max > block)
+                        TRY(hk_matvec_int8_tokens(p->ctx, p->s, w, view(p, 0), view(p, 1), view(p, 2), rows[r],
+                                                  big ? (uint32_t)k_max : block, tokens[n]));
+            }
     return HK_OK;
 }
 static hk_status prep_matvec_int8(prep *p) { return prep_matvec(p, 1); }

@@ -39,10 +39,17 @@ typedef struct tune_family {
 } tune_family;
 
 /* Indexed by hk_tune_kernel. Constraints between the values live in the families' static tiers
- * (hk__matvec_int8_static, hk__sdpa_decode_static). */
-static const tune_family families[3] = {
+ * (hk__matvec_int8_static, hk__matvec_tokens_static, hk__sdpa_decode_static). */
+#define TUNE_FAMILIES (HK_TUNE_MATVEC_TOKENS + 1)
+static const tune_family families[TUNE_FAMILIES] = {
     [HK_TUNE_MATVEC_INT8] = {"matvec_int8", MV_PARAMS,
                              {{"nrows", 3, {1, 2, 4}}, {"items", 3, {1, 2, 4}}, {"load_bits", 2, {16, 32}}}},
+    [HK_TUNE_MATVEC_TOKENS] = {"matvec_int8_tokens", MT_PARAMS,
+                               {{"subgroups", 4, {4, 8, 16, 32}},
+                                {"nrows", 3, {1, 2, 4}},
+                                {"items", 3, {1, 2, 4}},
+                                {"resident", 2, {0, 1}},
+                                {"wgs", 6, {64, 128, 256, 512, 1024, 8192}}}},
     [HK_TUNE_SDPA_DECODE] = {"sdpa_decode", SD_PARAMS,
                              {{"groups", 7, {8, 16, 32, 64, 128, 256, 512}},
                               {"wg", 4, {32, 64, 128, 256}},
@@ -54,7 +61,7 @@ static const tune_family families[3] = {
 
 static const tune_family *family_of(int kernel)
 {
-    return kernel == HK_TUNE_MATVEC_INT8 || kernel == HK_TUNE_SDPA_DECODE ? &families[kernel] : NULL;
+    return kernel > 0 && kernel < TUNE_FAMILIES && families[kernel].name ? &families[kernel] : NULL;
 }
 
 static void format_sched(const tune_family *f, const uint32_t *v, char *out, size_t size)
@@ -97,6 +104,12 @@ void hk__tune_key_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t 
     snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:%ux%u", hk_type_name(wtype), rows, k);
 }
 
+void hk__tune_key_matvec_tokens(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k,
+                                uint32_t tokens)
+{
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:%ux%ux%u", hk_type_name(wtype), rows, k, tokens);
+}
+
 void hk__tune_key_sdpa(char key[HK_TUNE_SHAPE_CHARS], hk_type kv_type, uint32_t n_heads, uint32_t n_kv_heads,
                        uint32_t head_dim, uint32_t capacity)
 {
@@ -118,8 +131,8 @@ struct hk_tune_state {
     char *dir, *file; /* NULL: no cache directory could be named */
     tune_entry *entries;
     uint32_t count, capacity;
-    uint32_t last[3][HK_TUNE_MAX_PARAMS];
-    int last_source[3], last_set[3];
+    uint32_t last[TUNE_FAMILIES][HK_TUNE_MAX_PARAMS];
+    int last_source[TUNE_FAMILIES], last_set[TUNE_FAMILIES];
 };
 
 /* The tuner's candidate on this thread: mode 1 forces it for (context, family, key), mode 2
@@ -263,9 +276,10 @@ static int split_line(char *line, tune_line *l)
     l->ms = strtod(l->col[8], &end);
     if (*end || !(l->ms >= 0) || l->ms > 1e9)
         return 0;
-    l->family = !strcmp(l->col[5], families[HK_TUNE_MATVEC_INT8].name)   ? HK_TUNE_MATVEC_INT8
-                : !strcmp(l->col[5], families[HK_TUNE_SDPA_DECODE].name) ? HK_TUNE_SDPA_DECODE
-                                                                         : 0;
+    l->family = 0;
+    for (int i = 1; i < TUNE_FAMILIES; i++)
+        if (family_of(i) && !strcmp(l->col[5], families[i].name))
+            l->family = i;
     return 1;
 }
 
@@ -273,10 +287,15 @@ static int split_line(char *line, tune_line *l)
  * another library version, an unknown kernel or a schedule whose names no longer match), ok. */
 static int pow2_in(uint32_t x, uint32_t lo, uint32_t hi) { return x >= lo && x <= hi && !(x & (x - 1)); }
 
-/* The values a cached schedule may hold: the matvec's value lists; flash-decoding's hook ranges
- * (hkernel.h, HK_SDPA_*), since its default split target may lie outside the searched list. */
+/* The values a cached schedule may hold: the matvec's value lists; the tokens matvec's, but for
+ * its workgroup cap, and flash-decoding's, their hook ranges (hkernel.h, HK_MATVEC_TOKENS_WGS,
+ * HK_SDPA_*), since a default or a hook's value (measured first, so possibly the winner) may lie
+ * outside the searched list. */
 static int values_valid(int family, const uint32_t *v)
 {
+    if (family == HK_TUNE_MATVEC_TOKENS)
+        return pow2_in(v[MT_SUBGROUPS], 4, 32) && pow2_in(v[MT_NROWS], 1, 4) && pow2_in(v[MT_ITEMS], 1, 4) &&
+               v[MT_RESIDENT] <= 1 && v[MT_WGS] >= 1 && v[MT_WGS] <= 8192;
     if (family == HK_TUNE_MATVEC_INT8) {
         for (uint32_t i = 0; i < MV_PARAMS; i++) {
             const tune_param *p = &families[family].p[i];
@@ -495,9 +514,12 @@ typedef struct bench {
     const char *key;
     const hk_tune_desc *desc;
     uint32_t copies;
-    /* matvec */
+    /* matvec (one token), matvec_int8_tokens (tokens of x and y; exact: hk_matvec_int8's outputs
+     * of each token, which every schedule must give bit for bit) */
     hk_buffer *w, *xq, *y;
     uint64_t w_stride;
+    uint32_t tokens;
+    float *exact;
     /* sdpa */
     hk_sdpa_desc sdpa;
     hk_buffer *q, *k, *v, *out, *ws;
@@ -514,6 +536,7 @@ static void bench_free(bench *b)
         hk_buffer_destroy(bufs[i]);
     free(b->ref);
     free(b->got);
+    free(b->exact);
 }
 
 static hk_status upload_new(hk_context *ctx, uint64_t size, const void *data, hk_buffer **out)
@@ -539,29 +562,42 @@ static hk_status bench_setup(bench *b)
     hk_context *ctx = b->ctx;
     hk_rng rng = {d->seed ? d->seed : 1};
     hk_status st;
-    if (b->family == HK_TUNE_MATVEC_INT8) {
+    if (b->family == HK_TUNE_MATVEC_INT8 || b->family == HK_TUNE_MATVEC_TOKENS) {
+        uint32_t m = b->tokens = b->family == HK_TUNE_MATVEC_TOKENS ? d->tokens : 1, blocks = d->k / 32;
         uint64_t wbytes = (uint64_t)d->rows * hk_type_bytes(d->wtype, d->k);
+        size_t n = (size_t)m * d->rows;
         b->w_stride = (wbytes + 255) & ~(uint64_t)255;
         b->copies = copies_for(d, wbytes);
         uint8_t *w = hk_random_weights(&rng, (int)d->wtype, d->rows, d->k, 0);
-        float *x = malloc((size_t)d->k * sizeof *x);
-        hk_block_q8_1 *xq = malloc((size_t)d->k / 32 * sizeof *xq);
-        b->ref = malloc((size_t)d->rows * sizeof *b->ref);
-        b->got = malloc((size_t)d->rows * sizeof *b->got);
-        st = w && x && xq && b->ref && b->got ? HK_OK : hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_tune", "out of host memory");
+        float *x = malloc((size_t)m * d->k * sizeof *x);
+        hk_block_q8_1 *xq = malloc((size_t)m * blocks * sizeof *xq);
+        b->ref = malloc(n * sizeof *b->ref);
+        b->got = malloc(n * sizeof *b->got);
+        b->exact = m > 1 ? malloc(n * sizeof *b->exact) : NULL;
+        st = w && x && xq && b->ref && b->got && (m == 1 || b->exact)
+                 ? HK_OK
+                 : hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_tune", "out of host memory");
         if (st == HK_OK) {
-            hk_rng_fill(&rng, x, d->k, -1.0f, 1.0f);
-            hk_quant_row_q8_1(x, xq, d->k);
-            hk_ref_matvec_q8_1((int)d->wtype, w, xq, b->ref, d->rows, d->k);
-            b->n_out = d->rows;
+            hk_rng_fill(&rng, x, (size_t)m * d->k, -1.0f, 1.0f);
+            hk_quant_row_q8_1(x, xq, (size_t)m * d->k);
+            for (uint32_t t = 0; t < m; t++)
+                hk_ref_matvec_q8_1((int)d->wtype, w, xq + (size_t)t * blocks, b->ref + (size_t)t * d->rows, d->rows,
+                                   d->k);
+            b->n_out = n;
             b->gate = HK_GATE_EXACT;
             st = upload_new(ctx, b->w_stride * b->copies, NULL, &b->w);
             for (uint32_t c = 0; c < b->copies && st == HK_OK; c++)
                 st = hk_buffer_upload(b->w, c * b->w_stride, w, wbytes);
             if (st == HK_OK)
-                st = upload_new(ctx, (uint64_t)d->k / 32 * sizeof *xq, xq, &b->xq);
+                st = upload_new(ctx, (uint64_t)m * blocks * sizeof *xq, xq, &b->xq);
             if (st == HK_OK)
-                st = upload_new(ctx, (uint64_t)d->rows * 4, NULL, &b->y);
+                st = upload_new(ctx, (uint64_t)n * 4, NULL, &b->y);
+            /* the bits every tokens schedule must give: hk_matvec_int8 on each token */
+            for (uint32_t t = 0; t < m && m > 1 && st == HK_OK; t++)
+                st = hk_matvec_int8(ctx, NULL, d->wtype, (hk_view){b->w, 0}, (hk_view){b->xq, (uint64_t)t * blocks * 36},
+                                    (hk_view){b->y, (uint64_t)t * d->rows * 4}, d->rows, d->k);
+            if (st == HK_OK && m > 1)
+                st = hk_buffer_download(b->y, 0, b->exact, n * 4);
         }
         free(w);
         free(x);
@@ -644,6 +680,9 @@ static hk_status bench_record(bench *b, hk_stream *stream, uint32_t copy)
     if (b->family == HK_TUNE_MATVEC_INT8)
         return hk_matvec_int8(b->ctx, stream, d->wtype, (hk_view){b->w, copy * b->w_stride}, (hk_view){b->xq, 0},
                               (hk_view){b->y, 0}, d->rows, d->k);
+    if (b->family == HK_TUNE_MATVEC_TOKENS)
+        return hk_matvec_int8_tokens(b->ctx, stream, d->wtype, (hk_view){b->w, copy * b->w_stride},
+                                     (hk_view){b->xq, 0}, (hk_view){b->y, 0}, d->rows, d->k, d->tokens);
     return hk_sdpa_blk(b->ctx, stream, &b->sdpa, (hk_view){b->q, 0}, (hk_view){b->k, copy * b->kv_stride},
                        (hk_view){b->v, copy * b->kv_stride}, (hk_view){b->out, 0}, (hk_view){b->ws, 0},
                        (hk_view){NULL, 0});
@@ -685,7 +724,7 @@ static hk_status bench_measure(bench *b, double *ms, double *err, char *why, siz
     hk_status st = bench_workspace(b);
     if (st != HK_OK)
         return st;
-    hk_buffer *out = b->family == HK_TUNE_MATVEC_INT8 ? b->y : b->out;
+    hk_buffer *out = b->family == HK_TUNE_SDPA_DECODE ? b->out : b->y;
     union {
         float f;
         uint32_t u;
@@ -702,6 +741,13 @@ static hk_status bench_measure(bench *b, double *ms, double *err, char *why, siz
     *err = hk_scale_rel(b->got, b->ref, b->n_out);
     if (!(*err < b->gate)) {
         snprintf(why, why_size, "gate: scale_rel %.2e against the reference (gate %.0e)", *err, b->gate);
+        return HK_OK;
+    }
+    size_t differ = 0;
+    for (size_t i = 0; b->exact && i < b->n_out; i++)
+        differ += memcmp(&b->got[i], &b->exact[i], 4) != 0;
+    if (differ) {
+        snprintf(why, why_size, "gate: %zu of %zu outputs not bit-identical to hk_matvec_int8", differ, b->n_out);
         return HK_OK;
     }
     uint32_t repeats = d->repeats ? d->repeats : 5, batch = d->batch ? d->batch : 8;
@@ -797,6 +843,8 @@ static int static_tier(bench *b, const uint32_t *v, uint32_t sig[8], char *why, 
             sig[i] = v[i];
         return 1;
     }
+    if (b->family == HK_TUNE_MATVEC_TOKENS)
+        return hk__matvec_tokens_static(b->ctx, d->wtype, d->rows, d->k, d->tokens, v, sig, why, why_size);
     return hk__sdpa_decode_static(b->ctx, &b->sdpa, v, sig, why, why_size);
 }
 
@@ -1003,14 +1051,14 @@ static hk_status check_desc(hk_context *context, const hk_tune_desc *d, char key
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc->struct_size=%u is not sizeof(hk_tune_desc)=%zu "
                         "(hk_tune_desc_init)", d->struct_size, sizeof *d);
     if (!family_of(d->kernel))
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not HK_TUNE_MATVEC_INT8 or HK_TUNE_SDPA_DECODE",
-                        (int)d->kernel);
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not HK_TUNE_MATVEC_INT8, HK_TUNE_SDPA_DECODE or "
+                        "HK_TUNE_MATVEC_TOKENS", (int)d->kernel);
     if (d->copies > 64)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "copies=%u is more than 64", d->copies);
     if (d->repeats > 1000 || d->batch > 1000)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "repeats=%u or batch=%u is more than 1000", d->repeats,
                         d->batch);
-    if (d->kernel == HK_TUNE_MATVEC_INT8) {
+    if (d->kernel == HK_TUNE_MATVEC_INT8 || d->kernel == HK_TUNE_MATVEC_TOKENS) {
         if (d->wtype != HK_TYPE_Q8_0 && d->wtype != HK_TYPE_Q4_K && d->wtype != HK_TYPE_Q6_K)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "wtype=%s is not q8_0, q4_k or q6_k", hk_type_name(d->wtype));
         uint32_t block = hk_type_block_values(d->wtype);
@@ -1022,7 +1070,19 @@ static hk_status check_desc(hk_context *context, const hk_tune_desc *d, char key
         if ((uint64_t)d->rows * d->k > (1ull << 28))
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows x k = %llu is more than the tuner's 2^28 values",
                             (unsigned long long)d->rows * d->k);
-        hk__tune_key_matvec(key, d->wtype, d->rows, d->k);
+        if (d->kernel == HK_TUNE_MATVEC_INT8) {
+            hk__tune_key_matvec(key, d->wtype, d->rows, d->k);
+            return HK_OK;
+        }
+        if (d->tokens < 2 || d->tokens > HK_MATVEC_MAX_TOKENS)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "tokens=%u is not in 2..%u (HK_TUNE_MATVEC_TOKENS)",
+                            d->tokens, HK_MATVEC_MAX_TOKENS);
+        uint64_t limit = ((uint64_t)d->rows + 32767) / 32768 * d->k * (d->tokens + 1);
+        if (limit > HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "ceil(rows/32768)*k*(tokens+1)=%llu past "
+                            "hk_matvec_int8_tokens' limit %u", (unsigned long long)limit,
+                            HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS);
+        hk__tune_key_matvec_tokens(key, d->wtype, d->rows, d->k, d->tokens);
         return HK_OK;
     }
     if (d->kv_type != HK_TYPE_F32 && d->kv_type != HK_TYPE_F16 && d->kv_type != HK_TYPE_Q8_0)
@@ -1146,8 +1206,8 @@ hk_status hk_schedule_last(hk_context *context, hk_tune_kernel kernel, char *out
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
     const tune_family *f = family_of(kernel);
     if (!f)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not HK_TUNE_MATVEC_INT8 or HK_TUNE_SDPA_DECODE",
-                        (int)kernel);
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not HK_TUNE_MATVEC_INT8, HK_TUNE_SDPA_DECODE or "
+                        "HK_TUNE_MATVEC_TOKENS", (int)kernel);
     if (!out || out_size < 2)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out is NULL or out_size=%zu under 2", out_size);
     struct hk_tune_state *t = context->tune;

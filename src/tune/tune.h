@@ -25,9 +25,12 @@ typedef struct hk__sched {
 /* Parameter order of each family (tune.c's table holds names and values). */
 enum { MV_NROWS, MV_ITEMS, MV_LOAD_BITS, MV_PARAMS };
 enum { SD_GROUPS, SD_WG, SD_LPK, SD_KB, SD_ROWS, SD_SINGLE, SD_PARAMS };
+enum { MT_SUBGROUPS, MT_NROWS, MT_ITEMS, MT_RESIDENT, MT_WGS, MT_PARAMS };
 
 /* Shape classes: the key of a cached winner. */
 void hk__tune_key_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k);
+void hk__tune_key_matvec_tokens(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k,
+                                uint32_t tokens);
 void hk__tune_key_sdpa(char key[HK_TUNE_SHAPE_CHARS], hk_type kv_type, uint32_t n_heads, uint32_t n_kv_heads,
                        uint32_t head_dim, uint32_t capacity);
 
@@ -48,6 +51,8 @@ void hk__tune_close(hk_context *context);
  * effective values, so that two schedules running the same plan are measured once. */
 int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
                            char *why, size_t why_size);
+int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
+                             const uint32_t *v, uint32_t sig[8], char *why, size_t why_size);
 int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8],
                            char *why, size_t why_size);
 
