@@ -164,6 +164,10 @@ void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float 
  * blocks (raw_blocks: every bit pattern, finite f16 fields) or rows quantized from random values
  * of a different magnitude and sign balance per row, like real weight matrices. */
 uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_blocks);
+/* A MoE routing: ids [tokens x top_k] (malloc'ed; NULL if out of memory), each token's experts
+ * drawn at random, distinct within the token (where n_experts allows: after 1000 draws a repeat
+ * stays). */
+uint32_t *hk_random_routing(hk_rng *r, uint32_t tokens, uint32_t top_k, uint32_t n_experts);
 
 /* The compare measure of every gate: max|got - ref| / max|ref| (per-element relative error
  * explodes on outputs that cancel to near zero). Infinite if any got is not finite. */
@@ -202,6 +206,10 @@ int hk_ref_gemm(int type, const void *w, const float *x, float *out, size_t m, s
 int hk_ref_gemm_f16(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k);
 /* prefill f16 GEMM against hk_ref_gemm: the f16 rounding of both operands (the bound) */
 #define HK_GATE_F16 5e-2
+/* ... and against hk_ref_gemm_f16 (the same f16 operands, summed in double), which a correct
+ * kernel stays far under: f32 summation order (~1e-6) and a device that rounds f32 -> f16 toward
+ * zero (~1e-3) */
+#define HK_GATE_F16_OPERANDS 1e-2
 
 #ifdef __cplusplus
 }
