@@ -78,7 +78,8 @@ static char *read_file(const char *path)
     return text;
 }
 
-/* Every non-comment line has 9 tab-separated fields and ends with a newline. */
+/* Every non-comment line has 9 tab-separated fields, starts with a format tag (hkernel-tune-2, or
+ * an earlier format's kept) and ends with a newline. */
 static int file_valid(const char *text, unsigned *lines)
 {
     *lines = 0;
@@ -92,7 +93,7 @@ static int file_valid(const char *text, unsigned *lines)
             unsigned tabs = 0;
             for (const char *c = s; c < end; c++)
                 tabs += *c == '\t';
-            if (tabs != 8 || strncmp(s, "hkernel-tune-1\t", 15))
+            if (tabs != 8 || (strncmp(s, "hkernel-tune-2\t", 15) && strncmp(s, "hkernel-tune-1\t", 15)))
                 return 0;
             (*lines)++;
         }
@@ -400,19 +401,22 @@ int main(void)
     FILE *f = fopen(path, "w");
     fprintf(f, "# a comment\n");
     fprintf(f, "this is not a cache line\n");
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\n", id, version); /* too few fields */
-    fprintf(f, "hkernel-tune-1\t%s\t0.0.1\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,wide=1\t0.1\n", id, version);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=3,items=1,load_bits=32\t0.1\n", id, version);
-    fprintf(f, "hkernel-tune-1\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\n", id, version); /* too few fields */
+    fprintf(f, "hkernel-tune-2\t%s\t0.0.1\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,wide=1\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=3,items=1,load_bits=32\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
             version);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
+    /* the previous format (exact shapes): this device's line is stale, never read, and kept */
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
     fclose(f);
     hk_context *ctx3 = NULL;
     char *warnings = capture_stderr(context_in, dir_b, &ctx3);
     hk_check(ctx3 != NULL, "a corrupt cache never fails context creation", "%s", hk_last_error());
-    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 3,
-             "corrupt and stale lines warned about", "%s", warnings ? warnings : "");
+    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 4 &&
+                 count_of(warnings, "cache format hkernel-tune-1") == 1,
+             "corrupt, stale and old-format lines warned about", "%s", warnings ? warnings : "");
     free(warnings);
     if (ctx3) {
         mv_case mv3;
@@ -430,8 +434,8 @@ int main(void)
         char *text = read_file(path);
         unsigned lines = 0;
         int valid = file_valid(text, &lines);
-        hk_check(valid && lines == 6 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
-                     strstr(text, "q8_0:32x128"),
+        hk_check(valid && lines == 7 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
+                     strstr(text, "hkernel-tune-1\t") && strstr(text, "q8_0:32x128"),
                  "rewritten file is valid and keeps others' lines", "%u lines:\n%s", lines, text ? text : "");
         free(text);
         mv_release(&mv3);
@@ -444,8 +448,8 @@ int main(void)
     hk_tune_desc bad = mv_desc(HK_TYPE_Q8_0, 64, 100);
     hk_check_status("hk_tune k not a block multiple", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "k=100");
     bad = mv_desc(HK_TYPE_Q8_0, 64, 256);
-    bad.kernel = (hk_tune_kernel)7;
-    hk_check_status("hk_tune unknown kernel", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "kernel=7");
+    bad.kernel = (hk_tune_kernel)99;
+    hk_check_status("hk_tune unknown kernel", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "kernel=99");
     hk_check_status("hk_schedule_last small buffer", hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, 4),
                     HK_ERROR_INVALID_ARGUMENT, "too small");
 

@@ -4,9 +4,10 @@
  *    one subgroup per warp of the tiling, full subgroups of the device's size;
  *  - dot / scalar: the same tiling with packed int8 dot products (or their plain-arithmetic twin
  *    where the device has no shaderIntegerDotProduct), no subgroup requirement.
- * The tile is a set of specialization constants (mmq_tile); HK_MMQ_TILE / HK_MMQ_ID_TILE
- * ("wm,wn,rm,rn,ks") override the defaults, for tuning. */
-#include "internal.h"
+ * The tile is a set of specialization constants (mmq_tile); a cached autotuner winner (src/tune,
+ * HK_TUNE_MMQ / HK_TUNE_MMQ_ID) replaces the defaults, else HK_MMQ_TILE / HK_MMQ_ID_TILE
+ * ("wm,wn,rm,rn,ks") override them, for tuning. */
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,9 +107,66 @@ static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t l
     return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
 }
 
-/* The tile for this call: the default, or the override from the environment (checked). */
-static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, mmq_tile *out)
+/* 1 if the tile runs on this device; else 0 with the reason. */
+static int tile_fits(const hk_context *context, const mmq_tile *tl, int t, int arm, char *why, size_t why_size)
 {
+    uint32_t lanes = lanes_of(context, arm), wg = tl->wm * tl->wn * lanes;
+    uint64_t shared = tile_shared_bytes(tl, t, arm, lanes);
+    if (wg > context->caps.max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", wg, context->caps.max_workgroup_size);
+        return 0;
+    }
+    if (shared > context->caps.shared_memory_bytes) {
+        snprintf(why, why_size, "%llu bytes of shared memory over the device's %u", (unsigned long long)shared,
+                 context->caps.shared_memory_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- the autotuner's seam (src/tune): a schedule is an mmq_tile (tune.h's MQ_* order) ---- */
+
+static mmq_tile tile_of_sched(const uint32_t *v) { return (mmq_tile){v[MQ_WM], v[MQ_WN], v[MQ_RM], v[MQ_RN], v[MQ_KS]}; }
+
+static void sched_of_tile(const mmq_tile *tl, uint32_t *v)
+{
+    v[MQ_WM] = tl->wm, v[MQ_WN] = tl->wn, v[MQ_RM] = tl->rm, v[MQ_RN] = tl->rn, v[MQ_KS] = tl->ks;
+}
+
+int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint32_t *v, uint32_t sig[8], char *why,
+                   size_t why_size)
+{
+    int t = type_index(wtype);
+    mmq_tile tl = tile_of_sched(v);
+    if (tl.wm * tl.wn > 64) {
+        snprintf(why, why_size, "invalid: %u warps (at most 64)", tl.wm * tl.wn);
+        return 0;
+    }
+    if (!tile_fits(context, &tl, t, pick_arm(context, id, t), why, why_size))
+        return 0;
+    sched_of_tile(&tl, sig);
+    return 1;
+}
+
+/* The schedule of a call: the tuner's candidate or the cached winner for the shape class (key),
+ * else the default or the environment's override; checked. *source and *plant say which. */
+static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, const char *key, mmq_tile *out,
+                          int *source, int *plant)
+{
+    hk__sched sched;
+    char why[160];
+    *plant = 0;
+    if (hk__tune_lookup(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, key, &sched, source)) {
+        *out = tile_of_sched(sched.v);
+        if (out->wm * out->wn <= 64 && tile_fits(context, out, t, arm, why, sizeof why)) {
+            *plant = sched.plant;
+            return HK_OK;
+        }
+        if (*source == HK_SCHED_SEARCH)
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the schedule being tuned cannot run: %s", why);
+        /* a cached winner this device cannot run (a hand-edited line): the default */
+    }
+    *source = HK_SCHED_DEFAULT;
     *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
     const char *var = id ? "HK_MMQ_ID_TILE" : "HK_MMQ_TILE", *env = getenv(var);
     if (env && *env) {
@@ -121,15 +179,12 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
                             "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 or 8)",
                             var, env);
         *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4]};
+        *source = HK_SCHED_ENV;
     }
-    uint32_t lanes = lanes_of(context, arm), wg = out->wm * out->wn * lanes;
-    uint64_t shared = tile_shared_bytes(out, t, arm, lanes);
-    if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
-                        "the %s tile %ux%u warps of %ux%u subtiles (k step %u) needs %u invocations and %llu bytes "
-                        "of shared memory; device \"%s\" has %u and %u",
-                        arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks, wg, (unsigned long long)shared,
-                        context->caps.device_name, context->caps.max_workgroup_size, context->caps.shared_memory_bytes);
+    if (!tile_fits(context, out, t, arm, why, sizeof why))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the %s tile %ux%u warps of %ux%u subtiles (k step %u) cannot run on "
+                        "device \"%s\": %s", arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks,
+                        context->caps.device_name, why);
     return HK_OK;
 }
 
@@ -152,13 +207,17 @@ typedef struct mmq_params {
 } mmq_params;
 
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
-                        uint32_t count, mmq_params *p, uint64_t m_rows_max)
+                        uint32_t count, mmq_params *p, uint64_t m_rows_max, const char *key)
 {
     int arm = pick_arm(context, id, t);
     mmq_tile tl;
-    hk_status st = get_tile(context, fn, id, t, arm, &tl);
+    int source, plant;
+    hk_status st = get_tile(context, fn, id, t, arm, key, &tl, &source, &plant);
     if (st != HK_OK)
         return st;
+    uint32_t n = p->n;
+    if (plant) /* testing only (HK_TUNE_PLANT_WRONG): a candidate that computes half the columns */
+        p->n = (p->n + 1) / 2;
     uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
     p->n_tiles = (p->n + bn - 1) / bn;
     uint64_t groups;
@@ -190,7 +249,14 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
                           .params = p,
                           .params_bytes = sizeof *p,
                           .groups = groups};
-    return hk__dispatch(context, stream, fn, &d);
+    st = hk__dispatch(context, stream, fn, &d);
+    p->n = n;
+    if (st == HK_OK) {
+        uint32_t served[MQ_PARAMS];
+        sched_of_tile(&tl, served);
+        hk__tune_note(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, served, source);
+    }
+    return st;
 }
 
 hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
@@ -212,7 +278,9 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     if (st != HK_OK)
         return st;
     mmq_params p = {m, n, k, 0, 0, 0, 0};
-    return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m);
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_gemm(key, wtype, m, n, k);
+    return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m, key);
 }
 
 hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view offsets,
@@ -251,7 +319,9 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row};
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
-    return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most);
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_mmq_id(key, wtype, s);
+    return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most, key);
 }
 
 hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,
