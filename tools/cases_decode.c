@@ -141,12 +141,19 @@ const hk_case hk_case_matvec = {
     .record = record_matvec,
     CASE_SHAPES(matvec_tests, matvec_quick, matvec_full),
 };
+static int tune_matvec_int8(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MATVEC_INT8;
+}
+
 const hk_case hk_case_matvec_int8 = {
     .name = "matvec_int8",
     .gate = HK_GATE_EXACT,
     .prepare = prepare_matvec_int8,
     .record = record_matvec_int8,
     .compare = compare_int8,
+    .tune_family = tune_matvec_int8,
     CASE_SHAPES(matvec_int8_tests, matvec_quick, matvec_full),
 };
 

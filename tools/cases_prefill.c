@@ -72,6 +72,24 @@ static hk_block_q8_1 *activation_rows(hk_rng *rng, uint32_t rows, uint32_t k)
     return x;
 }
 
+static int tune_mmq(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MMQ;
+}
+
+static int tune_mmq_id(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MMQ_ID;
+}
+
+static int tune_gemm(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_GEMM_F16;
+}
+
 static double gate_mmq(const hk_case_run *run)
 {
     const char *arm = hk_mmq_path(run->ctx, run->shape.type);
@@ -146,6 +164,7 @@ const hk_case hk_case_mmq = {
     .record = record_mmq,
     .compare = compare_mmq,
     .gate_of = gate_mmq,
+    .tune_family = tune_mmq,
     CASE_SHAPES(mmq_tests, mmq_quick, mmq_full),
 };
 
@@ -303,6 +322,7 @@ const hk_case hk_case_mmq_id = {
     .record = record_mmq_id,
     .compare = compare_mmq_id,
     .gate_of = gate_mmq,
+    .tune_family = tune_mmq_id,
     CASE_SHAPES(mmq_id_tests, mmq_id_quick, mmq_id_full),
 };
 
@@ -431,5 +451,6 @@ const hk_case hk_case_gemm_f16 = {
     .prepare = prepare_gemm,
     .record = record_gemm,
     .compare = compare_gemm,
+    .tune_family = tune_gemm,
     CASE_SHAPES(gemm_tests, gemm_quick, gemm_full),
 };
