@@ -1072,7 +1072,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * reject it. HK_TUNE_FAKE_TIMES=1 replaces every time measured by a pseudo-time drawn from the
  * schedule's values (the gate still runs; nothing is timed), =2 by another that orders the
  * schedules the same way: with them a search is repeatable, and the genetic search's sequence
- * can be checked to depend on the order of the times only. */
+ * can be checked to depend on the order of the times only. HK_TUNE_GENETIC=1 runs the genetic
+ * search on a space small enough for the exhaustive one. */
 typedef enum hk_tune_kernel {
     HK_TUNE_MATVEC_INT8 = 1,
     HK_TUNE_SDPA_DECODE = 2,

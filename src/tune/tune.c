@@ -1476,9 +1476,11 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
         st = evaluate(&s, dv, 1, &ignored);
     }
     uint32_t start[HK_TUNE_MAX_PARAMS];
+    const char *genetic = getenv("HK_TUNE_GENETIC"); /* testing: the genetic search on a small space */
     if (st == HK_OK)
-        st = space <= 64 ? search_exhaustive(&s, space)
-                         : search_genetic(&s, desc->seed, values_to_genes(f, dv, start) ? start : NULL);
+        st = space <= 64 && !(genetic && !strcmp(genetic, "1"))
+                 ? search_exhaustive(&s, space)
+                 : search_genetic(&s, desc->seed, values_to_genes(f, dv, start) ? start : NULL);
     if (st == HK_OK) {
         int best = -1;
         for (uint32_t i = 0; i < s.count; i++)
