@@ -808,11 +808,19 @@ static hk_status setup_gemm(bench *b, hk_rng *rng)
         if (st == HK_OK)
             st = upload_new(b->ctx, (uint64_t)m * k * 4, x, &b->x);
     } else if (st == HK_OK) {
-        for (uint32_t i = 0; i < b->n_ref; i++)
-            hk_ref_mmq((int)d->wtype, w, xq + (size_t)b->ref_row[i] * (k / 32), b->ref + (size_t)i * n, 1, n, k);
+        /* the sampled rows together: the reference dequantizes W once */
+        hk_block_q8_1 *xr = malloc((size_t)b->n_ref * (k / 32) * sizeof *xr);
+        if (!xr)
+            st = host_oom();
+        for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++)
+            memcpy(xr + (size_t)i * (k / 32), xq + (size_t)b->ref_row[i] * (k / 32), (k / 32) * sizeof *xr);
+        if (st == HK_OK)
+            hk_ref_mmq((int)d->wtype, w, xr, b->ref, b->n_ref, n, k);
+        free(xr);
         const char *arm = hk_mmq_path(b->ctx, d->wtype);
         b->gate = arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
-        st = upload_new(b->ctx, (uint64_t)m * (k / 32) * sizeof *xq, xq, &b->x);
+        if (st == HK_OK)
+            st = upload_new(b->ctx, (uint64_t)m * (k / 32) * sizeof *xq, xq, &b->x);
     }
     if (st == HK_OK)
         st = upload_copies(b, w, wbytes, &b->w);
