@@ -1136,7 +1136,7 @@ typedef struct hk_tune_report {
     uint32_t duplicates;      /* the same plan as a schedule already measured */
     double default_ms;        /* the schedule a call takes without a winner (NAN from the cache) */
     double best_ms;           /* the winner's time (NAN from the cache) */
-    char shape[96];           /* the shape class: "q8_0:4096x4096", "f16:h32/kv8/d128/cap4096" */
+    char shape[96];           /* the shape class: "q8_0:4096x4096", "q4_k:m257-512/n4096/k4096" */
     char schedule[128];       /* the winner: "nrows=2,items=1,load_bits=32" */
     char default_schedule[128];
     char rejects[512];        /* reasons with counts: "3 x workgroup of 512 over the device's 256; ..." */
