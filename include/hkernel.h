@@ -1107,15 +1107,17 @@ typedef struct hk_tune_desc {
     int verbose;            /* print each schedule and its fate on stdout */
     /* HK_TUNE_GEMM_F16, HK_TUNE_MMQ: wtype, m x n outputs, k deep (k above); HK_TUNE_MMQ_ID: m
      * routed slots (n_slots of hk_mmq_id_shape), n, k. The tuner's reference covers all rows up
-     * to 64, else 8 spread over them (the first and the last among them). */
+     * to 64, else 8 spread over them (the first and the last among them). For the tuner's own
+     * inputs: weights at most 2^28 values, x and out 2^27 each. */
     uint32_t m, n;
     /* HK_TUNE_MMQ_ID: experts, each token's top_k distinct experts (a seeded random routing of
      * m / top_k tokens) and slots_per_x_row as in hk_mmq_id_shape (top_k: x per token, 1: x per
      * slot) */
     uint32_t n_experts, top_k, slots_per_x_row;
     /* HK_TUNE_FLASH_PREFILL: kv_type, n_heads, n_kv_heads, head_dim and capacity above, n_q
-     * queries (the last n_q positions), timed with seq_k = capacity; the reference covers every
-     * query up to 64, else 8 of them */
+     * queries (the last n_q positions; causal: n_q <= capacity), timed with seq_k = capacity;
+     * n_q x n_heads x head_dim at most 2^27; the reference covers every query up to 64, else 8 of
+     * them */
     uint32_t n_q;
     int causal;
 } hk_tune_desc;
