@@ -176,8 +176,9 @@ double hk_scale_rel(const float *got, const float *ref, size_t n);
 /* ---- prefill: int8 GEMM (MMQ) and MoE expert grouping (mmq.c) ------------------------------ */
 /* out[i*n + j] = dequant(W row j) . dequant(x row i) for i < m, j < n: W n GGUF rows of k values of
  * `type` (hk_dequant_row_*), x m rows of k/32 Q8_1 blocks dequantized as d*q (s is never read),
- * the dot in double, stored as f32. */
-void hk_ref_mmq(int type, const void *w, const hk_block_q8_1 *x, float *out, size_t m, size_t n, size_t k);
+ * the dot in double, stored as f32. Returns 0 if out of host memory (out then incomplete; the
+ * library's tuner calls it, so it never aborts). */
+int hk_ref_mmq(int type, const void *w, const hk_block_q8_1 *x, float *out, size_t m, size_t n, size_t k);
 /* Groups slots by expert: offsets[e] (n_experts + 1 entries) the exclusive prefix of the counts of
  * ids == e, slots the slot indices of expert 0, 1, ... in ascending order within each, entries
  * past offsets[n_experts] set to 0xFFFFFFFF, *dropped the number of ids >= n_experts. */
@@ -186,9 +187,9 @@ void hk_ref_moe_expert_rows(const uint32_t *ids, size_t n_slots, size_t n_expert
 /* For each expert e and each listed slot s in slots[offsets[e] .. offsets[e+1]) (offsets clamped
  * into 0..n_slots, slot values >= n_slots skipped): out[s*n .. +n] = W[e] . x row
  * s / slots_per_x_row, as hk_ref_mmq (W: n_experts experts of n rows). Rows of unlisted slots are
- * left as they were. */
-void hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_t *offsets, const uint32_t *slots,
-                   float *out, size_t n_experts, size_t n, size_t k, size_t n_slots, size_t slots_per_x_row);
+ * left as they were. Returns 0 if out of host memory (out then incomplete). */
+int hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_t *offsets, const uint32_t *slots,
+                  float *out, size_t n_experts, size_t n, size_t k, size_t n_slots, size_t slots_per_x_row);
 /* Gates of the int8 GEMM against hk_ref_mmq: the int32 block sums are exact, so only f32 rounding
  * of the scale products and of the sum over blocks remains. */
 #define HK_GATE_MMQ 1e-6

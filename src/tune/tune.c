@@ -814,8 +814,8 @@ static hk_status setup_gemm(bench *b, hk_rng *rng)
             st = host_oom();
         for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++)
             memcpy(xr + (size_t)i * (k / 32), xq + (size_t)b->ref_row[i] * (k / 32), (k / 32) * sizeof *xr);
-        if (st == HK_OK)
-            hk_ref_mmq((int)d->wtype, w, xr, b->ref, b->n_ref, n, k);
+        if (st == HK_OK && !hk_ref_mmq((int)d->wtype, w, xr, b->ref, b->n_ref, n, k))
+            st = host_oom();
         free(xr);
         const char *arm = hk_mmq_path(b->ctx, d->wtype);
         b->gate = arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
@@ -848,14 +848,16 @@ static hk_status setup_mmq_id(bench *b, hk_rng *rng)
     hk_status st = w && xq && ids && offsets && slots ? bench_rows(b, m, n, 0) : host_oom();
     if (st == HK_OK) {
         hk_ref_moe_expert_rows(ids, m, E, offsets, slots, &dropped);
-        for (uint32_t i = 0; i < b->n_ref; i++) {
+        for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++) {
             uint32_t sl = b->ref_row[i];
-            hk_ref_mmq((int)d->wtype, w + (size_t)ids[sl] * expert, xq + (size_t)(sl / per_x) * (k / 32),
-                       b->ref + (size_t)i * n, 1, n, k);
+            if (!hk_ref_mmq((int)d->wtype, w + (size_t)ids[sl] * expert, xq + (size_t)(sl / per_x) * (k / 32),
+                            b->ref + (size_t)i * n, 1, n, k))
+                st = host_oom();
         }
         const char *arm = hk_mmq_path(b->ctx, d->wtype);
         b->gate = arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
-        st = upload_copies(b, w, wbytes, &b->w);
+        if (st == HK_OK)
+            st = upload_copies(b, w, wbytes, &b->w);
     }
     if (st == HK_OK)
         st = upload_new(b->ctx, (uint64_t)(m / per_x) * (k / 32) * sizeof *xq, xq, &b->x);
