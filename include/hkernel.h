@@ -870,7 +870,10 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  *    synchronise by workgroup barriers and skip no chunk on their own, as its emulation does.
  *  - Testing only: HK_FLASH_EMULATE_COOPMAT="1" (or a tile in HK_FLASH_TILE's format) runs the
  *    matrix-core arm's code with its matrix operations emulated, on a device without matrix
- *    cores, for f16 caches (slow). */
+ *    cores, for f16 caches (slow).
+ *  - An autotuner winner for the shape class (hk_tune, HK_TUNE_FLASH_PREFILL) takes precedence
+ *    over the tile, the split target and the defaults above (and fixes the workspace size as they
+ *    do: tune before sizing workspaces). */
 
 /* Rotary position embedding fused with the KV-cache append, for n_tokens new tokens. */
 typedef struct hk_rope_desc {
@@ -923,9 +926,11 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step: 1, 2, 4 or 8,
  * at least 2 for Q4_K and 4 for Q6_K) replace the defaults, for tuning (a tile the device cannot
  * hold is refused with HK_ERROR_UNSUPPORTED); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
- * issued before the current step's multiplies, the default) and HK_MMQ_LAYOUT ("auto", or
+ * issued before the current step's multiplies), HK_MMQ_ROLLED (0 or 1: a step's blocks kept a loop
+ * rather than unrolled) and HK_MMQ_LAYOUT ("auto", or
  * "generic": the epilogue that serves any accumulator ownership, where NVIDIA's was recognised) are
- * for measuring. Every setting computes the same sums.
+ * for measuring. Every setting computes the same sums. An autotuner winner for the shape class
+ * (hk_tune, HK_TUNE_MMQ / HK_TUNE_MMQ_ID) takes precedence over the tile hooks.
  * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
  * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
  * large).
@@ -1005,7 +1010,9 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
  *                     k step (32, 64, 128, 256); the arm stays the default one; a tile the device
  *                     cannot hold is refused with HK_ERROR_UNSUPPORTED
  *   HK_GEMM_PREFETCH=0  no register double buffering
- *   HK_GEMM_WIDE=0      scalar x and 16-bit weight loads whatever the alignment */
+ *   HK_GEMM_WIDE=0      scalar x and 16-bit weight loads whatever the alignment
+ * An autotuner winner for the shape class (hk_tune, HK_TUNE_GEMM_F16) takes precedence over the
+ * tiles and HK_GEMM_TILE / HK_GEMM_PREFETCH (HK_GEMM_WIDE still applies). */
 #define HK_GEMM_MAX_M 16777216u
 #define HK_GEMM_MAX_N 16777216u
 #define HK_GEMM_MAX_K 1048576u
@@ -1035,7 +1042,9 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *
  * Families and their parameters (values searched; constraints checked by a static tier before
  * any GPU time: workgroup over maxComputeWorkGroupInvocations, shared memory over the device's,
- * lanes per key over the smallest subgroup, loop budgets, clamped combinations):
+ * lanes per key over the smallest subgroup, a tile that does not divide, loop budgets, clamped
+ * combinations). The arm a family runs (matrix cores or portable) is the device's, never a
+ * parameter: a schedule is searched and cached for the arm the call takes.
  *  - HK_TUNE_MATVEC_INT8: hk_matvec_int8 (one token, dense). Shape class: weight type, rows, k.
  *    nrows 1,2,4 (rows per subgroup), items 1,2,4 (items per lane per step), load_bits 16,32
  *    (Q8_0 weight loads; 32 for the K-quants). Every schedule is bit-identical (hk_matvec_int8_tokens).
@@ -1046,30 +1055,62 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *    is the reference at 1e-5 and, since every schedule must be, bit-identity with
  *    hk_matvec_int8 on each token.
  *  - HK_TUNE_SDPA_DECODE: hk_sdpa_blk with n_q = 1 (flash-decoding). Shape class: cache type,
- *    n_heads, n_kv_heads, head_dim, kv.capacity (never seq_k: a recorded stream replays with one
- *    plan). groups 8..512 (workgroups the split count aims for), wg 32..256, lpk 2..16, kb 1..8,
- *    rows 1..8, single 0,1 (HK_SDPA_* hooks). Schedules differ in float rounding only (each within
- *    the kernel's gate). A cached winner can change hk_sdpa_workspace_bytes: tune before sizing
- *    workspaces.
+ *    n_heads, n_kv_heads, head_dim, and kv.capacity's power-of-two range (never seq_k: a recorded
+ *    stream replays with one plan). groups 8..512 (workgroups the split count aims for), wg
+ *    32..256, lpk 2..16, kb 1..8, rows 1..8, single 0,1 (HK_SDPA_* hooks). Schedules differ in
+ *    float rounding only (each within the kernel's gate). A cached winner can change
+ *    hk_sdpa_workspace_bytes: tune before sizing workspaces.
+ *  - HK_TUNE_GEMM_F16: hk_gemm_f16. Shape class: weight type, m's power-of-two range, n, k.
+ *    wm, wn 1..8 (warp grid), rm, rn 1..4 (16x16 tiles per warp), bk 32..128 (k per step; it must
+ *    divide k), prefetch 0,1 (HK_GEMM_TILE "wm,wn,rm,rn,bk" and HK_GEMM_PREFETCH). Gate: 5e-2 of
+ *    the output scale against the full-precision product and 1e-2 against the product of the
+ *    f16-rounded operands (the tests' gates).
+ *  - HK_TUNE_FLASH_PREFILL: hk_sdpa_blk with n_q > 1 where flash attention serves it. Shape class:
+ *    cache type, n_heads, n_kv_heads, head_dim, causal, and the power-of-two ranges of n_q and of
+ *    kv.capacity. subgroups 1..8, rows 8..64 (rows of a unit: 16 x mr of HK_FLASH_TILE on the
+ *    matrix cores, where a unit is a subgroup, so 16 or 32; the portable twin's unit is its one
+ *    workgroup of 64 invocations, subgroups 1, qreg 0), bc 8..64, bkv 16..128, qreg 0,1,
+ *    prefetch 0,1 (HK_FLASH_TILE "subgroups,mr,bc,bkv,qreg,prefetch"), groups 64..512
+ *    (HK_FLASH_GROUPS). Gate: 5e-3 on the matrix cores (f16 inputs), 1e-4 on the twin, against
+ *    the double softmax. The emulated arm (HK_FLASH_EMULATE_COOPMAT) takes no schedule.
+ *  - HK_TUNE_MMQ, HK_TUNE_MMQ_ID: hk_mmq, hk_mmq_id. Shape class: weight type, m's power-of-two
+ *    range (hk_mmq_id: n_slots'), n, k (hk_mmq_id: and n_experts, slots_per_x_row). wm, wn 1..8,
+ *    rm, rn 1..4, ks 1..8 (HK_MMQ_TILE / HK_MMQ_ID_TILE "wm,wn,rm,rn,ks"; q4_k 2 or more, q6_k 4 or
+ *    8), prefetch 0,1 (HK_MMQ_PREFETCH), rolled 0,1 (HK_MMQ_ROLLED). Gate: 1e-5 of the
+ *    output scale on the coopmat arm, 1e-6 on the portable ones, against the exact contraction.
+ * A winner serves every shape of its class: it was the fastest at the shape tuned, and any
+ * schedule runs correctly on any shape of the class (where one could not, the call takes the
+ * default instead). Tune at the shape that matters most within a class.
  *
  * The winner cache: the file tune.tsv in hk_context_desc.tune_cache_dir (default
  * $HK_TUNE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel), one line per
- * winner: "hkernel-tune-1", vendor id, device id, driver version (hex), library version, kernel,
- * shape class, schedule ("nrows=2,items=1,load_bits=32"), its time in ms; tab-separated, '#'
- * comments. A context reads the lines of its device, driver and library version when it is
- * created; a malformed line, or one of this device with another library version or a schedule
- * whose parameters no longer match (stale), is ignored with a warning on stderr ("hkernel: tune
- * cache: ..."), never a failure; other devices' lines are kept. hk_tune writes under an exclusive
+ * winner: the format tag "hkernel-tune-2", vendor id, device id, driver version (hex), library
+ * version, kernel, shape class ("q4_k:m257-512/n4096/k4096"), schedule
+ * ("nrows=2,items=1,load_bits=32"), its time in ms; tab-separated, '#' comments. A context reads
+ * the lines of its device, driver and library version when it is created; a malformed line, or
+ * one of this device in another format (earlier libraries wrote "hkernel-tune-1", whose shape
+ * classes were exact shapes), with another library version or a schedule whose parameters no
+ * longer match (stale), is ignored with a warning on stderr ("hkernel: tune cache: ..."), never
+ * a failure; other devices' and formats' lines are kept. hk_tune writes under an exclusive
  * lock on tune.tsv.lock (fcntl), rereading the file and renaming a new one over it, so
  * concurrent tuners (threads or processes) leave a valid file holding every winner. Where the
  * file cannot be written the winner still serves the context (a warning says so).
  * hk-check tune matvec_int8_tokens q4_k:4096x4096x8 runs a search from the command line.
  * Testing only: HK_TUNE_PLANT_WRONG=1 makes hk_tune also measure a planted copy of the default
- * schedule that skips half of the work (half the rows, half the keys); the gate must reject it. */
+ * schedule that skips half of the work (half the rows or columns, half the keys); the gate must
+ * reject it. HK_TUNE_FAKE_TIMES=1 replaces every time measured by a pseudo-time drawn from the
+ * schedule's values (the gate still runs; nothing is timed), =2 by another that orders the
+ * schedules the same way: with them a search is repeatable, and the genetic search's sequence
+ * can be checked to depend on the order of the times only. HK_TUNE_GENETIC=1 runs the genetic
+ * search on a space small enough for the exhaustive one. */
 typedef enum hk_tune_kernel {
     HK_TUNE_MATVEC_INT8 = 1,
     HK_TUNE_SDPA_DECODE = 2,
-    HK_TUNE_MATVEC_TOKENS = 3
+    HK_TUNE_MATVEC_TOKENS = 3,
+    HK_TUNE_GEMM_F16 = 4,
+    HK_TUNE_FLASH_PREFILL = 5,
+    HK_TUNE_MMQ = 6,
+    HK_TUNE_MMQ_ID = 7
 } hk_tune_kernel;
 
 typedef struct hk_tune_desc {
@@ -1096,9 +1137,23 @@ typedef struct hk_tune_desc {
     int verbose;            /* print each schedule and its fate on stdout */
     /* HK_TUNE_MATVEC_TOKENS: tokens per call, 2..16 (with wtype, rows and k as for
      * HK_TUNE_MATVEC_INT8, and hk_matvec_int8_tokens' limit ceil(rows / 32768) * k * (tokens + 1)
-     * <= 1048576); ignored by the other families. Appended after the first layout (it took that
-     * layout's tail padding: sizeof is unchanged, and hk_tune_desc_init zeroes it). */
+     * <= 1048576); ignored by the other families. */
     uint32_t tokens;
+    /* HK_TUNE_GEMM_F16, HK_TUNE_MMQ: wtype, m x n outputs, k deep (k above); HK_TUNE_MMQ_ID: m
+     * routed slots (n_slots of hk_mmq_id_shape), n, k. The tuner's reference covers all rows up
+     * to 64, else 8 spread over them (the first and the last among them). For the tuner's own
+     * inputs: weights at most 2^28 values, x and out 2^27 each. */
+    uint32_t m, n;
+    /* HK_TUNE_MMQ_ID: experts, each token's top_k distinct experts (a seeded random routing of
+     * m / top_k tokens) and slots_per_x_row as in hk_mmq_id_shape (top_k: x per token, 1: x per
+     * slot) */
+    uint32_t n_experts, top_k, slots_per_x_row;
+    /* HK_TUNE_FLASH_PREFILL: kv_type, n_heads, n_kv_heads, head_dim and capacity above, n_q
+     * queries (the last n_q positions; causal: n_q <= capacity), timed with seq_k = capacity;
+     * n_q x n_heads x head_dim at most 2^27; the reference covers every query up to 64, else 8 of
+     * them */
+    uint32_t n_q;
+    int causal;
 } hk_tune_desc;
 
 /* Zeroes desc and sets struct_size; call it through the macro. */
@@ -1117,10 +1172,13 @@ typedef struct hk_tune_report {
     uint32_t duplicates;      /* the same plan as a schedule already measured */
     double default_ms;        /* the schedule a call takes without a winner (NAN from the cache) */
     double best_ms;           /* the winner's time (NAN from the cache) */
-    char shape[96];           /* the shape class: "q8_0:4096x4096", "f16:h32/kv8/d128/cap4096" */
+    char shape[96];           /* the shape class: "q8_0:4096x4096", "q4_k:m257-512/n4096/k4096" */
     char schedule[128];       /* the winner: "nrows=2,items=1,load_bits=32" */
     char default_schedule[128];
     char rejects[512];        /* reasons with counts: "3 x workgroup of 512 over the device's 256; ..." */
+    uint64_t trace;           /* a hash of the schedules evaluated, in order (0 from the cache): two
+                               * searches with one seed whose measured times came in the same order
+                               * give the same trace */
 } hk_tune_report;
 
 /* Tunes one kernel family for one shape on the context's device and makes the winner this
@@ -1129,11 +1187,18 @@ typedef struct hk_tune_report {
  * desc->force is 0, nothing is measured (report->from_cache). Otherwise: seeded inputs, the C
  * reference (double), then the schedule a call takes today (the default or the hooks) and the
  * search: every schedule of a space of at most 64, else a seeded genetic search (population 8,
- * the two best kept, tournament, uniform crossover, mutation), until max_measured were measured.
+ * the default among the first where its values are in the lists, the two best kept, tournament,
+ * uniform crossover, mutation), until max_measured were measured. The genetic search is
+ * deterministic up to the order of the times: its draws depend only on desc->seed and on how the
+ * measured times compare (never on their values; equal times count as the earlier schedule
+ * faster), so two searches with one seed evaluate the same schedules in the same order (one
+ * report->trace) wherever their times came in the same order; timing noise between near-equal
+ * schedules can change that order and so the rest of the search.
  * Each schedule passes the static tier, runs once into a poisoned output held to the family's
- * gate (int8 matvec 1e-5 of the output scale against the exact contraction, the tokens matvec
- * that and the bits of hk_matvec_int8 per token, flash-decoding 1e-5 against the double softmax;
- * a schedule that diverges is never a winner), then is timed cold:
+ * gate (int8 matvec and MMQ 1e-5 / 1e-6 of the output scale against the exact contraction, the
+ * tokens matvec that and the bits of hk_matvec_int8 per token, flash-decoding 1e-5 and flash
+ * prefill 1e-4 / 5e-3 against the double softmax, gemm_f16 as the families above say; a schedule
+ * that diverges is never a winner), then is timed cold:
  * batches rotating over weight or cache copies between GPU timestamps (host time where the queue
  * has none), the fastest batch kept. The winner is the fastest measured, the default included.
  * Runs on this thread, submitting its own work (seconds on a GPU, longer on a CPU device); other

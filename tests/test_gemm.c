@@ -118,7 +118,7 @@ static void check_gemm(hk_context *ctx, hk_type type, uint32_t m, uint32_t n, ui
         const float *got = hk_test_out_read(&out, name);
         if (got) {
             double r16 = hk_scale_rel(got, ref16, (size_t)m * n);
-            hk_check(r16 < 1e-2, name, "scale_rel to the f16-operand reference %.3e", r16);
+            hk_check(r16 < HK_GATE_F16_OPERANDS, name, "scale_rel to the f16-operand reference %.3e", r16);
             hk_check_close(name, got, ref, (size_t)m * n, HK_GATE_F16);
         }
     }

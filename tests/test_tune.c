@@ -2,9 +2,12 @@
  * reference-exact winner; a second search hits the cache and measures nothing; calls (on this
  * context and on a new one reading the file) take the cached winner and hk_schedule_last says so;
  * a planted wrong schedule is rejected by the gate; corrupt and stale cache lines are ignored
- * with a warning; two processes tuning at once leave a valid file holding both winners. Every
- * cache lives in a temporary directory, never the user's. Small shapes, few candidates: seconds
- * on lavapipe. */
+ * with a warning (and an earlier format's lines too); two processes tuning at once leave a valid
+ * file holding both winners. The prefill families (gemm_f16, mmq, mmq_id, flash prefill): each
+ * search finds a feasible winner that matches the reference, the plant is rejected, the cache is
+ * hit, and a winner serves another shape of its class and no shape outside it. The genetic
+ * search is repeatable under fake times (HK_TUNE_FAKE_TIMES). Every cache lives in a temporary
+ * directory, never the user's. Small shapes, few candidates: about a minute on lavapipe. */
 #define _POSIX_C_SOURCE 200809L
 #include "hk_test.h"
 
@@ -78,7 +81,8 @@ static char *read_file(const char *path)
     return text;
 }
 
-/* Every non-comment line has 9 tab-separated fields and ends with a newline. */
+/* Every non-comment line has 9 tab-separated fields, starts with a format tag (hkernel-tune-2, or
+ * an earlier format's kept) and ends with a newline. */
 static int file_valid(const char *text, unsigned *lines)
 {
     *lines = 0;
@@ -92,7 +96,7 @@ static int file_valid(const char *text, unsigned *lines)
             unsigned tabs = 0;
             for (const char *c = s; c < end; c++)
                 tabs += *c == '\t';
-            if (tabs != 8 || strncmp(s, "hkernel-tune-1\t", 15))
+            if (tabs != 8 || (strncmp(s, "hkernel-tune-2\t", 15) && strncmp(s, "hkernel-tune-1\t", 15)))
                 return 0;
             (*lines)++;
         }
@@ -199,6 +203,26 @@ static hk_tune_desc mv_desc(hk_type wtype, uint32_t rows, uint32_t k)
     return d;
 }
 
+/* flash-decoding, f16 cache, 4 heads over 2, head_dim 64 */
+static hk_tune_desc sdpa_desc(uint32_t capacity)
+{
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.kernel = HK_TUNE_SDPA_DECODE;
+    d.kv_type = HK_TYPE_F16;
+    d.n_heads = 4;
+    d.n_kv_heads = 2;
+    d.head_dim = 64;
+    d.capacity = capacity;
+    d.seed = 3;
+    d.max_measured = 8;
+    d.repeats = 1;
+    d.batch = 2;
+    d.copies = 2;
+    d.verbose = 1;
+    return d;
+}
+
 /* ---- two processes tuning at once ---- */
 
 static int child_tune(const char *dir, uint32_t rows)
@@ -242,6 +266,291 @@ static void test_concurrent(const char *dir)
     hk_check(valid && lines == 4, "concurrent tuners leave a valid file with every winner", "valid %d, %u lines:\n%s",
              valid, lines, text ? text : "(none)");
     free(text);
+}
+
+/* ---- the prefill families: search checks, and calls checked against the reference ---- */
+
+static void print_report(const hk_tune_report *r)
+{
+    printf("  evaluated %u, measured %u, rejected %u static + %u gate, %u duplicates; winner %s (%.4f ms, default "
+           "%s %.4f ms); %s\n",
+           r->evaluated, r->measured, r->rejected_static, r->rejected_gate, r->duplicates, r->schedule, r->best_ms,
+           r->default_schedule, r->default_ms, r->rejects);
+}
+
+/* hk_tune with a planted wrong schedule: a feasible winner within the budget, no slower than the
+ * default, the plant rejected by the gate; then a second search hits the cache and measures
+ * nothing. */
+static int search_checks(hk_context *ctx, const char *name, const hk_tune_desc *d, hk_tune_report *r)
+{
+    char label[200];
+    setenv("HK_TUNE_PLANT_WRONG", "1", 1);
+    hk_status st = hk_tune(ctx, d, r);
+    unsetenv("HK_TUNE_PLANT_WRONG");
+    snprintf(label, sizeof label, "hk_tune %s", name);
+    if (!hk_check_status(label, st, HK_OK, NULL))
+        return 0;
+    print_report(r);
+    snprintf(label, sizeof label, "%s: search finds a feasible winner within its budget", name);
+    hk_check(!r->from_cache && r->space > 64 && r->measured >= 1 && r->measured <= d->max_measured &&
+                 isfinite(r->best_ms) && r->best_ms > 0 && r->best_ms <= r->default_ms &&
+                 r->evaluated == r->measured + r->rejected_static + r->rejected_gate + r->duplicates,
+             label, "space %u, evaluated %u, measured %u, best %g, default %g", r->space, r->evaluated, r->measured,
+             r->best_ms, r->default_ms);
+    snprintf(label, sizeof label, "%s: the planted schedule is rejected by the gate", name);
+    hk_check(r->rejected_gate == 1 && strstr(r->rejects, "gate: scale_rel") != NULL, label, "%u: %s",
+             r->rejected_gate, r->rejects);
+    hk_tune_report r2;
+    st = hk_tune(ctx, d, &r2);
+    snprintf(label, sizeof label, "%s: a second search hits the cache and measures nothing", name);
+    hk_check(st == HK_OK && r2.from_cache && r2.measured == 0 && r2.evaluated == 0 && !strcmp(r2.schedule, r->schedule) &&
+                 !strcmp(r2.shape, r->shape),
+             label, "from_cache %d, measured %u, %s", r2.from_cache, r2.measured, r2.schedule);
+    return 1;
+}
+
+/* hk_schedule_last of a family: "tuned <winner>" (winner set) or "default ..." (winner NULL) */
+static void expect_schedule(hk_context *ctx, hk_tune_kernel kernel, const char *winner, const char *name)
+{
+    char sched[160], want[200];
+    hk_status st = hk_schedule_last(ctx, kernel, sched, sizeof sched);
+    if (winner)
+        snprintf(want, sizeof want, "tuned %s", winner);
+    else
+        snprintf(want, sizeof want, "default ");
+    hk_check(st == HK_OK && !strncmp(sched, want, strlen(want)) && (!winner || !strcmp(sched, want)), name,
+             "hk_schedule_last \"%s\", want \"%s%s\"", st == HK_OK ? sched : hk_last_error(), want, winner ? "" : "...");
+}
+
+static hk_tune_desc quick_desc(hk_tune_kernel kernel, hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
+{
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.kernel = kernel;
+    d.wtype = wtype;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.seed = 21;
+    d.max_measured = 2; /* the default and one more: each schedule is a pipeline for lavapipe to build,
+                         * seconds each */
+    d.repeats = 1;
+    d.batch = 1;
+    d.copies = 2;
+    d.verbose = 1;
+    return d;
+}
+
+/* hk_gemm_f16 (f32 x) or hk_mmq (Q8_1 x) on seeded inputs against the reference at the arm's gate */
+static void gemm_run(hk_context *ctx, int mmq, hk_type type, uint32_t m, uint32_t n, uint32_t k, const char *name)
+{
+    hk_rng rng = {1000 + m};
+    uint8_t *w = hk_random_weights(&rng, (int)type, n, k, 0);
+    float *x = malloc((size_t)m * k * 4), *ref = malloc((size_t)m * n * 4), *ref16 = malloc((size_t)m * n * 4);
+    hk_block_q8_1 *xq = malloc((size_t)m * (k / 32) * sizeof *xq);
+    hk_rng_fill(&rng, x, (size_t)m * k, -1, 1);
+    for (uint32_t r = 0; r < m; r++)
+        hk_quant_row_q8_1(x + (size_t)r * k, xq + (size_t)r * (k / 32), k);
+    if (mmq)
+        hk_ref_mmq((int)type, w, xq, ref, m, n, k);
+    else
+        hk_ref_gemm((int)type, w, x, ref, m, n, k), hk_ref_gemm_f16((int)type, w, x, ref16, m, n, k);
+    hk_buffer *wb = hk_test_buffer(ctx, (uint64_t)n * hk_type_bytes(type, k), w);
+    hk_buffer *xb = mmq ? hk_test_buffer(ctx, (uint64_t)m * (k / 32) * sizeof *xq, xq) : hk_test_buffer(ctx, (uint64_t)m * k * 4, x);
+    hk_test_out o = hk_test_out_create(ctx, (size_t)m * n);
+    hk_status st = mmq ? hk_mmq(ctx, NULL, type, (hk_view){wb, 0}, (hk_view){xb, 0}, hk_test_out_view(&o), m, n, k)
+                       : hk_gemm_f16(ctx, NULL, type, (hk_view){wb, 0}, (hk_view){xb, 0}, hk_test_out_view(&o), m, n, k);
+    if (hk_check_status(name, st, HK_OK, NULL)) {
+        const float *got = hk_test_out_read(&o, name);
+        const char *arm = mmq ? hk_mmq_path(ctx, type) : NULL;
+        hk_check_close(name, got, ref, (size_t)m * n,
+                       !mmq ? HK_GATE_F16 : arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ);
+        if (!mmq && got) {
+            double r16 = hk_scale_rel(got, ref16, (size_t)m * n);
+            hk_check(r16 < HK_GATE_F16_OPERANDS, name, "against the f16-operand reference %.3e", r16);
+        }
+    }
+    hk_test_out_destroy(&o);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    free(w), free(x), free(ref), free(ref16), free(xq);
+}
+
+/* hk_mmq_id: a seeded routing of tokens x top_k slots, x per token (per_slot 0) or per slot */
+static void mmq_id_run(hk_context *ctx, hk_type type, uint32_t E, uint32_t n, uint32_t k, uint32_t tokens,
+                       uint32_t top_k, int per_slot, const char *name)
+{
+    hk_rng rng = {2000 + tokens};
+    uint32_t m = tokens * top_k, per_x = per_slot ? 1 : top_k, x_rows = m / per_x;
+    uint8_t *w = hk_random_weights(&rng, (int)type, (size_t)E * n, k, 0);
+    hk_block_q8_1 *xq = malloc((size_t)x_rows * (k / 32) * sizeof *xq);
+    float *xf = malloc((size_t)k * 4), *ref = malloc((size_t)m * n * 4);
+    for (uint32_t r = 0; r < x_rows; r++) {
+        hk_rng_fill(&rng, xf, k, -1, 1);
+        hk_quant_row_q8_1(xf, xq + (size_t)r * (k / 32), k);
+    }
+    uint32_t *ids = hk_random_routing(&rng, tokens, top_k, E), *offsets = malloc((E + 1) * 4), *slots = malloc(m * 4);
+    uint32_t dropped;
+    hk_ref_moe_expert_rows(ids, m, E, offsets, slots, &dropped);
+    hk_ref_mmq_id((int)type, w, xq, offsets, slots, ref, E, n, k, m, per_x);
+    hk_buffer *wb = hk_test_buffer(ctx, (uint64_t)E * n * hk_type_bytes(type, k), w);
+    hk_buffer *xb = hk_test_buffer(ctx, (uint64_t)x_rows * (k / 32) * sizeof *xq, xq);
+    hk_buffer *ob = hk_test_buffer(ctx, (E + 1) * 4, offsets), *sb = hk_test_buffer(ctx, m * 4, slots);
+    hk_test_out o = hk_test_out_create(ctx, (size_t)m * n);
+    hk_mmq_id_shape shape = {E, n, k, m, per_x};
+    hk_status st = hk_mmq_id(ctx, NULL, type, (hk_view){wb, 0}, (hk_view){xb, 0}, (hk_view){ob, 0}, (hk_view){sb, 0},
+                             hk_test_out_view(&o), &shape);
+    const char *arm = hk_mmq_path(ctx, type);
+    if (hk_check_status(name, st, HK_OK, NULL))
+        hk_check_close(name, hk_test_out_read(&o, name), ref, (size_t)m * n,
+                       arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ);
+    hk_test_out_destroy(&o);
+    hk_buffer_destroy(wb), hk_buffer_destroy(xb), hk_buffer_destroy(ob), hk_buffer_destroy(sb);
+    free(w), free(xq), free(xf), free(ref), free(ids), free(offsets), free(slots);
+}
+
+/* flash prefill on an f16 head-major cache of `capacity` rows, seq_k = capacity */
+static void flash_run(hk_context *ctx, uint32_t n_q, uint32_t H, uint32_t Hkv, uint32_t D, uint32_t cap, int causal,
+                      const char *name)
+{
+    hk_rng rng = {3000 + n_q};
+    hk_sdpa_desc sd = {0};
+    sd.n_q = n_q;
+    sd.n_heads = H;
+    sd.n_kv_heads = Hkv;
+    sd.head_dim = D;
+    sd.seq_k = cap;
+    sd.scale = 1.0f / sqrtf((float)D);
+    sd.causal = causal;
+    sd.kv.type = HK_TYPE_F16;
+    sd.kv.capacity = cap;
+    sd.kv.k_row_stride = sd.kv.v_row_stride = 2 * D;
+    sd.kv.k_head_stride = sd.kv.v_head_stride = (uint64_t)cap * 2 * D;
+    size_t nq = (size_t)n_q * H * D, nv = (size_t)Hkv * cap * D;
+    float *q = malloc(nq * 4), *kf = malloc(nv * 4), *vf = malloc(nv * 4), *ref = malloc(nq * 4);
+    uint16_t *kh = malloc(nv * 2), *vh = malloc(nv * 2);
+    hk_rng_fill(&rng, q, nq, -1, 1);
+    hk_rng_fill(&rng, kf, nv, -1, 1);
+    hk_rng_fill(&rng, vf, nv, -1, 1);
+    for (size_t i = 0; i < nv; i++) {
+        kh[i] = hk_f32_to_f16(kf[i]);
+        vh[i] = hk_f32_to_f16(vf[i]);
+        kf[i] = hk_f16_to_f32(kh[i]);
+        vf[i] = hk_f16_to_f32(vh[i]);
+    }
+    hk_ref_sdpa(q, kf, vf, ref, n_q, H, Hkv, cap, D, sd.scale, causal); /* seq_k = capacity: packed */
+    uint64_t ws = 0;
+    hk_status st = hk_sdpa_workspace_bytes(ctx, &sd, &ws);
+    hk_buffer *bq = hk_test_buffer(ctx, nq * 4, q), *bk = hk_test_buffer(ctx, nv * 2, kh),
+              *bv = hk_test_buffer(ctx, nv * 2, vh), *bw = hk_test_buffer(ctx, ws ? ws : 4, NULL);
+    hk_test_out o = hk_test_out_create(ctx, nq);
+    if (st == HK_OK)
+        st = hk_sdpa_blk(ctx, NULL, &sd, (hk_view){bq, 0}, (hk_view){bk, 0}, (hk_view){bv, 0}, hk_test_out_view(&o),
+                         (hk_view){bw, 0}, (hk_view){NULL, 0});
+    const char *arm = hk_sdpa_path(ctx, &sd);
+    if (hk_check_status(name, st, HK_OK, NULL))
+        hk_check_close(name, hk_test_out_read(&o, name), ref, nq,
+                       arm && !strcmp(arm, "flash-coopmat") ? HK_GATE_SDPA_F16 : HK_GATE_F32);
+    hk_test_out_destroy(&o);
+    hk_buffer_destroy(bq), hk_buffer_destroy(bk), hk_buffer_destroy(bv), hk_buffer_destroy(bw);
+    free(q), free(kf), free(vf), free(ref), free(kh), free(vh);
+}
+
+/* Each prefill family: a search on a small shape (genetic: the spaces are large), the plant
+ * rejected, the cache hit; then a call at another shape of the class takes the winner and matches
+ * the reference, and a call of another class takes the default. */
+static void test_prefill_families(hk_context *ctx)
+{
+    hk_tune_report r;
+    /* gemm_f16: tuned at m=20 (class m17-32), served at m=30 */
+    hk_tune_desc d = quick_desc(HK_TUNE_GEMM_F16, HK_TYPE_Q4_K, 20, 48, 256);
+    if (search_checks(ctx, "gemm_f16", &d, &r)) {
+        hk_check(!strcmp(r.shape, "q4_k:m17-32/n48/k256"), "gemm_f16 shape class", "%s", r.shape);
+        gemm_run(ctx, 0, HK_TYPE_Q4_K, 30, 48, 256, "gemm_f16 m=30 with the winner of m=20");
+        expect_schedule(ctx, HK_TUNE_GEMM_F16, r.schedule, "gemm_f16: a shape of the class takes the winner");
+        gemm_run(ctx, 0, HK_TYPE_Q4_K, 40, 48, 256, "gemm_f16 m=40 (another class)");
+        expect_schedule(ctx, HK_TUNE_GEMM_F16, NULL, "gemm_f16: another class takes the default");
+    }
+    /* mmq: Q8_0 tuned at m=20, served at m=25 */
+    d = quick_desc(HK_TUNE_MMQ, HK_TYPE_Q8_0, 20, 40, 96);
+    if (search_checks(ctx, "mmq", &d, &r)) {
+        gemm_run(ctx, 1, HK_TYPE_Q8_0, 25, 40, 96, "mmq m=25 with the winner of m=20");
+        expect_schedule(ctx, HK_TUNE_MMQ, r.schedule, "mmq: a shape of the class takes the winner");
+        gemm_run(ctx, 1, HK_TYPE_Q8_0, 25, 41, 96, "mmq n=41 (another class)");
+        expect_schedule(ctx, HK_TUNE_MMQ, NULL, "mmq: another class takes the default");
+    }
+    /* mmq_id: 10 tokens top-2 over 4 experts (m=20, x per token), served at 14 tokens (m=28) */
+    d = quick_desc(HK_TUNE_MMQ_ID, HK_TYPE_Q4_K, 20, 32, 256);
+    d.n_experts = 4;
+    d.top_k = 2;
+    d.slots_per_x_row = 2;
+    if (search_checks(ctx, "mmq_id", &d, &r)) {
+        hk_check(!strcmp(r.shape, "q4_k:e4/n32/k256/m17-32/x2"), "mmq_id shape class", "%s", r.shape);
+        mmq_id_run(ctx, HK_TYPE_Q4_K, 4, 32, 256, 14, 2, 0, "mmq_id 14 tokens with the winner of 10");
+        expect_schedule(ctx, HK_TUNE_MMQ_ID, r.schedule, "mmq_id: a shape of the class takes the winner");
+        mmq_id_run(ctx, HK_TYPE_Q4_K, 4, 32, 256, 14, 2, 1, "mmq_id x per slot (another class)");
+        expect_schedule(ctx, HK_TUNE_MMQ_ID, NULL, "mmq_id: another class takes the default");
+    }
+    /* flash prefill: causal, f16, tuned at 20 queries over 64 keys, served at 24 over 60 */
+    hk_tune_desc_init(&d);
+    d.kernel = HK_TUNE_FLASH_PREFILL;
+    d.kv_type = HK_TYPE_F16;
+    d.n_heads = 4;
+    d.n_kv_heads = 2;
+    d.head_dim = 64;
+    d.capacity = 64;
+    d.n_q = 20;
+    d.causal = 1;
+    d.seed = 4;
+    d.max_measured = 2;
+    d.repeats = 1;
+    d.batch = 1;
+    d.copies = 2;
+    d.verbose = 1;
+    if (search_checks(ctx, "flash_prefill", &d, &r)) {
+        hk_check(!strcmp(r.shape, "f16:h4/kv2/d64/q17-32/cap33-64/causal"), "flash_prefill shape class", "%s", r.shape);
+        flash_run(ctx, 24, 4, 2, 64, 60, 1, "flash 24 x 60 causal with the winner of 20 x 64");
+        expect_schedule(ctx, HK_TUNE_FLASH_PREFILL, r.schedule, "flash_prefill: a shape of the class takes the winner");
+        flash_run(ctx, 24, 4, 2, 64, 60, 0, "flash 24 x 60 not causal (another class)");
+        expect_schedule(ctx, HK_TUNE_FLASH_PREFILL, NULL, "flash_prefill: another class takes the default");
+    }
+}
+
+/* The genetic search (HK_TUNE_GENETIC) with HK_TUNE_FAKE_TIMES on the int8 matvec, whose 18
+ * pipelines the exhaustive search already built: one seed, one sequence (trace) and winner; times
+ * of another magnitude in the same order, the same; another seed, another sequence. 12 measured:
+ * more than a first population holds, so generations (sorts and tournaments) ran. */
+static void test_determinism(hk_context *ctx)
+{
+    hk_tune_desc d = mv_desc(HK_TYPE_Q8_0, 64, 256);
+    d.max_measured = 12;
+    d.force = 1;
+    d.no_store = 1;
+    hk_tune_report r[4];
+    hk_status st[4];
+    setenv("HK_TUNE_GENETIC", "1", 1);
+    for (int i = 0; i < 4; i++) {
+        setenv("HK_TUNE_FAKE_TIMES", i == 2 ? "2" : "1", 1);
+        d.seed = i == 3 ? 8 : 7;
+        st[i] = hk_tune(ctx, &d, &r[i]);
+        printf("  seed %llu, times %d: trace %016llx, %u evaluated, %u measured, winner %s (%.4f ms)\n",
+               (unsigned long long)d.seed, i == 2 ? 2 : 1, (unsigned long long)r[i].trace, r[i].evaluated,
+               r[i].measured, r[i].schedule, r[i].best_ms);
+    }
+    unsetenv("HK_TUNE_FAKE_TIMES");
+    unsetenv("HK_TUNE_GENETIC");
+    hk_check(st[0] == HK_OK && st[1] == HK_OK && st[2] == HK_OK && st[3] == HK_OK, "searches with fake times", "%s",
+             hk_last_error());
+    hk_check(r[0].space == 18 && r[0].measured == 12 && r[0].best_ms >= 1 && r[0].best_ms < 2 && r[2].best_ms >= 1000,
+             "a genetic search over generations, on fake times", "space %u, measured %u, best %g and %g", r[0].space,
+             r[0].measured, r[0].best_ms, r[2].best_ms);
+    hk_check(r[0].trace == r[1].trace && r[0].evaluated == r[1].evaluated && !strcmp(r[0].schedule, r[1].schedule),
+             "one seed and one order of times: the same sequence and winner", "%016llx vs %016llx",
+             (unsigned long long)r[0].trace, (unsigned long long)r[1].trace);
+    hk_check(r[0].trace == r[2].trace && !strcmp(r[0].schedule, r[2].schedule),
+             "times of another magnitude in the same order: the same sequence", "%016llx vs %016llx",
+             (unsigned long long)r[0].trace, (unsigned long long)r[2].trace);
+    hk_check(r[0].trace != r[3].trace, "another seed draws another sequence", "%016llx", (unsigned long long)r[3].trace);
 }
 
 /* ---- main ---- */
@@ -388,20 +697,7 @@ int main(void)
 
     /* flash-decoding: a large space (genetic search), static rejects with reasons, a planted
      * schedule that skips half the keys */
-    hk_tune_desc ds;
-    hk_tune_desc_init(&ds);
-    ds.kernel = HK_TUNE_SDPA_DECODE;
-    ds.kv_type = HK_TYPE_F16;
-    ds.n_heads = 4;
-    ds.n_kv_heads = 2;
-    ds.head_dim = 64;
-    ds.capacity = 512;
-    ds.seed = 3;
-    ds.max_measured = 8;
-    ds.repeats = 1;
-    ds.batch = 2;
-    ds.copies = 2;
-    ds.verbose = 1;
+    hk_tune_desc ds = sdpa_desc(512);
     setenv("HK_TUNE_PLANT_WRONG", "1", 1);
     st = hk_tune(ctx, &ds, &r);
     unsetenv("HK_TUNE_PLANT_WRONG");
@@ -483,23 +779,26 @@ int main(void)
     FILE *f = fopen(path, "w");
     fprintf(f, "# a comment\n");
     fprintf(f, "this is not a cache line\n");
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\n", id, version); /* too few fields */
-    fprintf(f, "hkernel-tune-1\t%s\t0.0.1\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,wide=1\t0.1\n", id, version);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=3,items=1,load_bits=32\t0.1\n", id, version);
-    fprintf(f, "hkernel-tune-1\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\n", id, version); /* too few fields */
+    fprintf(f, "hkernel-tune-2\t%s\t0.0.1\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,wide=1\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=3,items=1,load_bits=32\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\tbeef\t0001\t00000001\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n",
             version);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=16,nrows=1,items=2,resident=0,"
+    /* the previous format (exact shapes): this device's line is stale, never read, and kept */
+    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=4,items=4,load_bits=16\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n", id, version);
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=16,nrows=1,items=2,resident=0,"
                "wgs=3\t0.1\n", id, version);
-    fprintf(f, "hkernel-tune-1\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=12,nrows=1,items=2,resident=0,"
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=12,nrows=1,items=2,resident=0,"
                "wgs=3\t0.1\n", id, version); /* 12 subgroups: out of range */
     fclose(f);
     hk_context *ctx3 = NULL;
     char *warnings = capture_stderr(context_in, dir_b, &ctx3);
     hk_check(ctx3 != NULL, "a corrupt cache never fails context creation", "%s", hk_last_error());
-    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 4,
-             "corrupt and stale lines warned about", "%s", warnings ? warnings : "");
+    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 5 &&
+                 count_of(warnings, "cache format hkernel-tune-1") == 1,
+             "corrupt, stale and old-format lines warned about", "%s", warnings ? warnings : "");
     free(warnings);
     if (ctx3) {
         mv_case mv3;
@@ -526,8 +825,8 @@ int main(void)
         char *text = read_file(path);
         unsigned lines = 0;
         int valid = file_valid(text, &lines);
-        hk_check(valid && lines == 8 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
-                     strstr(text, "q8_0:32x128"),
+        hk_check(valid && lines == 9 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
+                     strstr(text, "hkernel-tune-1\t") && strstr(text, "q8_0:32x128"),
                  "rewritten file is valid and keeps others' lines", "%u lines:\n%s", lines, text ? text : "");
         free(text);
         mv_release(&mv3);
@@ -536,14 +835,35 @@ int main(void)
         hk_context_destroy(ctx3);
     }
 
+    test_prefill_families(ctx);
+    test_determinism(ctx);
+
     /* argument checks */
     hk_tune_desc bad = mv_desc(HK_TYPE_Q8_0, 64, 100);
     hk_check_status("hk_tune k not a block multiple", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "k=100");
     bad = mv_desc(HK_TYPE_Q8_0, 64, 256);
-    bad.kernel = (hk_tune_kernel)7;
-    hk_check_status("hk_tune unknown kernel", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "kernel=7");
+    bad.kernel = (hk_tune_kernel)99;
+    hk_check_status("hk_tune unknown kernel", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "kernel=99");
     hk_check_status("hk_schedule_last small buffer", hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, 4),
                     HK_ERROR_INVALID_ARGUMENT, "too small");
+    bad = quick_desc(HK_TUNE_MMQ_ID, HK_TYPE_Q4_K, 21, 32, 256);
+    bad.n_experts = 4;
+    bad.top_k = 2;
+    bad.slots_per_x_row = 2;
+    hk_check_status("hk_tune mmq_id slots not a multiple of top_k", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT,
+                    "m=21 (a multiple of top_k)");
+    bad = quick_desc(HK_TUNE_GEMM_F16, HK_TYPE_Q4_K, 0, 48, 256);
+    hk_check_status("hk_tune gemm_f16 m=0", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "m=0");
+    hk_tune_desc_init(&bad);
+    bad.kernel = HK_TUNE_FLASH_PREFILL;
+    bad.kv_type = HK_TYPE_F16;
+    bad.n_heads = bad.n_kv_heads = 1;
+    bad.head_dim = 64;
+    bad.capacity = 16;
+    bad.n_q = 20;
+    bad.causal = 1;
+    hk_check_status("hk_tune flash_prefill causal past the capacity", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT,
+                    "n_q=20");
 
     free(y_default);
     free(y_separate);

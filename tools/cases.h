@@ -75,6 +75,9 @@ typedef struct hk_case {
     int (*available)(hk_context *ctx, char *why, size_t why_size);
     /* Optional: the gate of the arm the device runs for this shape (NULL: gate). */
     double (*gate_of)(const struct hk_case_run *run);
+    /* Optional: the autotuner family (hk_tune_kernel) that schedules this run, 0 for none (the
+     * tools print its hk_schedule_last beside the row). */
+    int (*tune_family)(const struct hk_case_run *run);
     const hk_case_shape *tests;  /* the test suite's shapes (small: lavapipe) */
     uint32_t n_tests;
     const hk_case_shape *quick;  /* hk-check / hk-bench on CPU devices */

@@ -231,6 +231,14 @@ static double gate_sdpa(const hk_case_run *run)
     return arm && !strcmp(arm, "flash-coopmat") ? HK_GATE_SDPA_F16 : HK_GATE_F32;
 }
 
+/* flash-decoding for one query; flash prefill where it serves the shape */
+static int tune_sdpa(const hk_case_run *run)
+{
+    const sdpa_state *st = run->state;
+    const char *arm = hk_sdpa_path(run->ctx, &st->desc);
+    return st->desc.n_q == 1 ? HK_TUNE_SDPA_DECODE : arm && !strncmp(arm, "flash", 5) ? HK_TUNE_FLASH_PREFILL : 0;
+}
+
 static const hk_case_shape sdpa_tests[] = {
     /* {n_q, H, Hkv, d, seq_k, capacity, causal, counter}; the first six (decode and prefill, every
      * cache type, padded and token-major caches whose unused rows are NaN, a counter) are what
@@ -295,6 +303,7 @@ const hk_case hk_case_sdpa = {
     .prepare = prepare_sdpa,
     .record = record_sdpa,
     .gate_of = gate_sdpa,
+    .tune_family = tune_sdpa,
     CASE_SHAPES(sdpa_tests, sdpa_quick, sdpa_full),
 };
 

@@ -141,12 +141,19 @@ const hk_case hk_case_matvec = {
     .record = record_matvec,
     CASE_SHAPES(matvec_tests, matvec_quick, matvec_full),
 };
+static int tune_matvec_int8(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MATVEC_INT8;
+}
+
 const hk_case hk_case_matvec_int8 = {
     .name = "matvec_int8",
     .gate = HK_GATE_EXACT,
     .prepare = prepare_matvec_int8,
     .record = record_matvec_int8,
     .compare = compare_int8,
+    .tune_family = tune_matvec_int8,
     CASE_SHAPES(matvec_int8_tests, matvec_quick, matvec_full),
 };
 
@@ -203,11 +210,18 @@ static const hk_case_shape tokens_full[] = {
     {Q6, {4096, 4096, 8}, 1, 0},     {Q8, {4096, 4096, 8}, 1, 0},      {Q8, {14336, 4096, 8}, 1, 0},
 };
 
+static int tune_matvec_tokens(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MATVEC_TOKENS;
+}
+
 const hk_case hk_case_matvec_int8_tokens = {
     .name = "matvec_int8_tokens",
     .gate = HK_GATE_EXACT,
     .prepare = prepare_tokens,
     .record = record_tokens,
+    .tune_family = tune_matvec_tokens,
     CASE_SHAPES(tokens_tests, tokens_quick, tokens_full),
 };
 

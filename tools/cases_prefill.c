@@ -72,6 +72,24 @@ static hk_block_q8_1 *activation_rows(hk_rng *rng, uint32_t rows, uint32_t k)
     return x;
 }
 
+static int tune_mmq(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MMQ;
+}
+
+static int tune_mmq_id(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MMQ_ID;
+}
+
+static int tune_gemm(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_GEMM_F16;
+}
+
 static double gate_mmq(const hk_case_run *run)
 {
     const char *arm = hk_mmq_path(run->ctx, run->shape.type);
@@ -146,30 +164,9 @@ const hk_case hk_case_mmq = {
     .record = record_mmq,
     .compare = compare_mmq,
     .gate_of = gate_mmq,
+    .tune_family = tune_mmq,
     CASE_SHAPES(mmq_tests, mmq_quick, mmq_full),
 };
-
-/* ---- MoE routing shared by the two MoE prefill rows ---- */
-
-/* tokens x top_k slots, each token's experts distinct (a random routing). */
-static uint32_t *routing(hk_rng *rng, uint32_t tokens, uint32_t top_k, uint32_t n_experts)
-{
-    uint32_t n = tokens * top_k, *ids = hk_case_alloc(n * sizeof *ids);
-    if (!ids)
-        return NULL;
-    for (uint32_t t = 0; t < tokens; t++)
-        for (uint32_t j = 0; j < top_k; j++) {
-            uint32_t e, taken, tries = 0;
-            do {
-                e = (uint32_t)(hk_rng_next(rng) % n_experts);
-                taken = 0;
-                for (uint32_t i = 0; i < j; i++)
-                    taken |= ids[t * top_k + i] == e;
-            } while (taken && ++tries < 1000);
-            ids[t * top_k + j] = e;
-        }
-    return ids;
-}
 
 /* ---- hk_moe_expert_rows: d = {tokens, top_k, n_experts} ---- */
 
@@ -178,7 +175,7 @@ static hk_status prepare_rows(hk_case_run *run, uint64_t seed)
     uint32_t tokens = run->shape.d[0], top_k = run->shape.d[1], n_experts = run->shape.d[2];
     uint32_t n_slots = tokens * top_k;
     hk_rng rng = {seed};
-    uint32_t *ids = routing(&rng, tokens, top_k, n_experts);
+    uint32_t *ids = hk_random_routing(&rng, tokens, top_k, n_experts);
     if (!ids)
         return HK_ERROR_OUT_OF_MEMORY;
     if (run->ref_mode != HK_REF_NONE) /* malformed ids from the GPU side are dropped and counted */
@@ -251,7 +248,7 @@ static hk_status prepare_mmq_id(hk_case_run *run, uint64_t seed)
     uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n;
     uint8_t *w = hk_random_weights(&rng, (int)type, (size_t)n_experts * n, k, 1);
     hk_block_q8_1 *x = activation_rows(&rng, x_rows, k);
-    uint32_t *ids = routing(&rng, tokens, top_k, n_experts);
+    uint32_t *ids = hk_random_routing(&rng, tokens, top_k, n_experts);
     uint32_t *offsets = hk_case_alloc((n_experts + 1) * sizeof *offsets), *slots = hk_case_alloc(n_slots * 4);
     gemm_state *st = sample_rows(run, n_slots);
     if (!w || !x || !ids || !offsets || !slots || !st) {
@@ -325,16 +322,12 @@ const hk_case hk_case_mmq_id = {
     .record = record_mmq_id,
     .compare = compare_mmq_id,
     .gate_of = gate_mmq,
+    .tune_family = tune_mmq_id,
     CASE_SHAPES(mmq_id_tests, mmq_id_quick, mmq_id_full),
 };
 
 /* ---- hk_gemm_f16 (f32 x, f16 products): d = {m, n, k}, variant 1 = raw random weight blocks ---- */
 
-/* Distance to hk_ref_gemm_f16 (the same f16 operands, summed in double) that a correct kernel stays
- * under: f32 summation order (~1e-6) and a device that rounds f32 -> f16 toward zero (~1e-3). Far
- * tighter than the gate to the full-precision product, which the f16 rounding itself takes to
- * ~1e-3. */
-#define GEMM_F16_OPERANDS_GATE 1e-2
 /* hk-check on big shapes: the reference covers a few rows of x (all n outputs of each). */
 #define GEMM_SAMPLE_ROWS 4u
 
@@ -399,7 +392,7 @@ static hk_status record_gemm(const hk_case_run *run, hk_stream *stream, const hk
 }
 
 /* The gate: scale-relative to the full-precision product (HK_GATE_F16); beside it, and held to
- * GEMM_F16_OPERANDS_GATE, the distance to the product of the f16-rounded operands. */
+ * HK_GATE_F16_OPERANDS, the distance to the product of the f16-rounded operands. */
 static double compare_gemm(const hk_case_run *run, char *detail, size_t size)
 {
     const f16_state *s = run->state;
@@ -418,8 +411,8 @@ static double compare_gemm(const hk_case_run *run, char *detail, size_t size)
     double rel16 = hk_scale_rel(got, s->ref_f16, run->ref_count);
     free(sample);
     snprintf(detail, size, "scale_rel=%.3e, vs f16 operands %.3e (gate %.0e) (%s arm)", rel, rel16,
-             GEMM_F16_OPERANDS_GATE, hk_gemm_f16_path(run->ctx, run->shape.type));
-    return rel16 < GEMM_F16_OPERANDS_GATE ? rel : INFINITY;
+             HK_GATE_F16_OPERANDS, hk_gemm_f16_path(run->ctx, run->shape.type));
+    return rel16 < HK_GATE_F16_OPERANDS ? rel : INFINITY;
 }
 
 static const hk_case_shape gemm_tests[] = {
@@ -458,5 +451,6 @@ const hk_case hk_case_gemm_f16 = {
     .prepare = prepare_gemm,
     .record = record_gemm,
     .compare = compare_gemm,
+    .tune_family = tune_gemm,
     CASE_SHAPES(gemm_tests, gemm_quick, gemm_full),
 };

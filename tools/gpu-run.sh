@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz. Usage there:
-# bash tools/gpu-run.sh [tests] [check] [bench] (default: all three). Extra hk-check/hk-bench
-# arguments: HK_CHECK_ARGS, HK_BENCH_ARGS.
+# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] (default: the first three).
+# Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
+# prefill shapes of docs/perf.md (HK_TUNE_BUDGET schedules measured per shape, default 12) into a
+# cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's prefill rows taking
+# those winners (run it with tune).
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -12,6 +15,8 @@ steps=${*:-tests check bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 cd build-gpu
 if [[ $steps == *tests* ]]; then
+    # as ctest: no test takes autotuner winners (tune's go to their own directory)
+    export HK_TUNE_CACHE_DIR=/nonexistent/hkernel-no-tune-cache
     for t in tests/test_*; do
         name=$(basename "$t")
         [ "$name" = test_gguf ] && continue # needs Python with gguf-py, which that machine lacks
@@ -20,8 +25,41 @@ if [[ $steps == *tests* ]]; then
     done
     grep -h "^FAIL" "$OUT"/test_*.log | head -40
     grep -h "caps plausible" "$OUT/test_runtime.log"
+    unset HK_TUNE_CACHE_DIR
 fi
 [[ $steps == *check* ]] && ./hk-check --csv "$OUT/check.csv" $HK_CHECK_ARGS 2>&1 | tee "$OUT/check.log"
-[[ $steps == *bench* ]] && ./hk-bench --csv "$OUT/bench.csv" --json "$OUT/bench.json" $HK_BENCH_ARGS 2>&1 | tee "$OUT/bench.log"
+[[ " $steps " == *" bench "* ]] && ./hk-bench --csv "$OUT/bench.csv" --json "$OUT/bench.json" $HK_BENCH_ARGS 2>&1 | tee "$OUT/bench.log"
+if [[ " $steps " == *" tune "* ]]; then
+    export HK_TUNE_CACHE_DIR=$OUT/tune-cache
+    while read -r kernel shape; do
+        log="$OUT/tune-$kernel-${shape//[:\/]/_}.log"
+        start=$SECONDS
+        ./hk-check tune "$kernel" "$shape" --budget "${HK_TUNE_BUDGET:-12}" >"$log" 2>&1
+        echo "$kernel $shape rc=$? $((SECONDS - start)) s"
+        grep -E "schedules in the space|^(default|winner|rejected:) " "$log"
+    done <<'SHAPES'
+gemm_f16 q4_k:512x4096x4096
+gemm_f16 q4_k:512x14336x4096
+gemm_f16 q4_k:512x4096x14336
+gemm_f16 q6_k:512x4096x4096
+gemm_f16 q8_0:512x4096x4096
+mmq q4_k:512x4096x4096
+mmq q4_k:512x14336x4096
+mmq q8_0:512x4096x4096
+mmq q6_k:512x4096x4096
+mmq q4_k:2048x4096x4096
+mmq_id q4_k:e128/n768/k2048/t512/top8
+mmq_id q6_k:e128/n2048/k768/t512/top8/per-slot
+flash_prefill f16:h32/kv8/d128/q512/cap512/causal
+flash_prefill f16:h32/kv8/d128/q512/cap4096/causal
+flash_prefill f16:h32/kv8/d128/q2048/cap2048/causal
+SHAPES
+    cat "$HK_TUNE_CACHE_DIR/tune.tsv"
+    unset HK_TUNE_CACHE_DIR
+fi
+if [[ " $steps " == *" tuned-bench "* ]]; then
+    HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa $HK_BENCH_ARGS 2>&1 |
+        tee "$OUT/tuned-bench.log"
+fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 tar czf "$ARCHIVE" -C "$OUT" .

@@ -30,9 +30,19 @@ static void usage(FILE *f)
 static void tune_usage(FILE *f)
 {
     fprintf(f, "usage: hk-check tune KERNEL [SHAPE] [--device N|NAME] [--force] [--seed N] [--budget N] [--quiet]\n"
-               "  KERNEL matvec_int8  SHAPE TYPE:ROWSxK            (default q8_0:4096x4096; q8_0, q4_k, q6_k)\n"
-               "  KERNEL matvec_int8_tokens  SHAPE TYPE:ROWSxKxTOKENS  (default q4_k:4096x4096x8; tokens 2..16)\n"
-               "  KERNEL sdpa_decode  SHAPE TYPE:hH/kvHKV/dD/capC (default f16:h32/kv8/d128/cap4096; f32, f16, q8_0)\n"
+               "  KERNEL matvec_int8   SHAPE TYPE:ROWSxK                 (default q8_0:4096x4096)\n"
+               "  KERNEL matvec_int8_tokens SHAPE TYPE:ROWSxKxTOKENS    (default q4_k:4096x4096x8; tokens 2..16)\n"
+               "  KERNEL sdpa_decode   SHAPE TYPE:hH/kvHKV/dD/capC       (default f16:h32/kv8/d128/cap4096)\n"
+               "  KERNEL gemm_f16      SHAPE TYPE:MxNxK                  (default q4_k:512x4096x4096)\n"
+               "  KERNEL mmq           SHAPE TYPE:MxNxK                  (default q4_k:512x4096x4096)\n"
+               "  KERNEL mmq_id        SHAPE TYPE:eE/nN/kK/tTOKENS/topK[/per-slot]\n"
+               "                                                         (default q4_k:e128/n768/k2048/t512/top8)\n"
+               "  KERNEL flash_prefill SHAPE TYPE:hH/kvHKV/dD/qNQ/capC[/causal]\n"
+               "                                                         (default f16:h32/kv8/d128/q512/cap4096/causal)\n"
+               "  TYPE: q8_0, q4_k, q6_k for weights; f32, f16, q8_0 for KV caches. mmq_id: TOKENS x topK slots,\n"
+               "  x per token (per-slot: x per slot, the down projection). flash_prefill: seq_k = capacity.\n"
+               "  The winner serves the shape's class (hk-check prints it): m, slots, queries and capacities\n"
+               "  in the same power-of-two range share it.\n"
                "  --device    the device: an index or a name substring (default: HK_DEVICE, else the best)\n"
                "  --force     search even when the cache has a winner for the shape\n"
                "  --seed N    inputs and genetic draws (default 1)\n"
@@ -66,18 +76,28 @@ static int tune_main(int argc, char **argv)
     const char *shape = NULL;
     hk_context_desc cdesc;
     hk_context_desc_init(&cdesc);
-    if (!strcmp(argv[2], "matvec_int8")) {
-        d.kernel = HK_TUNE_MATVEC_INT8;
-        shape = "q8_0:4096x4096";
-    } else if (!strcmp(argv[2], "matvec_int8_tokens")) {
-        d.kernel = HK_TUNE_MATVEC_TOKENS;
-        shape = "q4_k:4096x4096x8";
-    } else if (!strcmp(argv[2], "sdpa_decode")) {
-        d.kernel = HK_TUNE_SDPA_DECODE;
-        shape = "f16:h32/kv8/d128/cap4096";
-    } else {
-        fprintf(stderr, "hk-check tune: unknown kernel \"%s\" (matvec_int8, matvec_int8_tokens, sdpa_decode)\n",
-                argv[2]);
+    static const struct {
+        const char *name;
+        hk_tune_kernel kernel;
+        const char *shape;
+    } kernels[] = {
+        {"matvec_int8", HK_TUNE_MATVEC_INT8, "q8_0:4096x4096"},
+        {"matvec_int8_tokens", HK_TUNE_MATVEC_TOKENS, "q4_k:4096x4096x8"},
+        {"sdpa_decode", HK_TUNE_SDPA_DECODE, "f16:h32/kv8/d128/cap4096"},
+        {"gemm_f16", HK_TUNE_GEMM_F16, "q4_k:512x4096x4096"},
+        {"mmq", HK_TUNE_MMQ, "q4_k:512x4096x4096"},
+        {"mmq_id", HK_TUNE_MMQ_ID, "q4_k:e128/n768/k2048/t512/top8"},
+        {"flash_prefill", HK_TUNE_FLASH_PREFILL, "f16:h32/kv8/d128/q512/cap4096/causal"},
+    };
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0] && !shape; i++)
+        if (!strcmp(argv[2], kernels[i].name)) {
+            d.kernel = kernels[i].kernel;
+            shape = kernels[i].shape;
+        }
+    if (!shape) {
+        fprintf(stderr, "hk-check tune: unknown kernel \"%s\" (matvec_int8, matvec_int8_tokens, sdpa_decode, gemm_f16, "
+                        "mmq, mmq_id, "
+                        "flash_prefill)\n", argv[2]);
         return 2;
     }
     for (int i = 3; i < argc; i++) {
@@ -115,18 +135,32 @@ static int tune_main(int argc, char **argv)
         }
     }
     const char *colon = strchr(shape, ':');
-    hk_type type;
+    hk_type type = HK_TYPE_F32;
     char tail;
     int ok = colon && parse_type(shape, (size_t)(colon - shape), &type);
-    if (ok && d.kernel == HK_TUNE_MATVEC_INT8) {
-        d.wtype = type;
-        ok = sscanf(colon + 1, "%ux%u%c", &d.rows, &d.k, &tail) == 2;
-    } else if (ok && d.kernel == HK_TUNE_MATVEC_TOKENS) {
-        d.wtype = type;
-        ok = sscanf(colon + 1, "%ux%ux%u%c", &d.rows, &d.k, &d.tokens, &tail) == 3;
-    } else if (ok) {
-        d.kv_type = type;
-        ok = sscanf(colon + 1, "h%u/kv%u/d%u/cap%u%c", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.capacity, &tail) == 4;
+    const char *rest = ok ? colon + 1 : "";
+    int used = 0;
+    d.wtype = d.kv_type = type;
+    if (!ok) {
+    } else if (d.kernel == HK_TUNE_MATVEC_INT8) {
+        ok = sscanf(rest, "%ux%u%c", &d.rows, &d.k, &tail) == 2;
+    } else if (d.kernel == HK_TUNE_MATVEC_TOKENS) {
+        ok = sscanf(rest, "%ux%ux%u%c", &d.rows, &d.k, &d.tokens, &tail) == 3;
+    } else if (d.kernel == HK_TUNE_SDPA_DECODE) {
+        ok = sscanf(rest, "h%u/kv%u/d%u/cap%u%c", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.capacity, &tail) == 4;
+    } else if (d.kernel == HK_TUNE_GEMM_F16 || d.kernel == HK_TUNE_MMQ) {
+        ok = sscanf(rest, "%ux%ux%u%c", &d.m, &d.n, &d.k, &tail) == 3;
+    } else if (d.kernel == HK_TUNE_MMQ_ID) {
+        uint32_t tokens = 0;
+        ok = sscanf(rest, "e%u/n%u/k%u/t%u/top%u%n", &d.n_experts, &d.n, &d.k, &tokens, &d.top_k, &used) == 5 &&
+             (!rest[used] || !strcmp(rest + used, "/per-slot"));
+        d.m = tokens * d.top_k;
+        d.slots_per_x_row = rest[used] ? 1 : d.top_k;
+    } else {
+        ok = sscanf(rest, "h%u/kv%u/d%u/q%u/cap%u%n", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.n_q, &d.capacity,
+                    &used) == 5 &&
+             (!rest[used] || !strcmp(rest + used, "/causal"));
+        d.causal = rest[used] != 0;
     }
     if (!ok) {
         fprintf(stderr, "hk-check tune: shape \"%s\" is not in the kernel's format\n", shape);
@@ -142,6 +176,14 @@ static int tune_main(int argc, char **argv)
     hk_context_caps(ctx, &caps);
     printf("device: %s (subgroup %u, %u B shared memory)\ncache: %s\n", caps.device_name, caps.subgroup_size,
            caps.shared_memory_bytes, hk_tune_cache_file(ctx) ? hk_tune_cache_file(ctx) : "(none)");
+    /* the arm the family runs here: a winner is this arm's */
+    const char *arm = NULL;
+    if (d.kernel == HK_TUNE_GEMM_F16)
+        arm = hk_gemm_f16_path(ctx, d.wtype);
+    else if (d.kernel == HK_TUNE_MMQ || d.kernel == HK_TUNE_MMQ_ID)
+        arm = hk_mmq_path(ctx, d.wtype);
+    if (arm)
+        printf("arm: %s\n", arm);
     hk_tune_report r;
     hk_status st = hk_tune(ctx, &d, &r);
     int rc = 0;
@@ -156,7 +198,7 @@ static int tune_main(int argc, char **argv)
                argv[2], r.shape, r.space, r.evaluated, r.measured, r.rejected_static, r.rejected_gate, r.duplicates);
         if (r.rejects[0])
             printf("rejected: %s\n", r.rejects);
-        printf("default %-44s %10.5f ms\nwinner  %-44s %10.5f ms (%.2fx)\n", r.default_schedule, r.default_ms,
+        printf("default %-60s %10.5f ms\nwinner  %-60s %10.5f ms (%.2fx)\n", r.default_schedule, r.default_ms,
                r.schedule, r.best_ms, r.default_ms / r.best_ms);
     }
     hk_context_destroy(ctx);

@@ -317,13 +317,12 @@ void bench_close(bench *b)
     hk_context_destroy(b->ctx);
 }
 
-/* The schedule a row ran with, for the families the autotuner knows (hk_schedule_last). */
+/* The schedule a row ran with, for the families the autotuner knows (the case's tune_family,
+ * hk_schedule_last). */
 const char *row_schedule(bench *b, const hk_case_run *run, char *out, size_t size)
 {
-    int mv = !strcmp(run->kcase->name, "matvec_int8"), mt = !strcmp(run->kcase->name, "matvec_int8_tokens");
-    int sd = !strcmp(run->kcase->name, "sdpa") && strstr(run->label, " q1 ");
-    hk_tune_kernel family = mv ? HK_TUNE_MATVEC_INT8 : mt ? HK_TUNE_MATVEC_TOKENS : HK_TUNE_SDPA_DECODE;
-    if ((!mv && !mt && !sd) || hk_schedule_last(b->ctx, family, out, size) != HK_OK)
+    int family = run->kcase->tune_family ? run->kcase->tune_family(run) : 0;
+    if (!family || hk_schedule_last(b->ctx, (hk_tune_kernel)family, out, size) != HK_OK)
         return "";
     return out;
 }

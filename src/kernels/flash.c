@@ -4,6 +4,7 @@
  * device has none (or HK_FEATURE_COOPMAT_KHR is disabled). Long key ranges are split in chunks
  * over workgroups, merged by shaders/flash_combine.comp through the workspace. */
 #include "attention.h"
+#include "tune.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -57,10 +58,13 @@ typedef struct flash_plan {
     uint32_t subgroup; /* 0 for the twin and the emulated arm */
     int coop;          /* the matrix-core arm's code (emulated or not) */
     uint32_t wg, br, bc, bkv, mr, flags;
+    uint32_t target; /* workgroups the key split aims for */
     uint32_t row_tiles, n_split, split_tiles;
     uint64_t groups;
     uint64_t workspace;
     char bad_env[200]; /* a tuning variable the call refuses (empty: none) */
+    int source;        /* HK_SCHED_*: where the tile and target came from */
+    int plant;         /* testing only: the tuner's planted candidate */
 } flash_plan;
 
 static int type_index(hk_type type) { return type == HK_TYPE_F32 ? 0 : type == HK_TYPE_F16 ? 1 : 2; }
@@ -75,10 +79,10 @@ static uint64_t coop_shared_bytes(uint32_t d, const flash_tile *t, uint32_t sg, 
     return 16 * elems + 4 * wg + (emulated ? 2ull * t->nsg * 256 * 4 : 0);
 }
 
-static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bkv)
+static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t bkv)
 {
     uint64_t str8 = (d + 8) / 8;
-    return 32 * (br + 2ull * bkv) * str8 + 16ull * br * ((bkv + 4) / 4) + 4 * FLASH_TWIN_WG;
+    return 32 * (br + 2ull * bkv) * str8 + 16ull * br * ((bc + 4) / 4) + 4 * FLASH_TWIN_WG;
 }
 
 /* Why a matrix-core tile cannot run here (NULL: it can), for subgroups of sg invocations. */
@@ -155,15 +159,29 @@ static void set_tile(flash_plan *p, const flash_tile *t, uint32_t sg)
     p->coop = 1;
 }
 
-/* The matrix-core arm's tile for this head_dim, if the device can run it: HK_FLASH_TILE, or the
- * first default that fits. */
-static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
+/* The subgroup size the matrix-core arm runs on, 0 where it cannot run here. */
+static uint32_t coop_subgroup(const hk_context *context)
 {
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16
     const hk_caps *caps = &context->caps;
     uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_FLOAT16 | HK_FEATURE_SUBGROUP_SIZE_CONTROL;
     uint32_t sg = caps->subgroup_size;
     if ((context->features & need) != need || !coop_tile_listed(caps) || sg < 16 || sg > 128 || (sg & (sg - 1)))
+        return 0;
+    return sg;
+#else
+    (void)context;
+    return 0;
+#endif
+}
+
+/* The matrix-core arm's tile for this head_dim, if the device can run it: HK_FLASH_TILE, or the
+ * first default that fits. */
+static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
+{
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
+    uint32_t sg = coop_subgroup(context);
+    if (!sg)
         return 0;
     /* diagnostic: units synchronised by workgroup barriers, no unit-level skips (the emulation's
      * way, on the matrix cores) */
@@ -211,10 +229,18 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
  * HK_FLASH_TILE) runs the matrix-core arm's code with its matrix operations emulated
  * (flash_coopmat_emu.glsl) on a device without matrix cores, f16 caches only, on virtual
  * subgroups of 32 invocations. Slow (barriers in every product); for small shapes. */
-static int plan_emulated(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
+static const char *emulation_asked(const hk_context *context, const hk_sdpa_desc *desc)
 {
     const char *env = getenv("HK_FLASH_EMULATE_COOPMAT");
     if (!env || !*env || desc->kv.type != HK_TYPE_F16 || !(context->features & HK_FEATURE_FLOAT16))
+        return NULL;
+    return env;
+}
+
+static int plan_emulated(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
+{
+    const char *env = emulation_asked(context, desc);
+    if (!env)
         return 0;
     flash_tile t = emu_default;
     if (strcmp(env, "1") && env_tile("HK_FLASH_EMULATE_COOPMAT", &t, p) < 0)
@@ -237,7 +263,7 @@ static int plan_twin(const hk_context *context, uint32_t d, flash_plan *p)
         if ((d / 4) % (FLASH_TWIN_WG / br)) /* each of a row's invocations owns whole quads */
             continue;
         for (uint32_t bkv = 32; bkv >= 8; bkv /= 2)
-            if (twin_shared_bytes(d, br, bkv) <= context->caps.shared_memory_bytes) {
+            if (twin_shared_bytes(d, br, bkv, bkv) <= context->caps.shared_memory_bytes) {
                 p->wg = FLASH_TWIN_WG;
                 p->br = br;
                 p->bc = p->bkv = bkv;
@@ -252,27 +278,111 @@ static int plan_twin(const hk_context *context, uint32_t d, flash_plan *p)
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* The arm, workgroup and key split for a (checked) shape; 0 if flash attention does not serve it. */
-static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
+/* An autotuner schedule's tile on the arm this device runs (the matrix cores, else the twin; the
+ * emulated arm takes none): 1 with the tile set, else 0 and why. */
+static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, flash_plan *p,
+                      char *why, size_t why_size)
+{
+    uint32_t d = desc->head_dim, rows = v[FL_ROWS], bc = v[FL_BC], bkv = v[FL_BKV];
+    int t = type_index(desc->kv.type);
+    uint32_t sg = coop_subgroup(context);
+    if (sg) {
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
+        if (rows != 16 && rows != 32) {
+            snprintf(why, why_size, "invalid: rows=%u per subgroup on the matrix cores (16 x mr: 16 or 32)", rows);
+            return 0;
+        }
+        flash_tile tile = {v[FL_SUBGROUPS], rows / 16, bc, bkv, v[FL_QREG], v[FL_PREFETCH]};
+        const char *problem = coop_tile_problem(context, d, &tile, sg, 0);
+        if (problem) {
+            snprintf(why, why_size, "%s", problem);
+            return 0;
+        }
+        static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16,
+                                            HK_SHADER_FLASH_COOP_Q8_0};
+        set_tile(p, &tile, sg);
+        p->subgroup = sg;
+        p->shader = coop_shaders[t];
+        return 1;
+#endif
+    }
+    if (emulation_asked(context, desc)) {
+        snprintf(why, why_size, "the emulated arm (HK_FLASH_EMULATE_COOPMAT) takes no schedule");
+        return 0;
+    }
+    /* the twin: one unit of FLASH_TWIN_WG invocations, tpr of them per row, each owning whole
+     * quads of D and whole keys of a chunk */
+    uint32_t tpr = FLASH_TWIN_WG / rows;
+    if (v[FL_SUBGROUPS] != 1 || v[FL_QREG]) {
+        snprintf(why, why_size, "invalid: the portable arm has one unit (subgroups 1) and Q in shared memory (qreg 0)");
+        return 0;
+    }
+    if (rows < 1 || rows > FLASH_TWIN_WG || FLASH_TWIN_WG % rows || (d / 4) % tpr || bc % tpr || bkv % bc ||
+        bkv > 256 || v[FL_PREFETCH] > 1) {
+        snprintf(why, why_size, "a tile that does not divide: rows=%u (%u invocations a row) with head_dim %u, bc=%u, "
+                 "bkv=%u", rows, tpr, d, bc, bkv);
+        return 0;
+    }
+    uint64_t shared = twin_shared_bytes(d, rows, bc, bkv);
+    if (shared > context->caps.shared_memory_bytes) {
+        snprintf(why, why_size, "shared memory %llu over the device's %u", (unsigned long long)shared,
+                 context->caps.shared_memory_bytes);
+        return 0;
+    }
+    static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
+    p->wg = FLASH_TWIN_WG;
+    p->br = rows;
+    p->bc = bc;
+    p->bkv = bkv;
+    p->mr = 1;
+    p->flags = v[FL_PREFETCH] ? 4u : 0u;
+    p->coop = 0;
+    p->shader = twin_shaders[t];
+    return 1;
+}
+
+/* The arm, workgroup and key split for a (checked) shape with a schedule (NULL: HK_FLASH_TILE or
+ * the defaults, HK_FLASH_GROUPS); 0 if flash attention does not serve it so (why, where given,
+ * says why a schedule cannot run). */
+static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const hk__sched *sched, flash_plan *p,
+                     char *why, size_t why_size)
 {
     const hk_caps *caps = &context->caps;
     uint32_t d = desc->head_dim;
     memset(p, 0, sizeof *p);
     if (d % 16 || d > 256 || !isfinite((float)(desc->scale * LOG2E))) /* the shader's scale */
         return 0;
-    int t = type_index(desc->kv.type), coop = plan_coop(context, d, p);
-    if (coop) {
-#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-        static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16,
-                                            HK_SHADER_FLASH_COOP_Q8_0};
-        p->shader = coop_shaders[t];
-#endif
-    } else if (!plan_emulated(context, desc, p)) {
-        static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
-        if (!plan_twin(context, d, p))
+    uint64_t target = FLASH_TARGET_GROUPS;
+    if (sched) {
+        if (!sched_tile(context, desc, sched->v, p, why, why_size))
             return 0;
-        p->shader = twin_shaders[t];
+        target = sched->v[FL_GROUPS] ? sched->v[FL_GROUPS] : 1;
+    } else {
+        int t = type_index(desc->kv.type), coop = plan_coop(context, d, p);
+        if (coop) {
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
+            static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16,
+                                                HK_SHADER_FLASH_COOP_Q8_0};
+            p->shader = coop_shaders[t];
+#endif
+        } else if (!plan_emulated(context, desc, p)) {
+            static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
+            if (!plan_twin(context, d, p))
+                return 0;
+            p->shader = twin_shaders[t];
+        }
+        const char *env = getenv("HK_FLASH_GROUPS");
+        if (env && *env) {
+            char *end;
+            unsigned long v = strtoul(env, &end, 10);
+            if (*end || v < 1 || v > 1000000)
+                snprintf(p->bad_env, sizeof p->bad_env,
+                         "HK_FLASH_GROUPS=\"%.40s\" is not a count of workgroups 1..1000000", env);
+            else
+                target = v;
+        }
     }
+    p->target = (uint32_t)target;
 
     uint32_t group = desc->n_heads / desc->n_kv_heads;
     uint64_t row_tiles = div_up((uint64_t)desc->n_q * group, p->br);
@@ -280,17 +390,7 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
     uint64_t tiles = div_up(desc->kv.capacity, p->bkv);
     uint64_t max_tiles = (p->coop ? FLASH_COOP_MAX_KEYS : FLASH_TWIN_MAX_KEYS) / p->bkv;
     uint64_t needed = div_up(tiles, max_tiles); /* the loop bound */
-    uint64_t n_split = needed, target = FLASH_TARGET_GROUPS;
-    const char *env = getenv("HK_FLASH_GROUPS");
-    if (env && *env) {
-        char *end;
-        unsigned long v = strtoul(env, &end, 10);
-        if (*end || v < 1 || v > 1000000)
-            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_GROUPS=\"%.40s\" is not a count of workgroups 1..1000000",
-                     env);
-        else
-            target = v;
-    }
+    uint64_t n_split = needed;
     if (base < target) { /* few workgroups: spread the keys too */
         uint64_t want = div_up(target, base), most = tiles / div_up(FLASH_MIN_SPLIT_KEYS, p->bkv);
         if (want > most)
@@ -318,6 +418,59 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
     p->row_tiles = (uint32_t)row_tiles;
     p->groups = base * n_split;
     return p->groups <= 65535ull * 65535ull;
+}
+
+/* The plan of a call: the autotuner's schedule where one applies (the tuner's candidate on this
+ * thread, else the context's cached winner for the shape class), else the hooks and defaults. A
+ * cached winner that cannot plan here (only a hand-edited line can be one) gives the default; a
+ * candidate that cannot makes the call fail (bad_env). */
+static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
+{
+    char key[HK_TUNE_SHAPE_CHARS], why[160] = "";
+    hk__tune_key_flash(key, desc);
+    hk__sched sched;
+    int source;
+    if (hk__tune_lookup((hk_context *)context, HK_TUNE_FLASH_PREFILL, key, &sched, &source)) {
+        if (plan_with(context, desc, &sched, p, why, sizeof why)) {
+            p->source = source;
+            p->plant = sched.plant;
+            return 1;
+        }
+        if (source == HK_SCHED_SEARCH) {
+            int ok = plan_with(context, desc, NULL, p, NULL, 0);
+            snprintf(p->bad_env, sizeof p->bad_env, "the schedule being tuned cannot run: %s",
+                     why[0] ? why : "no key split fits");
+            return ok;
+        }
+    }
+    int ok = plan_with(context, desc, NULL, p, NULL, 0);
+    static const char *const hooks[] = {"HK_FLASH_TILE", "HK_FLASH_GROUPS", "HK_FLASH_WORKGROUP_SYNC",
+                                        "HK_FLASH_EMULATE_COOPMAT"};
+    p->source = HK_SCHED_DEFAULT;
+    for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+        if (getenv(hooks[i]) && *getenv(hooks[i]))
+            p->source = HK_SCHED_ENV;
+    return ok;
+}
+
+/* ---- autotuner (src/tune) ---- */
+
+int hk__flash_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8], char *why,
+                     size_t why_size)
+{
+    hk__sched s;
+    memset(&s, 0, sizeof s);
+    memcpy(s.v, v, FL_PARAMS * sizeof *v);
+    flash_plan p;
+    why[0] = 0;
+    if (!plan_with(context, desc, &s, &p, why, why_size)) {
+        if (!why[0])
+            snprintf(why, why_size, "invalid: no key split fits one dispatch and workspace with this tile");
+        return 0;
+    }
+    const uint32_t plan_sig[8] = {(uint32_t)p.shader, p.wg, p.br, p.bc, p.bkv, p.mr, p.flags, p.n_split};
+    memcpy(sig, plan_sig, sizeof plan_sig);
+    return 1;
 }
 
 int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc)
@@ -359,8 +512,10 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
     float scale = (float)(d->scale * LOG2E);
     uint32_t scale_bits;
     memcpy(&scale_bits, &scale, 4);
+    /* testing only (HK_TUNE_PLANT_WRONG): a candidate that skips half the keys */
+    uint32_t seq_k = call->has_counter ? 0 : p.plant ? (d->seq_k + 1) / 2 : d->seq_k;
     uint32_t params[14] = {d->n_q,        d->n_heads,         d->n_heads / d->n_kv_heads,
-                           call->has_counter ? 0 : d->seq_k,  kv->capacity,
+                           seq_k,         kv->capacity,
                            d->causal != 0, scale_bits,        (uint32_t)k_row,
                            (uint32_t)k_head, (uint32_t)v_row, (uint32_t)v_head,
                            p.row_tiles,  p.n_split,          p.split_tiles};
@@ -397,5 +552,12 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
     st = hk__dispatch(context, s, fn, &main_pass);
     if (st == HK_OK && p.n_split > 1)
         st = hk__dispatch(context, s, fn, &combine);
-    return stream ? st : hk__immediate_end(context, fn, st);
+    st = stream ? st : hk__immediate_end(context, fn, st);
+    if (st == HK_OK) { /* what served the call, as the tuner names it */
+        uint32_t unit_rows = p.coop ? 16 * p.mr : p.br;
+        const uint32_t served[FL_PARAMS] = {p.br / unit_rows, unit_rows,         p.bc, p.bkv, (p.flags >> 1) & 1,
+                                            (p.flags >> 2) & 1, p.target};
+        hk__tune_note(context, HK_TUNE_FLASH_PREFILL, served, p.source);
+    }
+    return st;
 }

@@ -5,9 +5,10 @@
  *  - portable: the same tiles in f32 FMAs on the f16-rounded operands, a warp being 32
  *    consecutive invocations; no subgroup operations, no shaderFloat16: runs everywhere.
  * The tile sizes are specialization constants (WM x WN warps of RM x RN 16x16 tiles, k step BK)
- * picked by shape; HK_GEMM_TILE and the staging switches override them, for tuning
- * (include/hkernel.h lists the variables). */
-#include "internal.h"
+ * picked by shape; a cached autotuner winner (src/tune, HK_TUNE_GEMM_F16) replaces them, else
+ * HK_GEMM_TILE and the staging switches override them, for tuning (include/hkernel.h lists the
+ * variables). */
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,35 @@ static gemm_plan plan_for(const hk_context *context, uint32_t m, uint32_t n)
     return (gemm_plan){portable_tiles, PORTABLE_LANES, 0};
 }
 
+/* 1 if the plan runs on this device as it is; else 0 with the reason. */
+static int plan_fits(const hk_context *context, const gemm_plan *p, char *why, size_t why_size)
+{
+    const hk_caps *caps = &context->caps;
+    uint32_t acc = p->t.rm * p->t.rn * (256 / p->lanes);
+    if (!p->coopmat && acc > 256) {
+        snprintf(why, why_size, "invalid: %u accumulators per invocation on the portable arm (at most 256)", acc);
+        return 0;
+    }
+    if (plan_wg(p) > caps->max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", plan_wg(p), caps->max_workgroup_size);
+        return 0;
+    }
+    if (plan_shared_bytes(p) > caps->shared_memory_bytes) {
+        snprintf(why, why_size, "%llu bytes of shared memory over the device's %u",
+                 (unsigned long long)plan_shared_bytes(p), caps->shared_memory_bytes);
+        return 0;
+    }
+    if (!plan_stages_fit(p)) {
+        snprintf(why, why_size, "invalid: the tiles cannot hold the %u warps' epilogue stages", p->t.wm * p->t.wn);
+        return 0;
+    }
+    if (steps_per_dispatch(p) == 0) {
+        snprintf(why, why_size, "loops over the budget: one k step loops past %u iterations", GEMM_LOOP_BUDGET);
+        return 0;
+    }
+    return 1;
+}
+
 /* HK_GEMM_TILE="wm,wn,rm,rn,bk" replaces the plan's tiles (same arm), checked against the device. */
 static hk_status plan_override(const hk_context *context, const char *fn, gemm_plan *p)
 {
@@ -153,17 +183,39 @@ static hk_status plan_override(const hk_context *context, const char *fn, gemm_p
                         "64, 128 or 256)",
                         env);
     p->t = (gemm_tiles){v[0], v[1], v[2], v[3], v[4]};
-    if (!p->coopmat && (v[2] * v[3] * (256 / p->lanes) > 256))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_GEMM_TILE=\"%s\": %u accumulators per invocation on the portable arm",
-                        env, v[2] * v[3] * (256 / p->lanes));
-    if (plan_wg(p) > context->caps.max_workgroup_size || plan_shared_bytes(p) > context->caps.shared_memory_bytes ||
-        !plan_stages_fit(p))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
-                        "HK_GEMM_TILE=\"%s\" needs %u invocations and %llu bytes of shared memory (and room for %u "
-                        "warp stages); device \"%s\" has %u and %u",
-                        env, plan_wg(p), (unsigned long long)plan_shared_bytes(p), v[0] * v[1],
-                        context->caps.device_name, context->caps.max_workgroup_size, context->caps.shared_memory_bytes);
+    char why[160];
+    if (!plan_fits(context, p, why, sizeof why))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_GEMM_TILE=\"%s\" cannot run on device \"%s\" (%s arm): %s", env,
+                        context->caps.device_name, p->coopmat ? "coopmat" : "portable", why);
     return HK_OK;
+}
+
+/* ---- autotuner (src/tune): a schedule is the tiles and prefetch of the arm the device runs ---- */
+
+static gemm_plan plan_of_sched(const hk_context *context, const uint32_t *v)
+{
+    gemm_plan p = plan_for(context, 1, 1);
+    p.t = (gemm_tiles){v[GM_WM], v[GM_WN], v[GM_RM], v[GM_RN], v[GM_BK]};
+    return p;
+}
+
+int hk__gemm_f16_static(const hk_context *context, uint32_t k, const uint32_t *v, uint32_t sig[8], char *why,
+                        size_t why_size)
+{
+    if (v[GM_WM] * v[GM_WN] > 64) {
+        snprintf(why, why_size, "invalid: %u warps (at most 64)", v[GM_WM] * v[GM_WN]);
+        return 0;
+    }
+    gemm_plan p = plan_of_sched(context, v);
+    if (k % v[GM_BK]) {
+        snprintf(why, why_size, "a tile that does not divide: k=%u is not a multiple of bk=%u", k, v[GM_BK]);
+        return 0;
+    }
+    if (!plan_fits(context, &p, why, why_size))
+        return 0;
+    for (int i = 0; i < GM_PARAMS; i++)
+        sig[i] = v[i];
+    return 1;
 }
 
 const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
@@ -203,12 +255,37 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     if (st != HK_OK)
         return st;
 
-    gemm_plan p = plan_for(context, m, n);
-    st = plan_override(context, fn, &p);
-    if (st != HK_OK)
-        return st;
-    while (k % p.t.bk) /* Q8_0 rows of an odd number of 32-blocks */
-        p.t.bk /= 2;
+    /* the schedule: a cached winner for the shape class (or the tuner's candidate), else the
+     * default and the hooks */
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_gemm(key, wtype, m, n, k);
+    hk__sched sched;
+    int source = HK_SCHED_DEFAULT, tuned = hk__tune_lookup(context, HK_TUNE_GEMM_F16, key, &sched, &source);
+    gemm_plan p;
+    int prefetch;
+    char why[160];
+    if (tuned && !hk__gemm_f16_static(context, k, sched.v, (uint32_t[8]){0}, why, sizeof why)) {
+        if (source != HK_SCHED_TUNED)
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the schedule being tuned cannot run: %s", why);
+        tuned = 0; /* a cached winner this shape cannot run (a hand-edited line): the default */
+        source = HK_SCHED_DEFAULT;
+    }
+    if (tuned) {
+        p = plan_of_sched(context, sched.v);
+        prefetch = sched.v[GM_PREFETCH] != 0;
+    } else {
+        p = plan_for(context, m, n);
+        st = plan_override(context, fn, &p);
+        if (st != HK_OK)
+            return st;
+        while (k % p.t.bk) /* Q8_0 rows of an odd number of 32-blocks */
+            p.t.bk /= 2;
+        prefetch = env_flag("HK_GEMM_PREFETCH", 1);
+        const char *hooks[] = {"HK_GEMM_TILE", "HK_GEMM_PREFETCH", "HK_GEMM_WIDE"};
+        for (int i = 0; i < 3; i++)
+            if (getenv(hooks[i]) && *getenv(hooks[i]))
+                source = HK_SCHED_ENV;
+    }
     uint32_t bm = p.t.wm * p.t.rm * 16, bn = p.t.wn * p.t.rn * 16;
     uint32_t tiles_n = ceil_div(n, bn);
     uint32_t k_per_dispatch = steps_per_dispatch(&p) * p.t.bk;
@@ -223,8 +300,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
         if (t == 1)
             wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
     }
-    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk,
-                        env_flag("HK_GEMM_PREFETCH", 1) ? FLAG_PREFETCH : 0};
+    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, prefetch ? FLAG_PREFETCH : 0};
     hk_dispatch_desc d = {.shader = portable_shaders[t], .spec = spec, .spec_count = 7, .bindings = b,
                           .binding_count = 3, .params_bytes = 9 * 4,
                           .groups = (uint64_t)ceil_div(m, bm) * tiles_n};
@@ -237,11 +313,18 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     /* A k longer than one dispatch's loop budget runs as passes that add to out. Without a
      * stream they are recorded together and submitted once. */
     hk_stream *s = stream ? stream : hk__immediate_begin(context);
+    /* testing only (HK_TUNE_PLANT_WRONG): a candidate that leaves half the rows unwritten */
+    uint32_t m_run = tuned && sched.plant ? (m + 1) / 2 : m;
     for (uint32_t k0 = 0; k0 < k && st == HK_OK; k0 += k_per_dispatch) {
         uint32_t k1 = k - k0 < k_per_dispatch ? k : k0 + k_per_dispatch;
-        uint32_t params[9] = {m, n, k, k0, k1, k0 > 0, tiles_n, wload, xv4};
+        uint32_t params[9] = {m_run, n, k, k0, k1, k0 > 0, tiles_n, wload, xv4};
         d.params = params;
         st = hk__dispatch(context, s, fn, &d);
     }
-    return stream ? st : hk__immediate_end(context, fn, st);
+    st = stream ? st : hk__immediate_end(context, fn, st);
+    if (st == HK_OK) {
+        const uint32_t served[GM_PARAMS] = {p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, (uint32_t)prefetch};
+        hk__tune_note(context, HK_TUNE_GEMM_F16, served, source);
+    }
+    return st;
 }

@@ -5,11 +5,13 @@
  *  - dot / scalar: the same tiling and epilogue with packed int8 dot products (or their
  *    plain-arithmetic twin where the device has no shaderIntegerDotProduct) on warps of 32
  *    invocations, no subgroup requirement.
- * The tile is a set of specialization constants (mmq_tile); HK_MMQ_TILE / HK_MMQ_ID_TILE
- * ("wm,wn,rm,rn,ks"), HK_MMQ_PREFETCH and HK_MMQ_LAYOUT override the defaults, for tuning.
+ * The tile is a set of specialization constants (mmq_tile); a cached autotuner winner (src/tune,
+ * HK_TUNE_MMQ / HK_TUNE_MMQ_ID) replaces the defaults, else HK_MMQ_TILE / HK_MMQ_ID_TILE
+ * ("wm,wn,rm,rn,ks"), HK_MMQ_PREFETCH and HK_MMQ_ROLLED override them, for tuning; HK_MMQ_LAYOUT
+ * picks the epilogue's form, for measuring.
  * Testing only: HK_MMQ_EMULATE_GENERIC=1 runs the portable arm on an element ownership other than
  * NVIDIA's, so that the coopmat arm's generic epilogue runs on any device. */
-#include "internal.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,11 +142,75 @@ static int ks_valid(int t, uint32_t ks)
     return t == 0 || (t == 1 && ks >= 2) || (t == 2 && ks >= 4);
 }
 
-/* The tile for this call: the default for the shape, or the override from the environment
- * (checked). tiles_of(tile) gives the number of output tiles the call would launch. */
-static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, uint32_t m, uint32_t n,
-                          mmq_tile *out)
+/* 1 if the tile runs on this device for this type; else 0 with the reason. */
+static int tile_fits(const hk_context *context, const mmq_tile *tl, int t, int arm, char *why, size_t why_size)
 {
+    uint32_t lanes = lanes_of(context, arm), wg = tl->wm * tl->wn * lanes;
+    uint64_t shared = tile_shared_bytes(tl, t, arm, lanes);
+    if (!ks_valid(t, tl->ks)) {
+        snprintf(why, why_size, "invalid: a k step of %u blocks (q4_k takes 2 or more, q6_k 4 or 8)", tl->ks);
+        return 0;
+    }
+    if (wg > context->caps.max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", wg, context->caps.max_workgroup_size);
+        return 0;
+    }
+    if (shared > context->caps.shared_memory_bytes) {
+        snprintf(why, why_size, "%llu bytes of shared memory over the device's %u", (unsigned long long)shared,
+                 context->caps.shared_memory_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- the autotuner's seam (src/tune): a schedule is an mmq_tile (tune.h's MQ_* order) ---- */
+
+static mmq_tile tile_of_sched(const uint32_t *v)
+{
+    return (mmq_tile){v[MQ_WM], v[MQ_WN], v[MQ_RM], v[MQ_RN], v[MQ_KS], v[MQ_PREFETCH], v[MQ_ROLLED]};
+}
+
+static void sched_of_tile(const mmq_tile *tl, uint32_t *v)
+{
+    v[MQ_WM] = tl->wm, v[MQ_WN] = tl->wn, v[MQ_RM] = tl->rm, v[MQ_RN] = tl->rn, v[MQ_KS] = tl->ks;
+    v[MQ_PREFETCH] = tl->prefetch, v[MQ_ROLLED] = tl->rolled;
+}
+
+int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint32_t *v, uint32_t sig[8], char *why,
+                   size_t why_size)
+{
+    int t = type_index(wtype);
+    mmq_tile tl = tile_of_sched(v);
+    if (tl.wm * tl.wn > 64) {
+        snprintf(why, why_size, "invalid: %u warps (at most 64)", tl.wm * tl.wn);
+        return 0;
+    }
+    if (!tile_fits(context, &tl, t, pick_arm(context, id, t), why, why_size))
+        return 0;
+    sched_of_tile(&tl, sig);
+    return 1;
+}
+
+/* The schedule of a call: the tuner's candidate or the cached winner for the shape class (key),
+ * else the default for the shape or the environment's overrides; checked. *source and *plant say
+ * which. */
+static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, uint32_t m, uint32_t n,
+                          const char *key, mmq_tile *out, int *source, int *plant)
+{
+    hk__sched sched;
+    char why[160];
+    *plant = 0;
+    if (hk__tune_lookup(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, key, &sched, source)) {
+        *out = tile_of_sched(sched.v);
+        if (out->wm * out->wn <= 64 && tile_fits(context, out, t, arm, why, sizeof why)) {
+            *plant = sched.plant;
+            return HK_OK;
+        }
+        if (*source == HK_SCHED_SEARCH)
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the schedule being tuned cannot run: %s", why);
+        /* a cached winner this device cannot run (a hand-edited line): the default */
+    }
+    *source = HK_SCHED_DEFAULT;
     *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
     if (!id && arm == ARM_COOPMAT) {
         uint64_t bm = out->wm * out->rm * 16ull, bn = out->wn * out->rn * 16ull;
@@ -162,20 +228,20 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
                             "or 8: q4_k 2 or more, q6_k 4 or 8)",
                             var, env);
         *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4], out->prefetch, out->rolled};
+        *source = HK_SCHED_ENV;
     }
+    const char *pf = getenv("HK_MMQ_PREFETCH"), *ro = getenv("HK_MMQ_ROLLED");
     hk_status st = hk__env_u32(fn, "HK_MMQ_PREFETCH", out->prefetch, 0, 1, 0, &out->prefetch);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_ROLLED", out->rolled, 0, 1, 0, &out->rolled);
     if (st != HK_OK)
         return st;
-    uint32_t lanes = lanes_of(context, arm), wg = out->wm * out->wn * lanes;
-    uint64_t shared = tile_shared_bytes(out, t, arm, lanes);
-    if (wg > context->caps.max_workgroup_size || shared > context->caps.shared_memory_bytes)
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
-                        "the %s tile %ux%u warps of %ux%u subtiles (k step %u) needs %u invocations and %llu bytes "
-                        "of shared memory; device \"%s\" has %u and %u",
-                        arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks, wg, (unsigned long long)shared,
-                        context->caps.device_name, context->caps.max_workgroup_size, context->caps.shared_memory_bytes);
+    if ((pf && *pf) || (ro && *ro))
+        *source = HK_SCHED_ENV;
+    if (!tile_fits(context, out, t, arm, why, sizeof why))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the %s tile %ux%u warps of %ux%u subtiles (k step %u) cannot run on "
+                        "device \"%s\": %s", arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks,
+                        context->caps.device_name, why);
     return HK_OK;
 }
 
@@ -199,13 +265,17 @@ typedef struct mmq_params {
 
 /* w and xq as bound (b[0], b[1]): their alignment picks the load widths (flags, p->wload) */
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
-                        uint32_t count, mmq_params *p, uint64_t m_rows_max)
+                        uint32_t count, mmq_params *p, uint64_t m_rows_max, const char *key)
 {
     int arm = pick_arm(context, id, t);
     mmq_tile tl;
-    hk_status st = get_tile(context, fn, id, t, arm, p->m, p->n, &tl);
+    int source, plant;
+    hk_status st = get_tile(context, fn, id, t, arm, p->m, p->n, key, &tl, &source, &plant);
     if (st != HK_OK)
         return st;
+    uint32_t n = p->n;
+    if (plant) /* testing only (HK_TUNE_PLANT_WRONG): a candidate that computes half the columns */
+        p->n = (p->n + 1) / 2;
     uint32_t flags = (tl.prefetch ? FLAG_PREFETCH : 0) | (tl.rolled ? FLAG_ROLLED : 0);
     const char *layout = getenv("HK_MMQ_LAYOUT");
     if (layout && *layout) {
@@ -264,7 +334,14 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
                           .params = p,
                           .params_bytes = sizeof *p,
                           .groups = groups};
-    return hk__dispatch(context, stream, fn, &d);
+    st = hk__dispatch(context, stream, fn, &d);
+    p->n = n;
+    if (st == HK_OK) {
+        uint32_t served[MQ_PARAMS];
+        sched_of_tile(&tl, served);
+        hk__tune_note(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, served, source);
+    }
+    return st;
 }
 
 hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
@@ -286,7 +363,9 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     if (st != HK_OK)
         return st;
     mmq_params p = {m, n, k, 0, 0, 0, 0, 0};
-    return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m);
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_gemm(key, wtype, m, n, k);
+    return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m, key);
 }
 
 hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view offsets,
@@ -325,7 +404,9 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row, 0};
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
-    return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most);
+    char key[HK_TUNE_SHAPE_CHARS];
+    hk__tune_key_mmq_id(key, wtype, s);
+    return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most, key);
 }
 
 hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,

@@ -164,6 +164,10 @@ void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float 
  * blocks (raw_blocks: every bit pattern, finite f16 fields) or rows quantized from random values
  * of a different magnitude and sign balance per row, like real weight matrices. */
 uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_blocks);
+/* A MoE routing: ids [tokens x top_k] (malloc'ed; NULL if out of memory), each token's experts
+ * drawn at random, distinct within the token (where n_experts allows: after 1000 draws a repeat
+ * stays). */
+uint32_t *hk_random_routing(hk_rng *r, uint32_t tokens, uint32_t top_k, uint32_t n_experts);
 
 /* The compare measure of every gate: max|got - ref| / max|ref| (per-element relative error
  * explodes on outputs that cancel to near zero). Infinite if any got is not finite. */
@@ -172,8 +176,9 @@ double hk_scale_rel(const float *got, const float *ref, size_t n);
 /* ---- prefill: int8 GEMM (MMQ) and MoE expert grouping (mmq.c) ------------------------------ */
 /* out[i*n + j] = dequant(W row j) . dequant(x row i) for i < m, j < n: W n GGUF rows of k values of
  * `type` (hk_dequant_row_*), x m rows of k/32 Q8_1 blocks dequantized as d*q (s is never read),
- * the dot in double, stored as f32. */
-void hk_ref_mmq(int type, const void *w, const hk_block_q8_1 *x, float *out, size_t m, size_t n, size_t k);
+ * the dot in double, stored as f32. Returns 0 if out of host memory (out then incomplete; the
+ * library's tuner calls it, so it never aborts). */
+int hk_ref_mmq(int type, const void *w, const hk_block_q8_1 *x, float *out, size_t m, size_t n, size_t k);
 /* Groups slots by expert: offsets[e] (n_experts + 1 entries) the exclusive prefix of the counts of
  * ids == e, slots the slot indices of expert 0, 1, ... in ascending order within each, entries
  * past offsets[n_experts] set to 0xFFFFFFFF, *dropped the number of ids >= n_experts. */
@@ -182,9 +187,9 @@ void hk_ref_moe_expert_rows(const uint32_t *ids, size_t n_slots, size_t n_expert
 /* For each expert e and each listed slot s in slots[offsets[e] .. offsets[e+1]) (offsets clamped
  * into 0..n_slots, slot values >= n_slots skipped): out[s*n .. +n] = W[e] . x row
  * s / slots_per_x_row, as hk_ref_mmq (W: n_experts experts of n rows). Rows of unlisted slots are
- * left as they were. */
-void hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_t *offsets, const uint32_t *slots,
-                   float *out, size_t n_experts, size_t n, size_t k, size_t n_slots, size_t slots_per_x_row);
+ * left as they were. Returns 0 if out of host memory (out then incomplete). */
+int hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_t *offsets, const uint32_t *slots,
+                  float *out, size_t n_experts, size_t n, size_t k, size_t n_slots, size_t slots_per_x_row);
 /* Gates of the int8 GEMM against hk_ref_mmq: the int32 block sums are exact, so only f32 rounding
  * of the scale products and of the sum over blocks remains. */
 #define HK_GATE_MMQ 1e-6
@@ -202,6 +207,10 @@ int hk_ref_gemm(int type, const void *w, const float *x, float *out, size_t m, s
 int hk_ref_gemm_f16(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k);
 /* prefill f16 GEMM against hk_ref_gemm: the f16 rounding of both operands (the bound) */
 #define HK_GATE_F16 5e-2
+/* ... and against hk_ref_gemm_f16 (the same f16 operands, summed in double), which a correct
+ * kernel stays far under: f32 summation order (~1e-6) and a device that rounds f32 -> f16 toward
+ * zero (~1e-3) */
+#define HK_GATE_F16_OPERANDS 1e-2
 
 #ifdef __cplusplus
 }

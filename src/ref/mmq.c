@@ -6,23 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Row r of n GGUF rows of k values, dequantized into out[k]. */
-static void dequant_row(int type, const void *w, size_t r, size_t k, float *out)
+/* Row r of n GGUF rows of k values, dequantized into out[k]; scratch holds a row's bytes (GGUF
+ * rows are only 2-byte aligned, the block structs want more: the row is copied out first). */
+static void dequant_row(int type, const void *w, size_t r, size_t k, float *out, void *scratch)
 {
-    const unsigned char *row = (const unsigned char *)w + r * hk_ref_row_bytes(type, k);
     const size_t bytes = hk_ref_row_bytes(type, k);
-    /* copied out first: GGUF rows are only 2-byte aligned, the block structs want more */
-    void *blocks = malloc(bytes + 1);
-    if (!blocks)
-        abort();
-    memcpy(blocks, row, bytes);
+    memcpy(scratch, (const unsigned char *)w + r * bytes, bytes);
     switch (type) {
-    case HK_REF_Q8_0: hk_dequant_row_q8_0(blocks, out, k); break;
-    case HK_REF_Q4_K: hk_dequant_row_q4_k(blocks, out, k); break;
-    case HK_REF_Q6_K: hk_dequant_row_q6_k(blocks, out, k); break;
+    case HK_REF_Q8_0: hk_dequant_row_q8_0(scratch, out, k); break;
+    case HK_REF_Q4_K: hk_dequant_row_q4_k(scratch, out, k); break;
+    case HK_REF_Q6_K: hk_dequant_row_q6_k(scratch, out, k); break;
     default: memset(out, 0, k * sizeof *out); break;
     }
-    free(blocks);
 }
 
 static double dot(const float *a, const float *b, size_t k)
@@ -33,20 +28,22 @@ static double dot(const float *a, const float *b, size_t k)
     return s;
 }
 
-void hk_ref_mmq(int type, const void *w, const hk_block_q8_1 *x, float *out, size_t m, size_t n, size_t k)
+int hk_ref_mmq(int type, const void *w, const hk_block_q8_1 *x, float *out, size_t m, size_t n, size_t k)
 {
     float *xf = malloc((m * k + 1) * sizeof *xf), *wf = malloc((k + 1) * sizeof *wf);
-    if (!xf || !wf)
-        abort();
-    for (size_t i = 0; i < m; i++)
+    void *scratch = malloc(hk_ref_row_bytes(type, k) + 1);
+    int ok = xf && wf && scratch;
+    for (size_t i = 0; ok && i < m; i++)
         hk_dequant_row_q8_1(x + i * (k / 32), xf + i * k, k);
-    for (size_t j = 0; j < n; j++) {
-        dequant_row(type, w, j, k, wf);
+    for (size_t j = 0; ok && j < n; j++) {
+        dequant_row(type, w, j, k, wf, scratch);
         for (size_t i = 0; i < m; i++)
             out[i * n + j] = (float)dot(xf + i * k, wf, k);
     }
     free(xf);
     free(wf);
+    free(scratch);
+    return ok;
 }
 
 void hk_ref_moe_expert_rows(const uint32_t *ids, size_t n_slots, size_t n_experts, uint32_t *offsets, uint32_t *slots,
@@ -67,21 +64,21 @@ void hk_ref_moe_expert_rows(const uint32_t *ids, size_t n_slots, size_t n_expert
     *dropped = drop;
 }
 
-void hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_t *offsets, const uint32_t *slots,
-                   float *out, size_t n_experts, size_t n, size_t k, size_t n_slots, size_t slots_per_x_row)
+int hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_t *offsets, const uint32_t *slots,
+                  float *out, size_t n_experts, size_t n, size_t k, size_t n_slots, size_t slots_per_x_row)
 {
     const size_t expert_bytes = hk_ref_row_bytes(type, k) * n;
     float *xf = malloc((k + 1) * sizeof *xf), *wf = malloc((n * k + 1) * sizeof *wf);
-    if (!xf || !wf)
-        abort();
-    for (size_t e = 0; e < n_experts; e++) {
+    void *scratch = malloc(hk_ref_row_bytes(type, k) + 1);
+    int ok = xf && wf && scratch;
+    for (size_t e = 0; ok && e < n_experts; e++) {
         size_t begin = offsets[e] < n_slots ? offsets[e] : n_slots;
         size_t end = offsets[e + 1] < n_slots ? offsets[e + 1] : n_slots;
         if (end <= begin)
             continue;
         const unsigned char *we = (const unsigned char *)w + e * expert_bytes;
         for (size_t j = 0; j < n; j++)
-            dequant_row(type, we, j, k, wf + j * k);
+            dequant_row(type, we, j, k, wf + j * k, scratch);
         for (size_t i = begin; i < end; i++) {
             const size_t s = slots[i];
             if (s >= n_slots)
@@ -93,4 +90,6 @@ void hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32
     }
     free(xf);
     free(wf);
+    free(scratch);
+    return ok;
 }

@@ -85,6 +85,26 @@ uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_b
     return w;
 }
 
+uint32_t *hk_random_routing(hk_rng *r, uint32_t tokens, uint32_t top_k, uint32_t n_experts)
+{
+    size_t n = (size_t)tokens * top_k;
+    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids)
+        return NULL;
+    for (uint32_t t = 0; t < tokens; t++)
+        for (uint32_t j = 0; j < top_k; j++) {
+            uint32_t e, taken, tries = 0;
+            do {
+                e = (uint32_t)(hk_rng_next(r) % n_experts);
+                taken = 0;
+                for (uint32_t i = 0; i < j; i++)
+                    taken |= ids[(size_t)t * top_k + i] == e;
+            } while (taken && ++tries < 1000);
+            ids[(size_t)t * top_k + j] = e;
+        }
+    return ids;
+}
+
 double hk_scale_rel(const float *got, const float *ref, size_t n)
 {
     double scale = 0.0, err = 0.0;

@@ -20,7 +20,10 @@
 #endif
 
 #define TUNE_FILE "tune.tsv"
-#define TUNE_TAG "hkernel-tune-1"
+/* The format of a cache line. 2: shape classes with bucketed counts (1 keyed exact shapes; its
+ * lines are kept in the file but never read). */
+#define TUNE_TAG "hkernel-tune-2"
+#define TUNE_TAG_PREFIX "hkernel-tune-"
 #define TUNE_MAX_VALUES 8
 #define TUNE_MAX_REASONS 16
 
@@ -29,39 +32,84 @@
 typedef struct tune_param {
     const char *name;
     uint32_t count;
-    uint32_t values[TUNE_MAX_VALUES];
+    uint32_t values[TUNE_MAX_VALUES]; /* searched */
+    /* what a cached schedule may hold (the hooks' ranges: a default may lie outside the list,
+     * e.g. groups=160): lo..hi, a power of two where pow2 */
+    uint32_t lo, hi;
+    int pow2;
 } tune_param;
 
 typedef struct tune_family {
-    const char *name;
+    const char *name; /* NULL: no such family */
     uint32_t count;
     tune_param p[HK_TUNE_MAX_PARAMS];
 } tune_family;
 
 /* Indexed by hk_tune_kernel. Constraints between the values live in the families' static tiers
- * (hk__matvec_int8_static, hk__matvec_tokens_static, hk__sdpa_decode_static). */
-#define TUNE_FAMILIES (HK_TUNE_MATVEC_TOKENS + 1)
-static const tune_family families[TUNE_FAMILIES] = {
+ * (hk__*_static, next to each family's planning code). The tokens matvec's workgroup cap ranges
+ * over its hook's values (HK_MATVEC_TOKENS_WGS), since a default may lie outside the list. */
+static const tune_family families[HK_TUNE_FAMILIES] = {
     [HK_TUNE_MATVEC_INT8] = {"matvec_int8", MV_PARAMS,
-                             {{"nrows", 3, {1, 2, 4}}, {"items", 3, {1, 2, 4}}, {"load_bits", 2, {16, 32}}}},
+                             {{"nrows", 3, {1, 2, 4}, 1, 4, 1},
+                              {"items", 3, {1, 2, 4}, 1, 4, 1},
+                              {"load_bits", 2, {16, 32}, 16, 32, 1}}},
     [HK_TUNE_MATVEC_TOKENS] = {"matvec_int8_tokens", MT_PARAMS,
-                               {{"subgroups", 4, {4, 8, 16, 32}},
-                                {"nrows", 3, {1, 2, 4}},
-                                {"items", 3, {1, 2, 4}},
-                                {"resident", 2, {0, 1}},
-                                {"wgs", 6, {64, 128, 256, 512, 1024, 8192}}}},
+                               {{"subgroups", 4, {4, 8, 16, 32}, 4, 32, 1},
+                                {"nrows", 3, {1, 2, 4}, 1, 4, 1},
+                                {"items", 3, {1, 2, 4}, 1, 4, 1},
+                                {"resident", 2, {0, 1}, 0, 1, 0},
+                                {"wgs", 6, {64, 128, 256, 512, 1024, 8192}, 1, 8192, 0}}},
     [HK_TUNE_SDPA_DECODE] = {"sdpa_decode", SD_PARAMS,
-                             {{"groups", 7, {8, 16, 32, 64, 128, 256, 512}},
-                              {"wg", 4, {32, 64, 128, 256}},
-                              {"lpk", 4, {2, 4, 8, 16}},
-                              {"kb", 4, {1, 2, 4, 8}},
-                              {"rows", 4, {1, 2, 4, 8}},
-                              {"single", 2, {0, 1}}}},
+                             {{"groups", 7, {8, 16, 32, 64, 128, 256, 512}, 1, 1u << 20, 0},
+                              {"wg", 4, {32, 64, 128, 256}, 32, 1024, 1},
+                              {"lpk", 4, {2, 4, 8, 16}, 1, 64, 1},
+                              {"kb", 4, {1, 2, 4, 8}, 1, 16, 1},
+                              {"rows", 4, {1, 2, 4, 8}, 1, 8, 1},
+                              {"single", 2, {0, 1}, 0, 1, 0}}},
+    [HK_TUNE_GEMM_F16] = {"gemm_f16", GM_PARAMS,
+                          {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0},
+                           {"wn", 4, {1, 2, 4, 8}, 1, 64, 0},
+                           {"rm", 3, {1, 2, 4}, 1, 8, 0},
+                           {"rn", 3, {1, 2, 4}, 1, 8, 0},
+                           {"bk", 3, {32, 64, 128}, 32, 256, 1},
+                           {"prefetch", 2, {0, 1}, 0, 1, 0}}},
+    [HK_TUNE_FLASH_PREFILL] = {"flash_prefill", FL_PARAMS,
+                               {{"subgroups", 4, {1, 2, 4, 8}, 1, 16, 0},
+                                {"rows", 4, {8, 16, 32, 64}, 8, 64, 1},
+                                {"bc", 4, {8, 16, 32, 64}, 8, 128, 0},
+                                {"bkv", 4, {16, 32, 64, 128}, 8, 256, 0},
+                                {"qreg", 2, {0, 1}, 0, 1, 0},
+                                {"prefetch", 2, {0, 1}, 0, 1, 0},
+                                {"groups", 4, {64, 128, 256, 512}, 1, 1000000, 0}}},
+    [HK_TUNE_MMQ] = {"mmq", MQ_PARAMS,
+                     {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0},
+                      {"wn", 4, {1, 2, 4, 8}, 1, 64, 0},
+                      {"rm", 3, {1, 2, 4}, 1, 8, 0},
+                      {"rn", 3, {1, 2, 4}, 1, 8, 0},
+                      {"ks", 4, {1, 2, 4, 8}, 1, 8, 1},
+                      {"prefetch", 2, {0, 1}, 0, 1, 0},
+                      {"rolled", 2, {0, 1}, 0, 1, 0}}},
+    [HK_TUNE_MMQ_ID] = {"mmq_id", MQ_PARAMS,
+                        {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0},
+                         {"wn", 4, {1, 2, 4, 8}, 1, 64, 0},
+                         {"rm", 3, {1, 2, 4}, 1, 8, 0},
+                         {"rn", 3, {1, 2, 4}, 1, 8, 0},
+                         {"ks", 4, {1, 2, 4, 8}, 1, 8, 1},
+                      {"prefetch", 2, {0, 1}, 0, 1, 0},
+                      {"rolled", 2, {0, 1}, 0, 1, 0}}},
 };
 
 static const tune_family *family_of(int kernel)
 {
-    return kernel > 0 && kernel < TUNE_FAMILIES && families[kernel].name ? &families[kernel] : NULL;
+    return kernel > 0 && kernel < HK_TUNE_FAMILIES && families[kernel].name ? &families[kernel] : NULL;
+}
+
+static int family_named(const char *name)
+{
+    for (int i = 1; i < HK_TUNE_FAMILIES; i++)
+        if (families[i].name && !strcmp(families[i].name, name))
+            return i;
+    return 0;
 }
 
 static void format_sched(const tune_family *f, const uint32_t *v, char *out, size_t size)
@@ -77,7 +125,7 @@ static void format_sched(const tune_family *f, const uint32_t *v, char *out, siz
 }
 
 /* "name=value,..." with exactly the family's names in order; values are any unsigned integers
- * (a cached winner may hold a default outside the value lists, e.g. groups=160). */
+ * (values_valid checks their ranges). */
 static int parse_sched(const tune_family *f, const char *text, uint32_t *v)
 {
     const char *s = text;
@@ -99,6 +147,29 @@ static int parse_sched(const tune_family *f, const char *text, uint32_t *v)
     return *s == 0;
 }
 
+/* The values a cached schedule may hold (tune_param's ranges). */
+static int values_valid(const tune_family *f, const uint32_t *v)
+{
+    for (uint32_t i = 0; i < f->count; i++) {
+        const tune_param *p = &f->p[i];
+        if (v[i] < p->lo || v[i] > p->hi || (p->pow2 && (v[i] & (v[i] - 1))))
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- shape classes ---- */
+
+/* x's power-of-two range: "257-512" (1: "1-1", 3 and 4: "3-4") */
+static void bucket(char *out, size_t size, uint32_t x)
+{
+    uint64_t hi = 1;
+    while (hi < x)
+        hi <<= 1;
+    snprintf(out, size, "%llu-%llu", (unsigned long long)(hi / 2 + 1 < hi ? hi / 2 + 1 : hi),
+             (unsigned long long)hi);
+}
+
 void hk__tune_key_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k)
 {
     snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:%ux%u", hk_type_name(wtype), rows, k);
@@ -113,8 +184,34 @@ void hk__tune_key_matvec_tokens(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, ui
 void hk__tune_key_sdpa(char key[HK_TUNE_SHAPE_CHARS], hk_type kv_type, uint32_t n_heads, uint32_t n_kv_heads,
                        uint32_t head_dim, uint32_t capacity)
 {
-    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:h%u/kv%u/d%u/cap%u", hk_type_name(kv_type), n_heads, n_kv_heads, head_dim,
-             capacity);
+    char cap[32];
+    bucket(cap, sizeof cap, capacity);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:h%u/kv%u/d%u/cap%s", hk_type_name(kv_type), n_heads, n_kv_heads, head_dim,
+             cap);
+}
+
+void hk__tune_key_gemm(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
+{
+    char mb[32];
+    bucket(mb, sizeof mb, m);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:m%s/n%u/k%u", hk_type_name(wtype), mb, n, k);
+}
+
+void hk__tune_key_mmq_id(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_mmq_id_shape *s)
+{
+    char mb[32];
+    bucket(mb, sizeof mb, s->n_slots);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:e%u/n%u/k%u/m%s/x%u", hk_type_name(wtype), s->n_experts, s->n, s->k, mb,
+             s->slots_per_x_row);
+}
+
+void hk__tune_key_flash(char key[HK_TUNE_SHAPE_CHARS], const hk_sdpa_desc *d)
+{
+    char q[32], cap[32];
+    bucket(q, sizeof q, d->n_q);
+    bucket(cap, sizeof cap, d->kv.capacity);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:h%u/kv%u/d%u/q%s/cap%s%s", hk_type_name(d->kv.type), d->n_heads,
+             d->n_kv_heads, d->head_dim, q, cap, d->causal ? "/causal" : "");
 }
 
 /* ---- per-context state ---- */
@@ -131,8 +228,8 @@ struct hk_tune_state {
     char *dir, *file; /* NULL: no cache directory could be named */
     tune_entry *entries;
     uint32_t count, capacity;
-    uint32_t last[TUNE_FAMILIES][HK_TUNE_MAX_PARAMS];
-    int last_source[TUNE_FAMILIES], last_set[TUNE_FAMILIES];
+    uint32_t last[HK_TUNE_FAMILIES][HK_TUNE_MAX_PARAMS];
+    int last_source[HK_TUNE_FAMILIES], last_set[HK_TUNE_FAMILIES];
 };
 
 /* The tuner's candidate on this thread: mode 1 forces it for (context, family, key), mode 2
@@ -144,6 +241,7 @@ static _Thread_local struct {
     const char *key;
     hk__sched sched;
     uint32_t served[HK_TUNE_MAX_PARAMS]; /* what the family's last call on this thread ran */
+    int noted;                           /* served is set */
 } forced;
 
 static void warn(const char *fmt, ...)
@@ -221,6 +319,7 @@ void hk__tune_note(hk_context *context, int family, const uint32_t *v, int sourc
     if (forced.mode && forced.context == context && forced.family == family) {
         memset(forced.served, 0, sizeof forced.served);
         memcpy(forced.served, v, f->count * sizeof *v);
+        forced.noted = 1;
     }
     hk__mutex_lock(&t->lock);
     memset(t->last[family], 0, sizeof t->last[family]);
@@ -248,78 +347,65 @@ typedef struct tune_line {
     double ms;
 } tune_line;
 
+enum { SPLIT_BAD, SPLIT_OK, SPLIT_OTHER_FORMAT };
+
+/* SPLIT_OK: a line of this format, its columns split in place. SPLIT_OTHER_FORMAT: another
+ * hkernel-tune-N line (col[0..3] split where it has them, the others NULL). SPLIT_BAD: neither. */
 static int split_line(char *line, tune_line *l)
 {
     memset(l, 0, sizeof *l);
     size_t len = strlen(line);
     if (len && line[len - 1] == '\n')
         line[--len] = 0;
-    char *s = line;
-    for (int i = 0; i < 9; i++) {
-        l->col[i] = s;
+    int n = 0;
+    for (char *s = line; n < 9;) {
+        l->col[n++] = s;
         char *tab = strchr(s, '\t');
-        if (i < 8) {
-            if (!tab)
-                return 0;
-            *tab = 0;
-            s = tab + 1;
-        } else if (tab) {
-            return 0;
-        }
+        if (!tab)
+            break;
+        *tab = 0;
+        s = tab + 1;
+        if (n == 9)
+            return SPLIT_BAD; /* a tenth column */
     }
-    if (strcmp(l->col[0], TUNE_TAG))
-        return 0;
+    if (strcmp(l->col[0], TUNE_TAG)) {
+        if (strncmp(l->col[0], TUNE_TAG_PREFIX, strlen(TUNE_TAG_PREFIX)) || !l->col[0][strlen(TUNE_TAG_PREFIX)])
+            return SPLIT_BAD;
+        for (int i = 4; i < 9; i++)
+            l->col[i] = NULL;
+        return SPLIT_OTHER_FORMAT;
+    }
+    if (n != 9)
+        return SPLIT_BAD;
     for (int i = 1; i < 9; i++)
         if (!*l->col[i] || strlen(l->col[i]) >= HK_TUNE_SHAPE_CHARS)
-            return 0;
+            return SPLIT_BAD;
     char *end;
     l->ms = strtod(l->col[8], &end);
     if (*end || !(l->ms >= 0) || l->ms > 1e9)
-        return 0;
-    l->family = 0;
-    for (int i = 1; i < TUNE_FAMILIES; i++)
-        if (family_of(i) && !strcmp(l->col[5], families[i].name))
-            l->family = i;
-    return 1;
+        return SPLIT_BAD;
+    l->family = family_named(l->col[5]);
+    return SPLIT_OK;
 }
 
 /* Classifies a split line for this context: another device's (kept, unused), stale (this device,
- * another library version, an unknown kernel or a schedule whose names no longer match), ok. */
-static int pow2_in(uint32_t x, uint32_t lo, uint32_t hi) { return x >= lo && x <= hi && !(x & (x - 1)); }
-
-/* The values a cached schedule may hold: the matvec's value lists; the tokens matvec's, but for
- * its workgroup cap, and flash-decoding's, their hook ranges (hkernel.h, HK_MATVEC_TOKENS_WGS,
- * HK_SDPA_*), since a default or a hook's value (measured first, so possibly the winner) may lie
- * outside the searched list. */
-static int values_valid(int family, const uint32_t *v)
-{
-    if (family == HK_TUNE_MATVEC_TOKENS)
-        return pow2_in(v[MT_SUBGROUPS], 4, 32) && pow2_in(v[MT_NROWS], 1, 4) && pow2_in(v[MT_ITEMS], 1, 4) &&
-               v[MT_RESIDENT] <= 1 && v[MT_WGS] >= 1 && v[MT_WGS] <= 8192;
-    if (family == HK_TUNE_MATVEC_INT8) {
-        for (uint32_t i = 0; i < MV_PARAMS; i++) {
-            const tune_param *p = &families[family].p[i];
-            int found = 0;
-            for (uint32_t j = 0; j < p->count; j++)
-                found |= p->values[j] == v[i];
-            if (!found)
-                return 0;
-        }
-        return 1;
-    }
-    return v[SD_GROUPS] >= 1 && v[SD_GROUPS] <= (1u << 20) && pow2_in(v[SD_WG], 32, 1024) &&
-           pow2_in(v[SD_LPK], 1, 64) && pow2_in(v[SD_KB], 1, 16) && pow2_in(v[SD_ROWS], 1, 8) && v[SD_SINGLE] <= 1;
-}
-
-static int classify(const hk_context *context, tune_line *l, char *why, size_t why_size)
+ * another format or library version, an unknown kernel or a schedule whose names or ranges no
+ * longer match), ok. */
+static int classify(const hk_context *context, int split, tune_line *l, char *why, size_t why_size)
 {
     char id[64];
     identity(context, id, sizeof id);
+    if (!l->col[1] || !l->col[2] || !l->col[3])
+        return LINE_OTHER_DEVICE; /* another format with too few columns to say whose: kept */
     char dev[64];
     snprintf(dev, sizeof dev, "%s\t%s\t%s", l->col[1], l->col[2], l->col[3]);
     size_t dev_len = strlen(dev);
     if (strncmp(id, dev, dev_len) || id[dev_len] != '\t')
         return LINE_OTHER_DEVICE;
+    if (split == SPLIT_OTHER_FORMAT) {
+        snprintf(why, why_size, "cache format %.40s, this library reads %s", l->col[0], TUNE_TAG);
+        return LINE_STALE;
+    }
     if (strcmp(id + dev_len + 1, l->col[4])) {
         snprintf(why, why_size, "written by library %s, this is %d.%d.%d", l->col[4], HK_VERSION_MAJOR,
                  HK_VERSION_MINOR, HK_VERSION_PATCH);
@@ -333,7 +419,7 @@ static int classify(const hk_context *context, tune_line *l, char *why, size_t w
         snprintf(why, why_size, "schedule \"%s\" does not match %s's parameters", l->col[7], l->col[5]);
         return LINE_STALE;
     }
-    if (!values_valid(l->family, l->v)) {
+    if (!values_valid(&families[l->family], l->v)) {
         snprintf(why, why_size, "schedule \"%s\" has a value out of range", l->col[7]);
         return LINE_STALE;
     }
@@ -370,11 +456,12 @@ static void load_file(hk_context *context, struct hk_tune_state *t)
             continue;
         tune_line l;
         char why[160] = "";
-        if (!split_line(line, &l)) {
+        int split = split_line(line, &l);
+        if (split == SPLIT_BAD) {
             warn("%s:%u: malformed line ignored", t->file, number);
             continue;
         }
-        int c = classify(context, &l, why, sizeof why);
+        int c = classify(context, split, &l, why, sizeof why);
         if (c == LINE_STALE)
             warn("%s:%u: stale line ignored (%s)", t->file, number, why);
         else if (c == LINE_OK && !entry_set(t, l.family, l.col[6], l.v, l.ms))
@@ -471,13 +558,16 @@ static void store(hk_context *context, int family, const char *key, const uint32
             }
             memcpy(copy, line, sizeof copy);
             tune_line l;
-            if (line[0] == '#' || !split_line(copy, &l))
+            int split = line[0] == '#' ? SPLIT_BAD : split_line(copy, &l);
+            if (split == SPLIT_BAD)
                 continue;
             char key_of[512];
-            snprintf(key_of, sizeof key_of, "%s\t%s\t%s\t%s\t%s\t%s\t%s", l.col[0], l.col[1], l.col[2], l.col[3],
-                     l.col[4], l.col[5], l.col[6]);
-            if (!strcmp(key_of, mine))
-                continue;
+            if (split == SPLIT_OK) {
+                snprintf(key_of, sizeof key_of, "%s\t%s\t%s\t%s\t%s\t%s\t%s", l.col[0], l.col[1], l.col[2],
+                         l.col[3], l.col[4], l.col[5], l.col[6]);
+                if (!strcmp(key_of, mine))
+                    continue;
+            }
             fputs(line, out);
             if (!strchr(line, '\n'))
                 fputc('\n', out);
@@ -508,34 +598,41 @@ done:
 
 /* ---- the measure tier: seeded inputs, the reference, cold timing ---- */
 
+/* The reference covers every output row up to TUNE_ALL_ROWS, else TUNE_SAMPLE_ROWS spread over
+ * them (the first and the last among them). */
+#define TUNE_ALL_ROWS 64u
+#define TUNE_SAMPLE_ROWS 8u
+
 typedef struct bench {
     hk_context *ctx;
     int family;
     const char *key;
     const hk_tune_desc *desc;
+    /* the rotated inputs (the weights; the K and V caches): `copies` copies `stride` bytes apart */
     uint32_t copies;
-    /* matvec (one token), matvec_int8_tokens (tokens of x and y; exact: hk_matvec_int8's outputs
-     * of each token, which every schedule must give bit for bit) */
-    hk_buffer *w, *xq, *y;
-    uint64_t w_stride;
-    uint32_t tokens;
-    float *exact;
-    /* sdpa */
+    uint64_t stride;
+    hk_buffer *w, *k, *v;
+    hk_buffer *x, *out, *ws, *offsets, *slots; /* x: the activation (xq, x or q) */
+    uint64_t ws_bytes;
     hk_sdpa_desc sdpa;
-    hk_buffer *q, *k, *v, *out, *ws;
-    uint64_t kv_stride, ws_bytes;
-    float *ref, *got;
-    size_t n_out;
-    double gate;
+    hk_mmq_id_shape id;
+    /* the gate: out holds out_rows rows of row_len floats; the reference covers n_ref of them
+     * (ref_row), held to gate against ref and, where ref2 is set, to gate2 against ref2 */
+    uint32_t out_rows, row_len, n_ref, ref_row[TUNE_ALL_ROWS];
+    float *ref, *ref2, *got, *sample;
+    double gate, gate2;
+    float *exact; /* the tokens matvec: hk_matvec_int8's outputs per token, which every schedule gives bit for bit */
 } bench;
 
 static void bench_free(bench *b)
 {
-    hk_buffer *bufs[] = {b->w, b->xq, b->y, b->q, b->k, b->v, b->out, b->ws};
+    hk_buffer *bufs[] = {b->w, b->k, b->v, b->x, b->out, b->ws, b->offsets, b->slots};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         hk_buffer_destroy(bufs[i]);
     free(b->ref);
+    free(b->ref2);
     free(b->got);
+    free(b->sample);
     free(b->exact);
 }
 
@@ -556,83 +653,121 @@ static uint32_t copies_for(const hk_tune_desc *d, uint64_t bytes)
     return c < 2 ? 2 : c > 8 ? 8 : (uint32_t)c;
 }
 
-static hk_status bench_setup(bench *b)
+/* `copies` copies of data (bytes each, 256 bytes apart at least) in one new buffer */
+static hk_status upload_copies(bench *b, const void *data, uint64_t bytes, hk_buffer **out)
+{
+    hk_status st = upload_new(b->ctx, b->stride * b->copies, NULL, out);
+    for (uint32_t c = 0; c < b->copies && st == HK_OK; c++)
+        st = hk_buffer_upload(*out, c * b->stride, data, bytes);
+    return st;
+}
+
+/* The output's shape, the rows the reference covers and the host arrays of the gate (the
+ * reference itself is the family's to fill). */
+static hk_status bench_rows(bench *b, uint32_t rows, uint32_t row_len, int second_ref)
+{
+    b->out_rows = rows;
+    b->row_len = row_len;
+    b->n_ref = rows <= TUNE_ALL_ROWS ? rows : TUNE_SAMPLE_ROWS;
+    for (uint32_t i = 0; i < b->n_ref; i++)
+        b->ref_row[i] = b->n_ref == rows ? i : (uint32_t)((uint64_t)i * (rows - 1) / (b->n_ref - 1));
+    size_t n_ref = (size_t)b->n_ref * row_len;
+    b->ref = malloc(n_ref * sizeof *b->ref);
+    b->ref2 = second_ref ? malloc(n_ref * sizeof *b->ref2) : NULL;
+    b->sample = malloc(n_ref * sizeof *b->sample);
+    b->got = malloc((size_t)rows * row_len * sizeof *b->got);
+    if (!b->ref || (second_ref && !b->ref2) || !b->sample || !b->got)
+        return hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_tune", "out of host memory");
+    return upload_new(b->ctx, (uint64_t)rows * row_len * 4, NULL, &b->out);
+}
+
+static hk_status host_oom(void) { return hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_tune", "out of host memory"); }
+
+/* Q8_1 rows of random activations in [-1, 1) */
+static hk_block_q8_1 *q8_1_rows(hk_rng *rng, uint32_t rows, uint32_t k)
+{
+    float *x = malloc((size_t)k * sizeof *x);
+    hk_block_q8_1 *xq = x ? malloc((size_t)rows * (k / 32) * sizeof *xq + 1) : NULL;
+    for (uint32_t r = 0; xq && r < rows; r++) {
+        hk_rng_fill(rng, x, k, -1.0f, 1.0f);
+        hk_quant_row_q8_1(x, xq + (size_t)r * (k / 32), k);
+    }
+    free(x);
+    return xq;
+}
+
+/* The int8 matvec: one token, or (HK_TUNE_MATVEC_TOKENS) d->tokens of them, output row t token t */
+static hk_status setup_matvec(bench *b, hk_rng *rng)
 {
     const hk_tune_desc *d = b->desc;
-    hk_context *ctx = b->ctx;
-    hk_rng rng = {d->seed ? d->seed : 1};
-    hk_status st;
-    if (b->family == HK_TUNE_MATVEC_INT8 || b->family == HK_TUNE_MATVEC_TOKENS) {
-        uint32_t m = b->tokens = b->family == HK_TUNE_MATVEC_TOKENS ? d->tokens : 1, blocks = d->k / 32;
-        uint64_t wbytes = (uint64_t)d->rows * hk_type_bytes(d->wtype, d->k);
-        size_t n = (size_t)m * d->rows;
-        b->w_stride = (wbytes + 255) & ~(uint64_t)255;
-        b->copies = copies_for(d, wbytes);
-        uint8_t *w = hk_random_weights(&rng, (int)d->wtype, d->rows, d->k, 0);
-        float *x = malloc((size_t)m * d->k * sizeof *x);
-        hk_block_q8_1 *xq = malloc((size_t)m * blocks * sizeof *xq);
-        b->ref = malloc(n * sizeof *b->ref);
-        b->got = malloc(n * sizeof *b->got);
-        b->exact = m > 1 ? malloc(n * sizeof *b->exact) : NULL;
-        st = w && x && xq && b->ref && b->got && (m == 1 || b->exact)
-                 ? HK_OK
-                 : hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_tune", "out of host memory");
-        if (st == HK_OK) {
-            hk_rng_fill(&rng, x, (size_t)m * d->k, -1.0f, 1.0f);
-            hk_quant_row_q8_1(x, xq, (size_t)m * d->k);
-            for (uint32_t t = 0; t < m; t++)
-                hk_ref_matvec_q8_1((int)d->wtype, w, xq + (size_t)t * blocks, b->ref + (size_t)t * d->rows, d->rows,
-                                   d->k);
-            b->n_out = n;
-            b->gate = HK_GATE_EXACT;
-            st = upload_new(ctx, b->w_stride * b->copies, NULL, &b->w);
-            for (uint32_t c = 0; c < b->copies && st == HK_OK; c++)
-                st = hk_buffer_upload(b->w, c * b->w_stride, w, wbytes);
-            if (st == HK_OK)
-                st = upload_new(ctx, (uint64_t)m * blocks * sizeof *xq, xq, &b->xq);
-            if (st == HK_OK)
-                st = upload_new(ctx, (uint64_t)n * 4, NULL, &b->y);
-            /* the bits every tokens schedule must give: hk_matvec_int8 on each token */
-            for (uint32_t t = 0; t < m && m > 1 && st == HK_OK; t++)
-                st = hk_matvec_int8(ctx, NULL, d->wtype, (hk_view){b->w, 0}, (hk_view){b->xq, (uint64_t)t * blocks * 36},
-                                    (hk_view){b->y, (uint64_t)t * d->rows * 4}, d->rows, d->k);
-            if (st == HK_OK && m > 1)
-                st = hk_buffer_download(b->y, 0, b->exact, n * 4);
-        }
-        free(w);
-        free(x);
-        free(xq);
-        return st;
+    uint32_t tokens = b->family == HK_TUNE_MATVEC_TOKENS ? d->tokens : 1, blocks = d->k / 32;
+    uint64_t wbytes = (uint64_t)d->rows * hk_type_bytes(d->wtype, d->k);
+    b->stride = (wbytes + 255) & ~(uint64_t)255;
+    b->copies = copies_for(d, wbytes);
+    uint8_t *w = hk_random_weights(rng, (int)d->wtype, d->rows, d->k, 0);
+    hk_block_q8_1 *xq = q8_1_rows(rng, tokens, d->k);
+    hk_status st = w && xq ? bench_rows(b, tokens, d->rows, 0) : host_oom();
+    if (st == HK_OK && tokens > 1 && !(b->exact = malloc((size_t)tokens * d->rows * sizeof *b->exact)))
+        st = host_oom();
+    if (st == HK_OK) {
+        for (uint32_t i = 0; i < b->n_ref; i++)
+            hk_ref_matvec_q8_1((int)d->wtype, w, xq + (size_t)b->ref_row[i] * blocks, b->ref + (size_t)i * d->rows,
+                               d->rows, d->k);
+        b->gate = HK_GATE_EXACT;
+        st = upload_copies(b, w, wbytes, &b->w);
     }
-    uint32_t H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim, cap = d->capacity;
+    if (st == HK_OK)
+        st = upload_new(b->ctx, (uint64_t)tokens * blocks * sizeof *xq, xq, &b->x);
+    /* the bits every tokens schedule must give: hk_matvec_int8 on each token */
+    for (uint32_t t = 0; t < tokens && tokens > 1 && st == HK_OK; t++)
+        st = hk_matvec_int8(b->ctx, NULL, d->wtype, (hk_view){b->w, 0}, (hk_view){b->x, (uint64_t)t * blocks * 36},
+                            (hk_view){b->out, (uint64_t)t * d->rows * 4}, d->rows, d->k);
+    if (st == HK_OK && tokens > 1)
+        st = hk_buffer_download(b->out, 0, b->exact, (size_t)tokens * d->rows * 4);
+    free(w);
+    free(xq);
+    return st;
+}
+
+/* Flash-decoding (n_q = 1) and flash prefill: a head-major cache of capacity rows per kv head,
+ * each row stored in the cache type, the reference reading back what is stored; timed with
+ * seq_k = capacity. The reference of query i runs kv head by kv head on its group's heads. */
+static hk_status setup_attention(bench *b, hk_rng *rng)
+{
+    const hk_tune_desc *d = b->desc;
+    int prefill = b->family == HK_TUNE_FLASH_PREFILL;
+    uint32_t nq = prefill ? d->n_q : 1, H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim, cap = d->capacity;
+    uint32_t G = H / Hkv;
     uint64_t row = hk_type_bytes(d->kv_type, D), cache = (uint64_t)Hkv * cap * row;
     hk_sdpa_desc *s = &b->sdpa;
     memset(s, 0, sizeof *s);
-    s->n_q = 1;
+    s->n_q = nq;
     s->n_heads = H;
     s->n_kv_heads = Hkv;
     s->head_dim = D;
     s->seq_k = cap;
     s->scale = 1.0f / sqrtf((float)D);
+    s->causal = prefill && d->causal;
     s->kv.type = d->kv_type;
     s->kv.capacity = cap;
     s->kv.k_row_stride = s->kv.v_row_stride = row;
     s->kv.k_head_stride = s->kv.v_head_stride = cap * row;
-    b->kv_stride = (cache + 255) & ~(uint64_t)255;
+    const char *path = hk_sdpa_path(b->ctx, s);
+    if (!path)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "hk_sdpa_blk refuses this shape: %s", hk_last_error());
+    if (prefill != !!strcmp(path, "decode"))
+        return hk__fail(HK_ERROR_UNSUPPORTED, "hk_tune", "%s", prefill ? "flash attention does not serve this shape "
+                        "on this device (hk_sdpa_path: decode)" : "internal: a one-query call runs as flash attention");
+    b->stride = (cache + 255) & ~(uint64_t)255;
     b->copies = copies_for(d, 2 * cache);
-    size_t n_vals = (size_t)Hkv * cap * D;
-    float *q = malloc((size_t)H * D * sizeof *q), *kv[2] = {malloc(n_vals * 4), malloc(n_vals * 4)};
+    size_t n_vals = (size_t)Hkv * cap * D, n_q_vals = (size_t)nq * H * D;
+    float *q = malloc(n_q_vals * sizeof *q), *kv[2] = {malloc(n_vals * 4), malloc(n_vals * 4)};
     uint8_t *img[2] = {malloc(cache), malloc(cache)};
-    b->ref = malloc((size_t)H * D * sizeof *b->ref);
-    b->got = malloc((size_t)H * D * sizeof *b->got);
-    st = q && kv[0] && kv[1] && img[0] && img[1] && b->ref && b->got
-             ? HK_OK
-             : hk__fail(HK_ERROR_OUT_OF_MEMORY, "hk_tune", "out of host memory");
+    hk_status st = q && kv[0] && kv[1] && img[0] && img[1] ? bench_rows(b, nq, H * D, 0) : host_oom();
     if (st == HK_OK) {
-        hk_rng_fill(&rng, q, (size_t)H * D, -1.0f, 1.0f);
+        hk_rng_fill(rng, q, n_q_vals, -1.0f, 1.0f);
         for (int i = 0; i < 2; i++) {
-            hk_rng_fill(&rng, kv[i], n_vals, -1.0f, 1.0f);
-            /* each row stored in the cache type, the reference reading back what is stored */
+            hk_rng_fill(rng, kv[i], n_vals, -1.0f, 1.0f);
             for (size_t r = 0; r < (size_t)Hkv * cap; r++) {
                 float *xr = kv[i] + r * D;
                 uint8_t *dst = img[i] + r * row;
@@ -650,21 +785,21 @@ static hk_status bench_setup(bench *b)
                 }
             }
         }
-        hk_ref_sdpa(q, kv[0], kv[1], b->ref, 1, H, Hkv, cap, D, s->scale, 0);
-        b->n_out = (size_t)H * D;
-        b->gate = 1e-5; /* f32 arithmetic against the double reference: about 1e-6 (hkernel.h) */
-        st = upload_new(ctx, (uint64_t)H * D * 4, q, &b->q);
-        if (st == HK_OK)
-            st = upload_new(ctx, b->kv_stride * b->copies, NULL, &b->k);
-        if (st == HK_OK)
-            st = upload_new(ctx, b->kv_stride * b->copies, NULL, &b->v);
-        for (uint32_t c = 0; c < b->copies && st == HK_OK; c++) {
-            st = hk_buffer_upload(b->k, c * b->kv_stride, img[0], cache);
-            if (st == HK_OK)
-                st = hk_buffer_upload(b->v, c * b->kv_stride, img[1], cache);
+        for (uint32_t i = 0; i < b->n_ref; i++) {
+            uint32_t qi = b->ref_row[i], seen = s->causal ? cap - nq + qi + 1 : cap;
+            for (uint32_t h = 0; h < Hkv; h++)
+                hk_ref_sdpa(q + ((size_t)qi * H + (size_t)h * G) * D, kv[0] + (size_t)h * cap * D,
+                            kv[1] + (size_t)h * cap * D, b->ref + ((size_t)i * H + (size_t)h * G) * D, 1, G, 1, seen,
+                            D, s->scale, 0);
         }
+        /* f32 arithmetic against the double softmax: about 1e-6 (hkernel.h); flash prefill at
+         * its arm's gate (tests/test_flash.c) */
+        b->gate = !prefill ? 1e-5 : !strcmp(path, "flash-coopmat") ? HK_GATE_SDPA_F16 : HK_GATE_F32;
+        st = upload_new(b->ctx, n_q_vals * 4, q, &b->x);
         if (st == HK_OK)
-            st = upload_new(ctx, (uint64_t)H * D * 4, NULL, &b->out);
+            st = upload_copies(b, img[0], cache, &b->k);
+        if (st == HK_OK)
+            st = upload_copies(b, img[1], cache, &b->v);
     }
     free(q);
     free(kv[0]);
@@ -674,24 +809,136 @@ static hk_status bench_setup(bench *b)
     return st;
 }
 
+/* hk_gemm_f16 (f32 x) and hk_mmq (Q8_1 x): raw random weight blocks (every bit pattern) */
+static hk_status setup_gemm(bench *b, hk_rng *rng)
+{
+    const hk_tune_desc *d = b->desc;
+    int f16 = b->family == HK_TUNE_GEMM_F16;
+    uint32_t m = d->m, n = d->n, k = d->k;
+    uint64_t wbytes = (uint64_t)n * hk_type_bytes(d->wtype, k);
+    b->stride = (wbytes + 255) & ~(uint64_t)255;
+    b->copies = copies_for(d, wbytes);
+    uint8_t *w = hk_random_weights(rng, (int)d->wtype, n, k, 1);
+    float *x = f16 ? malloc((size_t)m * k * sizeof *x + 1) : NULL;
+    hk_block_q8_1 *xq = f16 ? NULL : q8_1_rows(rng, m, k);
+    hk_status st = w && (f16 ? x != NULL : xq != NULL) ? bench_rows(b, m, n, f16) : host_oom();
+    float *xs = NULL;
+    if (st == HK_OK && f16) {
+        hk_rng_fill(rng, x, (size_t)m * k, -1.0f, 1.0f);
+        xs = malloc((size_t)b->n_ref * k * sizeof *xs);
+        if (!xs)
+            st = host_oom();
+        for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++)
+            memcpy(xs + (size_t)i * k, x + (size_t)b->ref_row[i] * k, (size_t)k * sizeof *xs);
+        if (st == HK_OK && !(hk_ref_gemm((int)d->wtype, w, xs, b->ref, b->n_ref, n, k) &&
+                             hk_ref_gemm_f16((int)d->wtype, w, xs, b->ref2, b->n_ref, n, k)))
+            st = host_oom();
+        b->gate = HK_GATE_F16;
+        b->gate2 = HK_GATE_F16_OPERANDS;
+        if (st == HK_OK)
+            st = upload_new(b->ctx, (uint64_t)m * k * 4, x, &b->x);
+    } else if (st == HK_OK) {
+        /* the sampled rows together: the reference dequantizes W once */
+        hk_block_q8_1 *xr = malloc((size_t)b->n_ref * (k / 32) * sizeof *xr);
+        if (!xr)
+            st = host_oom();
+        for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++)
+            memcpy(xr + (size_t)i * (k / 32), xq + (size_t)b->ref_row[i] * (k / 32), (k / 32) * sizeof *xr);
+        if (st == HK_OK && !hk_ref_mmq((int)d->wtype, w, xr, b->ref, b->n_ref, n, k))
+            st = host_oom();
+        free(xr);
+        const char *arm = hk_mmq_path(b->ctx, d->wtype);
+        b->gate = arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
+        if (st == HK_OK)
+            st = upload_new(b->ctx, (uint64_t)m * (k / 32) * sizeof *xq, xq, &b->x);
+    }
+    if (st == HK_OK)
+        st = upload_copies(b, w, wbytes, &b->w);
+    free(w);
+    free(x);
+    free(xq);
+    free(xs);
+    return st;
+}
+
+/* hk_mmq_id: a bank of raw random experts, a seeded routing of m / top_k tokens grouped on the
+ * host (hk_ref_moe_expert_rows), each sampled slot's row from its routed expert */
+static hk_status setup_mmq_id(bench *b, hk_rng *rng)
+{
+    const hk_tune_desc *d = b->desc;
+    uint32_t E = d->n_experts, n = d->n, k = d->k, m = d->m, per_x = d->slots_per_x_row;
+    b->id = (hk_mmq_id_shape){E, n, k, m, per_x};
+    uint64_t expert = (uint64_t)n * hk_type_bytes(d->wtype, k), wbytes = expert * E;
+    b->stride = (wbytes + 255) & ~(uint64_t)255;
+    b->copies = copies_for(d, wbytes);
+    uint8_t *w = hk_random_weights(rng, (int)d->wtype, (size_t)E * n, k, 1);
+    hk_block_q8_1 *xq = q8_1_rows(rng, m / per_x, k);
+    uint32_t *ids = hk_random_routing(rng, m / d->top_k, d->top_k, E);
+    uint32_t *offsets = malloc(((size_t)E + 1) * 4), *slots = malloc((size_t)m * 4), dropped = 0;
+    hk_status st = w && xq && ids && offsets && slots ? bench_rows(b, m, n, 0) : host_oom();
+    if (st == HK_OK) {
+        hk_ref_moe_expert_rows(ids, m, E, offsets, slots, &dropped);
+        for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++) {
+            uint32_t sl = b->ref_row[i];
+            if (!hk_ref_mmq((int)d->wtype, w + (size_t)ids[sl] * expert, xq + (size_t)(sl / per_x) * (k / 32),
+                            b->ref + (size_t)i * n, 1, n, k))
+                st = host_oom();
+        }
+        const char *arm = hk_mmq_path(b->ctx, d->wtype);
+        b->gate = arm && !strcmp(arm, "coopmat") ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
+        if (st == HK_OK)
+            st = upload_copies(b, w, wbytes, &b->w);
+    }
+    if (st == HK_OK)
+        st = upload_new(b->ctx, (uint64_t)(m / per_x) * (k / 32) * sizeof *xq, xq, &b->x);
+    if (st == HK_OK)
+        st = upload_new(b->ctx, ((uint64_t)E + 1) * 4, offsets, &b->offsets);
+    if (st == HK_OK)
+        st = upload_new(b->ctx, (uint64_t)m * 4, slots, &b->slots);
+    free(w);
+    free(xq);
+    free(ids);
+    free(offsets);
+    free(slots);
+    return st;
+}
+
+static hk_status bench_setup(bench *b)
+{
+    hk_rng rng = {b->desc->seed ? b->desc->seed : 1};
+    switch (b->family) {
+    case HK_TUNE_MATVEC_INT8:
+    case HK_TUNE_MATVEC_TOKENS: return setup_matvec(b, &rng);
+    case HK_TUNE_SDPA_DECODE:
+    case HK_TUNE_FLASH_PREFILL: return setup_attention(b, &rng);
+    case HK_TUNE_GEMM_F16:
+    case HK_TUNE_MMQ: return setup_gemm(b, &rng);
+    default: return setup_mmq_id(b, &rng);
+    }
+}
+
 static hk_status bench_record(bench *b, hk_stream *stream, uint32_t copy)
 {
     const hk_tune_desc *d = b->desc;
-    if (b->family == HK_TUNE_MATVEC_INT8)
-        return hk_matvec_int8(b->ctx, stream, d->wtype, (hk_view){b->w, copy * b->w_stride}, (hk_view){b->xq, 0},
-                              (hk_view){b->y, 0}, d->rows, d->k);
-    if (b->family == HK_TUNE_MATVEC_TOKENS)
-        return hk_matvec_int8_tokens(b->ctx, stream, d->wtype, (hk_view){b->w, copy * b->w_stride},
-                                     (hk_view){b->xq, 0}, (hk_view){b->y, 0}, d->rows, d->k, d->tokens);
-    return hk_sdpa_blk(b->ctx, stream, &b->sdpa, (hk_view){b->q, 0}, (hk_view){b->k, copy * b->kv_stride},
-                       (hk_view){b->v, copy * b->kv_stride}, (hk_view){b->out, 0}, (hk_view){b->ws, 0},
-                       (hk_view){NULL, 0});
+    hk_view w = {b->w, copy * b->stride}, x = {b->x, 0}, out = {b->out, 0};
+    switch (b->family) {
+    case HK_TUNE_MATVEC_INT8: return hk_matvec_int8(b->ctx, stream, d->wtype, w, x, out, d->rows, d->k);
+    case HK_TUNE_MATVEC_TOKENS:
+        return hk_matvec_int8_tokens(b->ctx, stream, d->wtype, w, x, out, d->rows, d->k, d->tokens);
+    case HK_TUNE_GEMM_F16: return hk_gemm_f16(b->ctx, stream, d->wtype, w, x, out, d->m, d->n, d->k);
+    case HK_TUNE_MMQ: return hk_mmq(b->ctx, stream, d->wtype, w, x, out, d->m, d->n, d->k);
+    case HK_TUNE_MMQ_ID:
+        return hk_mmq_id(b->ctx, stream, d->wtype, w, x, (hk_view){b->offsets, 0}, (hk_view){b->slots, 0}, out, &b->id);
+    default:
+        return hk_sdpa_blk(b->ctx, stream, &b->sdpa, x, (hk_view){b->k, copy * b->stride},
+                           (hk_view){b->v, copy * b->stride}, out, (hk_view){b->ws, 0}, (hk_view){NULL, 0});
+    }
 }
 
-/* The workspace the current schedule needs (sdpa): grown as candidates ask. */
+/* The workspace the current schedule needs (attention): grown as candidates ask. */
 static hk_status bench_workspace(bench *b)
 {
-    if (b->family != HK_TUNE_SDPA_DECODE)
+    if (b->family != HK_TUNE_SDPA_DECODE && b->family != HK_TUNE_FLASH_PREFILL)
         return HK_OK;
     uint64_t bytes;
     hk_status st = hk_sdpa_workspace_bytes(b->ctx, &b->sdpa, &bytes);
@@ -713,41 +960,81 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-/* Runs the current schedule once into a poisoned output and compares it with the reference;
- * then times it: repeats batches of `batch` calls rotating over the copies, each batch between
- * two GPU timestamps (host time where the queue has none), the minimum kept. *ms = INFINITY and
- * a reason where the gate fails. */
-static hk_status bench_measure(bench *b, double *ms, double *err, char *why, size_t why_size)
+static uint64_t fnv1a(uint64_t h, const uint32_t *v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (int byte = 0; byte < 4; byte++) {
+            h ^= (v[i] >> (8 * byte)) & 0xFFu;
+            h *= 0x100000001B3ull;
+        }
+    return h;
+}
+#define FNV_BASIS 0xCBF29CE484222325ull
+
+/* HK_TUNE_FAKE_TIMES (testing): 1 or 2, else 0 */
+static int fake_times(void)
+{
+    const char *e = getenv("HK_TUNE_FAKE_TIMES");
+    return e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 0;
+}
+
+/* A pseudo-time of a schedule: 1 + u (mode 1) or 1000 (1 + u)^3 (mode 2, the same order), u in
+ * [0, 1) a hash of the values. */
+static double fake_ms(int mode, const uint32_t *v, uint32_t n)
+{
+    double u = (double)(fnv1a(FNV_BASIS, v, n) >> 11) * 0x1p-53;
+    return mode == 1 ? 1.0 + u : 1000.0 * (1.0 + u) * (1.0 + u) * (1.0 + u);
+}
+
+/* Runs the current schedule (v) once into a poisoned output and compares the reference's rows
+ * with it; then times it: repeats batches of `batch` calls rotating over the copies, each batch
+ * between two GPU timestamps (host time where the queue has none), the minimum kept. *ms =
+ * INFINITY and a reason where the gate fails. */
+static hk_status bench_measure(bench *b, const uint32_t *v, uint32_t n_params, double *ms, double *err, char *why,
+                               size_t why_size)
 {
     const hk_tune_desc *d = b->desc;
     *ms = INFINITY;
     hk_status st = bench_workspace(b);
     if (st != HK_OK)
         return st;
-    hk_buffer *out = b->family == HK_TUNE_SDPA_DECODE ? b->out : b->y;
+    size_t n_out = (size_t)b->out_rows * b->row_len, n_ref = (size_t)b->n_ref * b->row_len;
     union {
         float f;
         uint32_t u;
     } poison = {.u = 0x7FC0BEEFu};
-    for (size_t i = 0; i < b->n_out; i++)
+    for (size_t i = 0; i < n_out; i++)
         b->got[i] = poison.f;
-    st = hk_buffer_upload(out, 0, b->got, b->n_out * 4);
+    st = hk_buffer_upload(b->out, 0, b->got, n_out * 4);
     if (st == HK_OK)
         st = bench_record(b, NULL, b->copies - 1);
     if (st == HK_OK)
-        st = hk_buffer_download(out, 0, b->got, b->n_out * 4);
+        st = hk_buffer_download(b->out, 0, b->got, n_out * 4);
     if (st != HK_OK)
         return st;
-    *err = hk_scale_rel(b->got, b->ref, b->n_out);
+    for (uint32_t i = 0; i < b->n_ref; i++)
+        memcpy(b->sample + (size_t)i * b->row_len, b->got + (size_t)b->ref_row[i] * b->row_len,
+               (size_t)b->row_len * sizeof *b->sample);
+    *err = hk_scale_rel(b->sample, b->ref, n_ref);
     if (!(*err < b->gate)) {
         snprintf(why, why_size, "gate: scale_rel %.2e against the reference (gate %.0e)", *err, b->gate);
         return HK_OK;
     }
     size_t differ = 0;
-    for (size_t i = 0; b->exact && i < b->n_out; i++)
+    for (size_t i = 0; b->exact && i < n_out; i++)
         differ += memcmp(&b->got[i], &b->exact[i], 4) != 0;
     if (differ) {
-        snprintf(why, why_size, "gate: %zu of %zu outputs not bit-identical to hk_matvec_int8", differ, b->n_out);
+        snprintf(why, why_size, "gate: %zu of %zu outputs not bit-identical to hk_matvec_int8", differ, n_out);
+        return HK_OK;
+    }
+    double err2 = b->ref2 ? hk_scale_rel(b->sample, b->ref2, n_ref) : 0;
+    if (b->ref2 && !(err2 < b->gate2)) {
+        snprintf(why, why_size, "gate: scale_rel %.2e against the f16-operand reference (gate %.0e)", err2, b->gate2);
+        return HK_OK;
+    }
+    int fake = fake_times();
+    if (fake) {
+        *ms = fake_ms(fake, v, n_params);
         return HK_OK;
     }
     uint32_t repeats = d->repeats ? d->repeats : 5, batch = d->batch ? d->batch : 8;
@@ -836,19 +1123,22 @@ static int static_tier(bench *b, const uint32_t *v, uint32_t sig[8], char *why, 
 {
     const hk_tune_desc *d = b->desc;
     memset(sig, 0, 8 * sizeof *sig);
-    if (b->family == HK_TUNE_MATVEC_INT8) {
+    switch (b->family) {
+    case HK_TUNE_MATVEC_INT8:
         if (!hk__matvec_int8_static(b->ctx, d->wtype, d->rows, d->k, v, why, why_size))
             return 0;
         for (int i = 0; i < MV_PARAMS; i++)
             sig[i] = v[i];
         return 1;
-    }
-    if (b->family == HK_TUNE_MATVEC_TOKENS)
+    case HK_TUNE_MATVEC_TOKENS:
         return hk__matvec_tokens_static(b->ctx, d->wtype, d->rows, d->k, d->tokens, v, sig, why, why_size);
-    return hk__sdpa_decode_static(b->ctx, &b->sdpa, v, sig, why, why_size);
+    case HK_TUNE_SDPA_DECODE: return hk__sdpa_decode_static(b->ctx, &b->sdpa, v, sig, why, why_size);
+    case HK_TUNE_FLASH_PREFILL: return hk__flash_static(b->ctx, &b->sdpa, v, sig, why, why_size);
+    case HK_TUNE_GEMM_F16: return hk__gemm_f16_static(b->ctx, d->k, v, sig, why, why_size);
+    default: return hk__mmq_static(b->ctx, b->family == HK_TUNE_MMQ_ID, d->wtype, v, sig, why, why_size);
+    }
 }
 
-/* Evaluates a schedule once (memoized): its time, INFINITY where rejected. */
 /* A candidate rejected before any timing (the static tier, or the kernel refusing it): counted,
  * its reason tallied; a planted candidate is not kept among the search's candidates. */
 static void reject_static(search *s, cand *c, const char *text, const char *verb, const char *why, int plant)
@@ -857,11 +1147,13 @@ static void reject_static(search *s, cand *c, const char *text, const char *verb
     s->r->rejected_static++;
     add_reason(s, why);
     if (s->verbose)
-        printf("  %-48s %s%s\n", text, verb, why);
+        printf("  %-60s %s%s\n", text, verb, why);
     if (!plant)
         s->count++;
 }
 
+/* Evaluates a schedule once (memoized): its time, INFINITY where rejected. Every schedule seen
+ * for the first time goes into the report's trace. */
 static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_ms)
 {
     bench *b = s->b;
@@ -885,6 +1177,7 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
     memcpy(c->v, v, sizeof c->v);
     c->ms = INFINITY;
     s->r->evaluated++;
+    s->r->trace = fnv1a(s->r->trace, v, s->f->count);
     char why[160] = "", text[128];
     format_sched(s->f, v, text, sizeof text);
     if (!static_tier(b, v, c->sig, why, sizeof why)) {
@@ -898,7 +1191,7 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
             s->r->duplicates++;
             *out_ms = c->ms;
             if (s->verbose)
-                printf("  %-48s same plan as an earlier candidate\n", text);
+                printf("  %-60s same plan as an earlier candidate\n", text);
             s->count++;
             return HK_OK;
         }
@@ -910,7 +1203,7 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
     memcpy(forced.sched.v, v, sizeof forced.sched.v);
     forced.sched.plant = plant;
     double err = 0;
-    hk_status st = bench_measure(b, &c->ms, &err, why, sizeof why);
+    hk_status st = bench_measure(b, v, s->f->count, &c->ms, &err, why, sizeof why);
     forced.mode = 0;
     if (st == HK_ERROR_DEVICE_LOST)
         return st;
@@ -925,12 +1218,12 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
         s->r->rejected_gate++;
         add_reason(s, why);
         if (s->verbose)
-            printf("  %-48s%s rejected: %s\n", text, plant ? " (planted)" : "", why);
+            printf("  %-60s%s rejected: %s\n", text, plant ? " (planted)" : "", why);
     } else {
         c->state = CAND_MEASURED;
         s->r->measured++;
         if (s->verbose)
-            printf("  %-48s %10.5f ms  (scale_rel %.1e)\n", text, c->ms, err);
+            printf("  %-60s %10.5f ms  (scale_rel %.1e)\n", text, c->ms, err);
     }
     *out_ms = c->ms;
     if (!plant)
@@ -971,12 +1264,29 @@ static hk_status search_exhaustive(search *s, uint64_t space)
     return HK_OK;
 }
 
+/* The genes (value indices) of v, 1 if every value is in its list. */
+static int values_to_genes(const tune_family *f, const uint32_t *v, uint32_t *g)
+{
+    memset(g, 0, HK_TUNE_MAX_PARAMS * sizeof *g);
+    for (uint32_t i = 0; i < f->count; i++) {
+        uint32_t j = 0;
+        while (j < f->p[i].count && f->p[i].values[j] != v[i])
+            j++;
+        if (j == f->p[i].count)
+            return 0;
+        g[i] = j;
+    }
+    return 1;
+}
+
 #define GA_POP 8
-/* Seeded genetic search: a random population, then per generation the two best kept, the rest
- * children of two tournament winners (uniform crossover, each gene redrawn with probability
- * 1/params). The draws are a function of the seed and of the measured order. Ends when
- * max_measured schedules were measured or generations stop finding new schedules. */
-static hk_status search_genetic(search *s, uint64_t seed)
+/* Seeded genetic search: a random population (the default's genes first where it has some), then
+ * per generation the two best kept, the rest children of two tournament winners (uniform
+ * crossover, each gene redrawn with probability 1/params). Times are only ever compared (a
+ * stable sort and strict comparisons: a tie keeps the earlier place, or the first drawn of a
+ * tournament), so the draws are a function of the seed and of the order of the measured times. Ends when max_measured schedules were
+ * measured or generations stop finding new schedules. */
+static hk_status search_genetic(search *s, uint64_t seed, const uint32_t *start)
 {
     const tune_family *f = s->f;
     uint64_t x = seed ? seed * 0x9E3779B97F4A7C15ull : 0x9E3779B97F4A7C15ull;
@@ -987,6 +1297,8 @@ static hk_status search_genetic(search *s, uint64_t seed)
     for (int i = 0; i < GA_POP && st == HK_OK; i++) {
         for (uint32_t j = 0; j < f->count; j++)
             pop[i][j] = (uint32_t)(rng_next(&x) % f->p[j].count);
+        if (i == 0 && start)
+            memcpy(pop[0], start, sizeof pop[0]);
         genes_to_values(f, pop[i], v);
         fit[i] = INFINITY;
         if (s->r->measured < s->max_measured)
@@ -1040,6 +1352,27 @@ void hk_tune_desc_init_sized(hk_tune_desc *desc, size_t desc_size)
     desc->struct_size = (uint32_t)desc_size;
 }
 
+static hk_status check_weight_type(const char *fn, hk_type wtype, uint32_t k)
+{
+    if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "wtype=%s is not q8_0, q4_k or q6_k", hk_type_name(wtype));
+    uint32_t block = hk_type_block_values(wtype);
+    if (!k || k % block)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u must be a positive multiple of %u", k, block);
+    return HK_OK;
+}
+
+/* The tuner's own inputs and reference stay within host memory and seconds: at most 2^28
+ * weight values and 2^27 activation or output values. */
+static hk_status check_sizes(const char *fn, uint64_t weights, uint64_t x, uint64_t out)
+{
+    if (weights > (1ull << 28) || x > (1ull << 27) || out > (1ull << 27))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%llu weight, %llu activation and %llu output values: more than "
+                        "the tuner's 2^28, 2^27 and 2^27", (unsigned long long)weights, (unsigned long long)x,
+                        (unsigned long long)out);
+    return HK_OK;
+}
+
 static hk_status check_desc(hk_context *context, const hk_tune_desc *d, char key[HK_TUNE_SHAPE_CHARS])
 {
     static const char fn[] = "hk_tune";
@@ -1051,29 +1384,31 @@ static hk_status check_desc(hk_context *context, const hk_tune_desc *d, char key
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc->struct_size=%u is not sizeof(hk_tune_desc)=%zu "
                         "(hk_tune_desc_init)", d->struct_size, sizeof *d);
     if (!family_of(d->kernel))
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not HK_TUNE_MATVEC_INT8, HK_TUNE_SDPA_DECODE or "
-                        "HK_TUNE_MATVEC_TOKENS", (int)d->kernel);
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not a tuned family (hk_tune_kernel)",
+                        (int)d->kernel);
     if (d->copies > 64)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "copies=%u is more than 64", d->copies);
     if (d->repeats > 1000 || d->batch > 1000)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "repeats=%u or batch=%u is more than 1000", d->repeats,
                         d->batch);
-    if (d->kernel == HK_TUNE_MATVEC_INT8 || d->kernel == HK_TUNE_MATVEC_TOKENS) {
-        if (d->wtype != HK_TYPE_Q8_0 && d->wtype != HK_TYPE_Q4_K && d->wtype != HK_TYPE_Q6_K)
-            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "wtype=%s is not q8_0, q4_k or q6_k", hk_type_name(d->wtype));
-        uint32_t block = hk_type_block_values(d->wtype);
-        if (!d->rows || !d->k || d->k % block)
-            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and k=%u must be positive, k a multiple of %u",
-                            d->rows, d->k, block);
-        if (d->rows > HK_MATVEC_MAX_ROWS || d->k > HK_MATVEC_MAX_K)
-            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u or k=%u past hk_matvec_int8's limits", d->rows, d->k);
-        if ((uint64_t)d->rows * d->k > (1ull << 28))
-            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows x k = %llu is more than the tuner's 2^28 values",
-                            (unsigned long long)d->rows * d->k);
-        if (d->kernel == HK_TUNE_MATVEC_INT8) {
-            hk__tune_key_matvec(key, d->wtype, d->rows, d->k);
-            return HK_OK;
-        }
+    hk_status st;
+    switch (d->kernel) {
+    case HK_TUNE_MATVEC_INT8:
+        if ((st = check_weight_type(fn, d->wtype, d->k)) != HK_OK)
+            return st;
+        if (!d->rows || d->rows > HK_MATVEC_MAX_ROWS || d->k > HK_MATVEC_MAX_K)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u or k=%u is 0 or past hk_matvec_int8's limits",
+                            d->rows, d->k);
+        if ((st = check_sizes(fn, (uint64_t)d->rows * d->k, d->k, d->rows)) != HK_OK)
+            return st;
+        hk__tune_key_matvec(key, d->wtype, d->rows, d->k);
+        return HK_OK;
+    case HK_TUNE_MATVEC_TOKENS: {
+        if ((st = check_weight_type(fn, d->wtype, d->k)) != HK_OK)
+            return st;
+        if (!d->rows || d->rows > HK_MATVEC_MAX_ROWS || d->k > HK_MATVEC_MAX_K)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u or k=%u is 0 or past hk_matvec_int8's limits",
+                            d->rows, d->k);
         if (d->tokens < 2 || d->tokens > HK_MATVEC_MAX_TOKENS)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "tokens=%u is not in 2..%u (HK_TUNE_MATVEC_TOKENS)",
                             d->tokens, HK_MATVEC_MAX_TOKENS);
@@ -1082,20 +1417,71 @@ static hk_status check_desc(hk_context *context, const hk_tune_desc *d, char key
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "ceil(rows/32768)*k*(tokens+1)=%llu past "
                             "hk_matvec_int8_tokens' limit %u", (unsigned long long)limit,
                             HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS);
+        if ((st = check_sizes(fn, (uint64_t)d->rows * d->k, (uint64_t)d->tokens * d->k,
+                              (uint64_t)d->tokens * d->rows)) != HK_OK)
+            return st;
         hk__tune_key_matvec_tokens(key, d->wtype, d->rows, d->k, d->tokens);
         return HK_OK;
     }
+    case HK_TUNE_GEMM_F16:
+    case HK_TUNE_MMQ:
+        if ((st = check_weight_type(fn, d->wtype, d->k)) != HK_OK)
+            return st;
+        if (!d->m || !d->n)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "m=%u and n=%u must both be positive", d->m, d->n);
+        if ((st = check_sizes(fn, (uint64_t)d->n * d->k, (uint64_t)d->m * d->k, (uint64_t)d->m * d->n)) != HK_OK)
+            return st;
+        hk__tune_key_gemm(key, d->wtype, d->m, d->n, d->k);
+        return HK_OK;
+    case HK_TUNE_MMQ_ID: {
+        if ((st = check_weight_type(fn, d->wtype, d->k)) != HK_OK)
+            return st;
+        if (!d->n_experts || !d->n || !d->top_k || d->top_k > d->n_experts || !d->m || d->m % d->top_k ||
+            (d->slots_per_x_row != 1 && d->slots_per_x_row != d->top_k))
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u, n=%u, top_k=%u (1..n_experts), m=%u (a "
+                            "multiple of top_k) and slots_per_x_row=%u (1 or top_k) is not an expert-indexed shape",
+                            d->n_experts, d->n, d->top_k, d->m, d->slots_per_x_row);
+        if ((st = check_sizes(fn, (uint64_t)d->n_experts * d->n * d->k, (uint64_t)d->m / d->slots_per_x_row * d->k,
+                              (uint64_t)d->m * d->n)) != HK_OK)
+            return st;
+        hk_mmq_id_shape shape = {d->n_experts, d->n, d->k, d->m, d->slots_per_x_row};
+        hk__tune_key_mmq_id(key, d->wtype, &shape);
+        return HK_OK;
+    }
+    default:
+        break;
+    }
+    /* attention: flash-decoding or flash prefill */
+    int prefill = d->kernel == HK_TUNE_FLASH_PREFILL;
     if (d->kv_type != HK_TYPE_F32 && d->kv_type != HK_TYPE_F16 && d->kv_type != HK_TYPE_Q8_0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kv_type=%s is not f32, f16 or q8_0", hk_type_name(d->kv_type));
     uint32_t multiple = d->kv_type == HK_TYPE_Q8_0 ? 32 : 16;
     if (!d->n_heads || !d->n_kv_heads || d->n_heads % d->n_kv_heads || !d->head_dim || d->head_dim % multiple ||
         d->head_dim > 256 || !d->capacity || d->capacity > 2097152)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_heads=%u, n_kv_heads=%u, head_dim=%u, capacity=%u is not a "
-                        "flash-decoding shape (hk_sdpa_blk)", d->n_heads, d->n_kv_heads, d->head_dim, d->capacity);
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_heads=%u, n_kv_heads=%u, head_dim=%u, capacity=%u is not an "
+                        "attention shape (hk_sdpa_blk)", d->n_heads, d->n_kv_heads, d->head_dim, d->capacity);
+    if (prefill && (d->n_q < 2 || (d->causal && d->n_q > d->capacity)))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_q=%u must be at least 2 (and, causal, at most capacity=%u)",
+                        d->n_q, d->capacity);
+    uint32_t nq = prefill ? d->n_q : 1;
+    if ((st = check_sizes(fn, (uint64_t)d->n_kv_heads * d->capacity * d->head_dim, (uint64_t)nq * d->n_heads * d->head_dim,
+                          (uint64_t)nq * d->n_heads * d->head_dim)) != HK_OK)
+        return st;
     if ((uint64_t)d->n_kv_heads * d->capacity * d->head_dim > (1ull << 26))
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_kv_heads x capacity x head_dim = %llu is more than the "
                         "tuner's 2^26 values", (unsigned long long)d->n_kv_heads * d->capacity * d->head_dim);
-    hk__tune_key_sdpa(key, d->kv_type, d->n_heads, d->n_kv_heads, d->head_dim, d->capacity);
+    hk_sdpa_desc sd = {0};
+    sd.n_q = nq;
+    sd.n_heads = d->n_heads;
+    sd.n_kv_heads = d->n_kv_heads;
+    sd.head_dim = d->head_dim;
+    sd.causal = prefill && d->causal;
+    sd.kv.type = d->kv_type;
+    sd.kv.capacity = d->capacity;
+    if (prefill)
+        hk__tune_key_flash(key, &sd);
+    else
+        hk__tune_key_sdpa(key, d->kv_type, d->n_heads, d->n_kv_heads, d->head_dim, d->capacity);
     return HK_OK;
 }
 
@@ -1141,15 +1527,19 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
         forced.context = context;
         forced.family = desc->kernel;
         forced.key = key;
+        forced.noted = 0;
         st = bench_workspace(&b);
         if (st == HK_OK)
             st = bench_record(&b, NULL, 0);
         forced.mode = 0;
+        if (st == HK_OK && !forced.noted)
+            st = hk__fail(HK_ERROR_UNSUPPORTED, fn, "%s %s: the call ran no schedule of the family", f->name, key);
         memcpy(dv, forced.served, sizeof dv);
         format_sched(f, dv, r.default_schedule, sizeof r.default_schedule);
         if (s.verbose && st == HK_OK)
             printf("%s %s: default %s\n", f->name, key, r.default_schedule);
     }
+    r.trace = FNV_BASIS;
     if (st == HK_OK)
         st = evaluate(&s, dv, 0, &r.default_ms);
     const char *plant = getenv("HK_TUNE_PLANT_WRONG");
@@ -1157,8 +1547,12 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
         double ignored;
         st = evaluate(&s, dv, 1, &ignored);
     }
+    uint32_t start[HK_TUNE_MAX_PARAMS];
+    const char *genetic = getenv("HK_TUNE_GENETIC"); /* testing: the genetic search on a small space */
     if (st == HK_OK)
-        st = space <= 64 ? search_exhaustive(&s, space) : search_genetic(&s, desc->seed);
+        st = space <= 64 && !(genetic && !strcmp(genetic, "1"))
+                 ? search_exhaustive(&s, space)
+                 : search_genetic(&s, desc->seed, values_to_genes(f, dv, start) ? start : NULL);
     if (st == HK_OK) {
         int best = -1;
         for (uint32_t i = 0; i < s.count; i++)
@@ -1206,8 +1600,7 @@ hk_status hk_schedule_last(hk_context *context, hk_tune_kernel kernel, char *out
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
     const tune_family *f = family_of(kernel);
     if (!f)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not HK_TUNE_MATVEC_INT8, HK_TUNE_SDPA_DECODE or "
-                        "HK_TUNE_MATVEC_TOKENS", (int)kernel);
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not a tuned family (hk_tune_kernel)", (int)kernel);
     if (!out || out_size < 2)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out is NULL or out_size=%zu under 2", out_size);
     struct hk_tune_state *t = context->tune;

@@ -13,6 +13,9 @@
 
 #define HK_TUNE_MAX_PARAMS 8
 #define HK_TUNE_SHAPE_CHARS 96
+/* hk_tune_kernel values are 1 .. HK_TUNE_FAMILIES - 1 (tune.c's table has a row for each that
+ * exists) */
+#define HK_TUNE_FAMILIES 8
 
 /* Where a schedule came from (hk_schedule_last prints these words). */
 enum { HK_SCHED_DEFAULT, HK_SCHED_ENV, HK_SCHED_TUNED, HK_SCHED_SEARCH };
@@ -26,13 +29,23 @@ typedef struct hk__sched {
 enum { MV_NROWS, MV_ITEMS, MV_LOAD_BITS, MV_PARAMS };
 enum { SD_GROUPS, SD_WG, SD_LPK, SD_KB, SD_ROWS, SD_SINGLE, SD_PARAMS };
 enum { MT_SUBGROUPS, MT_NROWS, MT_ITEMS, MT_RESIDENT, MT_WGS, MT_PARAMS };
+enum { GM_WM, GM_WN, GM_RM, GM_RN, GM_BK, GM_PREFETCH, GM_PARAMS };
+enum { FL_SUBGROUPS, FL_ROWS, FL_BC, FL_BKV, FL_QREG, FL_PREFETCH, FL_GROUPS, FL_PARAMS };
+/* HK_TUNE_MMQ and HK_TUNE_MMQ_ID: mmq.c's tile (its one seam with the tuner, tile_of_sched) */
+enum { MQ_WM, MQ_WN, MQ_RM, MQ_RN, MQ_KS, MQ_PREFETCH, MQ_ROLLED, MQ_PARAMS };
 
-/* Shape classes: the key of a cached winner. */
+/* Shape classes: the key of a cached winner (include/hkernel.h lists them). A count that is
+ * bucketed is written as its power-of-two range, "m257-512". */
 void hk__tune_key_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k);
 void hk__tune_key_matvec_tokens(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k,
                                 uint32_t tokens);
 void hk__tune_key_sdpa(char key[HK_TUNE_SHAPE_CHARS], hk_type kv_type, uint32_t n_heads, uint32_t n_kv_heads,
                        uint32_t head_dim, uint32_t capacity);
+/* hk_gemm_f16 and hk_mmq (m x n output, k deep) */
+void hk__tune_key_gemm(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t m, uint32_t n, uint32_t k);
+void hk__tune_key_mmq_id(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_mmq_id_shape *shape);
+/* hk_sdpa_blk with n_q > 1 */
+void hk__tune_key_flash(char key[HK_TUNE_SHAPE_CHARS], const hk_sdpa_desc *desc);
 
 /* 1 and *out where a schedule applies to this call of family (hk_tune_kernel) with this shape
  * key: the tuner's candidate on this thread (*source HK_SCHED_SEARCH), else the context's cached
@@ -55,5 +68,12 @@ int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t 
                              const uint32_t *v, uint32_t sig[8], char *why, size_t why_size);
 int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8],
                            char *why, size_t why_size);
+int hk__gemm_f16_static(const hk_context *context, uint32_t k, const uint32_t *v, uint32_t sig[8], char *why,
+                        size_t why_size);
+int hk__flash_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8], char *why,
+                     size_t why_size);
+/* id: 0 hk_mmq, 1 hk_mmq_id */
+int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint32_t *v, uint32_t sig[8], char *why,
+                   size_t why_size);
 
 #endif
