@@ -640,17 +640,17 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * a value out of range fails the call with HK_ERROR_INVALID_ARGUMENT naming the variable; none
  * changes a result, every choice is bit-identical):
  *  - HK_MATVEC_TOKENS_SUBGROUPS = 4, 8, 16, 32: subgroups per workgroup of the tokens kernel,
- *    which share what is staged (default 8);
- *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 4 from
- *    8192 rows at up to 8 tokens, else 2 from 4096 rows, else 1);
+ *    which share what is staged (default 16);
+ *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 2 from
+ *    4096 rows, else 1);
  *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
- *    (and, staged per step, whose x a step stages) in the tokens kernel (default Q8_0 2,
- *    K-quants 1);
+ *    (and, staged per step, whose x a step stages) in the tokens kernel (default Q8_0 1,
+ *    K-quants 2);
  *  - HK_MATVEC_TOKENS_RESIDENT = 0, 1: x staged per step or resident (default resident where all
  *    tokens of the pass fit; 1 where they do not runs resident passes of as many tokens as fit);
  *  - HK_MATVEC_TOKENS_WGS = 1 .. 8192: the most workgroups launched (the grid-stride loop runs
  *    the other row groups; the count is balanced, so that every subgroup runs as many): default
- *    256 with x resident (each workgroup stages x once), else 8192;
+ *    128 with x resident (Q8_0 256; each workgroup stages x once), else 8192;
  *  - HK_MATVEC_TOKENS_PASS = 1 .. 16: at most this many tokens per pass (default all);
  *  - HK_MATVEC_INT8_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
  *    in hk_matvec_int8 (default 1);
@@ -924,7 +924,7 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
  * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
  * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step: 1, 2, 4 or 8,
- * at least 2 for Q4_K and 4 for Q6_K) replace the defaults, for tuning (a tile the device cannot
+ * at least 2 for Q4_K and Q6_K) replace the defaults, for tuning (a tile the device cannot
  * hold is refused with HK_ERROR_UNSUPPORTED); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
  * issued before the current step's multiplies), HK_MMQ_ROLLED (0 or 1: a step's blocks kept a loop
  * rather than unrolled) and HK_MMQ_LAYOUT ("auto", or
@@ -1075,8 +1075,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *    the double softmax. The emulated arm (HK_FLASH_EMULATE_COOPMAT) takes no schedule.
  *  - HK_TUNE_MMQ, HK_TUNE_MMQ_ID: hk_mmq, hk_mmq_id. Shape class: weight type, m's power-of-two
  *    range (hk_mmq_id: n_slots'), n, k (hk_mmq_id: and n_experts, slots_per_x_row). wm, wn 1..8,
- *    rm, rn 1..4, ks 1..8 (HK_MMQ_TILE / HK_MMQ_ID_TILE "wm,wn,rm,rn,ks"; q4_k 2 or more, q6_k 4 or
- *    8), prefetch 0,1 (HK_MMQ_PREFETCH), rolled 0,1 (HK_MMQ_ROLLED). Gate: 1e-5 of the
+ *    rm, rn 1..4, ks 1..8 (HK_MMQ_TILE / HK_MMQ_ID_TILE "wm,wn,rm,rn,ks"; 2 or more for the
+ *    k-quants), prefetch 0,1 (HK_MMQ_PREFETCH), rolled 0,1 (HK_MMQ_ROLLED). Gate: 1e-5 of the
  *    output scale on the coopmat arm, 1e-6 on the portable ones, against the exact contraction.
  * A winner serves every shape of its class: it was the fastest at the shape tuned, and any
  * schedule runs correctly on any shape of the class (where one could not, the call takes the

@@ -119,9 +119,12 @@ void w_store(uint st)
 // 32-value block 4h + g (h: half 0..1, g: 0..3) is (ql[64h + 32(g&1) + l] nibble g>>1) |
 // ((qh[32h + l] >> 2g) & 3) << 4, minus 32; its scales are scales[8h + 2g] (l < 16) and
 // scales[8h + 2g + 1]. The four blocks of a half share their bytes: a unit is values l = 4p ..
-// 4p+3 (p: 0..7) of all four, from two ql words and one qh word, and the half's scales and d for
-// p = 0. A step is one half (KS 4) or both (KS 8).
-const uint WU = (BN * (KS / 4u) * 8u + WG - 1u) / WG;
+// 4p+3 (p: 0..7) of the step's blocks of one half (QG of them from block g0), from two ql words
+// and one qh word, and the half's scales and d for p = 0. A step is two blocks of a half (KS 2),
+// one half (KS 4) or both (KS 8).
+const uint QH = KS >= 4u ? KS / 4u : 1u; // halves per step
+const uint QG = KS >= 4u ? 4u : KS;      // blocks per half and step
+const uint WU = (BN * QH * 8u + WG - 1u) / WG;
 uvec3 wq_raw[WU]; // ql bytes 4p of the half's first 32, of its second 32, qh bytes 4p
 uvec2 ws_raw[WU]; // scales[8h .. 8h+7] as two words (p = 0)
 uint wd_raw[WU];  // d (p = 0)
@@ -130,11 +133,11 @@ void w_load(uint st)
 {
     uint sbk = (st * KS) / 8u, h0 = ((st * KS) % 8u) / 4u;
     [[unroll]] for (uint j = 0; j < WU; j++) {
-        uint it = tid + j * WG, r = it / ((KS / 4u) * 8u), hs = (it / 8u) % (KS / 4u), p = it % 8u;
+        uint it = tid + j * WG, r = it / (QH * 8u), hs = (it / 8u) % QH, p = it % 8u;
         uvec3 q = uvec3(0u);
         uvec2 s = uvec2(0u);
         uint d = 0u;
-        if (it < BN * (KS / 4u) * 8u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
+        if (it < BN * QH * 8u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint h = h0 + hs, b = w_row0 + r * row_u16 + sbk * 105u;
             q = uvec3(hk_mmq_pair(b + 32u * h + 2u * p), hk_mmq_pair(b + 32u * h + 16u + 2u * p),
                       hk_mmq_pair(b + 64u + 16u * h + 2u * p));
@@ -151,22 +154,25 @@ void w_load(uint st)
 
 void w_store(uint st)
 {
+    uint g0 = (st * KS) % 4u; // the step's first block in its half (KS 2: 0 or 2)
     [[unroll]] for (uint j = 0; j < WU; j++) {
-        uint it = tid + j * WG, r = it / ((KS / 4u) * 8u), hs = (it / 8u) % (KS / 4u), p = it % 8u;
-        if (it < BN * (KS / 4u) * 8u) {
+        uint it = tid + j * WG, r = it / (QH * 8u), hs = (it / 8u) % QH, p = it % 8u;
+        if (it < BN * QH * 8u) {
             uvec3 raw = wq_raw[j];
-            [[unroll]] for (uint g = 0; g < 4u; g++) {
-                uint q = (((g & 1u) != 0u ? raw.y : raw.x) >> (4u * (g >> 1))) & 0x0F0F0F0Fu;
-                q |= ((raw.z >> (2u * g)) & 0x03030303u) << 4;
+            [[unroll]] for (uint g = 0; g < QG; g++) {
+                uint gh = g0 + g; // the block in its half
+                uint q = (((gh & 1u) != 0u ? raw.y : raw.x) >> (4u * (gh >> 1))) & 0x0F0F0F0Fu;
+                q |= ((raw.z >> (2u * gh)) & 0x03030303u) << 4;
                 // q - 32 per byte without borrows: flip bit 5, then copy it into bits 6 and 7
                 q ^= 0x20202020u;
-                sb[r * STRIDE + (4u * hs + g) * 8u + p] = q | ((q & 0x20202020u) * 6u);
+                sb[r * STRIDE + (QG * hs + g) * 8u + p] = q | ((q & 0x20202020u) * 6u);
             }
             if (p == 0u) {
                 float d = hk_half(wd_raw[j]);
-                [[unroll]] for (uint g = 0; g < 4u; g++) {
-                    uint pair = ((g < 2u ? ws_raw[j].x : ws_raw[j].y) >> (16u * (g & 1u))) & 0xFFFFu;
-                    w_set(4u * hs + g, r, vec2(d * float(hk_lo_i8(pair)), d * float(hk_hi_i8(pair))));
+                [[unroll]] for (uint g = 0; g < QG; g++) {
+                    uint gh = g0 + g;
+                    uint pair = ((gh < 2u ? ws_raw[j].x : ws_raw[j].y) >> (16u * (gh & 1u))) & 0xFFFFu;
+                    w_set(QG * hs + g, r, vec2(d * float(hk_lo_i8(pair)), d * float(hk_hi_i8(pair))));
                 }
             }
         }

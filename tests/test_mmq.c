@@ -667,8 +667,8 @@ static void test_errors(void)
         const char *var, *value, *want;
     } hooks[] = {
         {"HK_MMQ_TILE", "2,2,2,2,3", "is not \"wm,wn,rm,rn,ks\""},
-        {"HK_MMQ_TILE", "2,2,2,2,1", "q4_k 2 or more"},
-        {"HK_MMQ_TILE", "8,8,8,8,8", "needs"},
+        {"HK_MMQ_TILE", "2,2,2,2,1", "2 or more for the k-quants"},
+        {"HK_MMQ_TILE", "8,8,8,8,8", "cannot run on device"},
         {"HK_MMQ_PREFETCH", "2", "HK_MMQ_PREFETCH=\"2\" is not an integer in 0..1"},
         {"HK_MMQ_LAYOUT", "nvidia", "HK_MMQ_LAYOUT=\"nvidia\" is not \"auto\" or \"generic\""},
     };
@@ -695,24 +695,34 @@ static void test_schedules(void)
 {
     static const struct {
         const char *var, *value;
-        uint32_t ks; /* the k step the setting asks for (types that cannot take it are skipped) */
+        uint32_t ks;  /* the k step the setting asks for (types that cannot take it are skipped) */
+        int portable; /* also run on the portable arms (their code is the same at every tile: on
+                       * lavapipe the settings that change which code runs, and a few tiles) */
     } settings[] = {
-        {"HK_MMQ_TILE", "1,1,1,1,4", 4}, {"HK_MMQ_TILE", "2,1,1,2,2", 2}, {"HK_MMQ_TILE", "1,2,2,1,8", 8},
-        {"HK_MMQ_TILE", "4,2,2,2,4", 4}, {"HK_MMQ_TILE", "2,4,1,2,4", 4}, {"HK_MMQ_TILE", "1,1,1,1,1", 1},
-        {"HK_MMQ_PREFETCH", "0", 4},     {"HK_MMQ_LAYOUT", "generic", 4}, {"HK_MMQ_EMULATE_GENERIC", "1", 4},
+        {"HK_MMQ_TILE", "1,1,1,1,4", 4, 1},   {"HK_MMQ_TILE", "2,1,1,2,2", 2, 1},
+        {"HK_MMQ_TILE", "1,2,2,1,8", 8, 1},   {"HK_MMQ_TILE", "4,2,2,2,4", 4, 0},
+        {"HK_MMQ_TILE", "2,4,1,2,4", 4, 0},   {"HK_MMQ_TILE", "4,4,2,2,4", 4, 0},
+        {"HK_MMQ_TILE", "1,1,1,1,1", 1, 0},   {"HK_MMQ_TILE", "1,2,2,2,2", 2, 0},
+        {"HK_MMQ_TILE", "1,4,2,1,2", 2, 0},   {"HK_MMQ_PREFETCH", "0", 4, 1},
+        {"HK_MMQ_ROLLED", "1", 4, 1},         {"HK_MMQ_LAYOUT", "generic", 4, 0},
+        {"HK_MMQ_EMULATE_GENERIC", "1", 4, 1},
     };
+    const char *arm = hk_mmq_path(ctx, HK_TYPE_Q4_K);
+    int coopmat = arm && strcmp(arm, "coopmat") == 0;
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
     uint64_t seed = 9000;
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
         const char *var = settings[i].var;
         int tile = strcmp(var, "HK_MMQ_TILE") == 0;
+        if (!coopmat && !settings[i].portable)
+            continue;
         setenv(var, settings[i].value, 1);
         if (tile)
             setenv("HK_MMQ_ID_TILE", settings[i].value, 1);
         printf("-- %s=%s\n", var, settings[i].value);
         for (int t = 0; t < 3; t++) {
             hk_type ty = types[t];
-            if ((ty == HK_TYPE_Q4_K && settings[i].ks < 2) || (ty == HK_TYPE_Q6_K && settings[i].ks < 4))
+            if (ty != HK_TYPE_Q8_0 && settings[i].ks < 2)
                 continue;
             test_mmq(ty, 37, 70, 512, 1, X_RAW_BLOCKS, (int)(i % 3), ++seed, 0);
             test_mmq(ty, 130, 33, 768, 0, X_QUANTIZED, (int)((i + 1) % 3), ++seed, 0);

@@ -652,7 +652,7 @@ int main(void)
                  isfinite(rt.best_ms) && rt.best_ms <= rt.default_ms && !strcmp(rt.shape, "q4_k:37x512x3"),
              "tokens search finds a feasible winner within its budget", "space %u, measured %u, shape %s", rt.space,
              rt.measured, rt.shape);
-    hk_check(!strcmp(rt.default_schedule, "subgroups=8,nrows=1,items=1,resident=1,wgs=256"),
+    hk_check(!strcmp(rt.default_schedule, "subgroups=16,nrows=1,items=2,resident=1,wgs=128"),
              "tokens search starts from the default schedule (x resident)", "%s", rt.default_schedule);
     hk_check(rt.rejected_gate == 1 && strstr(rt.rejects, "gate: scale_rel") != NULL,
              "the planted tokens schedule (half the rows) is the only one the gate rejects", "rejected_gate %u: %s",

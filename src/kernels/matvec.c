@@ -53,24 +53,24 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  *    does. The staging is then once per workgroup: with the default cap of 256 workgroups, ~9 MB
  *    of L2 reads at 4096 x 4096 x 8 (the weights: 9.4 MB from DRAM), and each subgroup's
  *    registers hold its weights and sums only.
- * Defaults, counted for an H200 (132 SMs, 64K registers and 228 KB of shared memory per SM,
- * subgroups of 32), to be set from the sweep (docs/perf.md): 8 subgroups (256 invocations: at
- * ~100-128 registers 2 workgroups per SM, the 16 warps that 4 workgroups of 4 subgroups gave,
- * with half the staging per row); x resident where all tokens fit, at most 256 workgroups (one
- * wave of 2 per SM); else staged per step, as many workgroups as row groups need (up to
- * MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup:
- * 4 from 8192 rows at up to 8 tokens (the 14336-row projections), 2 from 4096, 1 below, as
- * before (more rows share each shared-memory read of x but hold more weights and sums: above 8
- * tokens at most 2). Items per step: K-quants 1, Q8_0 2 (measured on the H200 in the staged
- * kernel: 8 tokens of 4096 x 4096 in 0.032 ms against 0.045 with 4). The environment variables
+ * Defaults, from the autotuner's winners on the H200 (docs/perf.md, 2026-12-01: 8 tokens of Q4_K
+ * 4096 x 4096 subgroups=16,nrows=2,items=4,wgs=128 0.0181 ms against 0.0225 for the counted
+ * default of 8 subgroups; of 14336 x 4096 16,2,2,128 0.0416 against 0.0601 with 4 rows; Q8_0
+ * 4096 x 4096 16,2,1,256 0.0224 against 0.0294): 16 subgroups (512 invocations, one workgroup per
+ * SM, a quarter of the staging per row of 4 subgroups); x resident where all tokens fit, at most
+ * 128 workgroups (K-quants) or 256 (Q8_0); else staged per step, as many workgroups as row groups
+ * need (up to MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup: 2 from 4096 rows (4
+ * lost at 14336 rows: more weights and sums held), 1 below. Items per step: K-quants 2, Q8_0 1.
+ * The environment variables
  * HK_MATVEC_TOKENS_* override each (tuning hooks, hkernel.h). A row's sums do not depend on any
  * of these (its items run in the same lanes in the same order, shared memory holds the values
  * the buffer does, and subgroupAdd sees the same values), so every schedule stays bit-identical
  * to hk_matvec_int8. */
-#define MATVEC_TOKENS_NROWS_ROWS 8192u
-#define MATVEC_TOKENS_ITEMS_Q8_0 2u
-#define MATVEC_TOKENS_SUBGROUPS 8u
-#define MATVEC_TOKENS_RESIDENT_WGS 256u
+#define MATVEC_TOKENS_ITEMS_Q8_0 1u
+#define MATVEC_TOKENS_ITEMS_KQ 2u
+#define MATVEC_TOKENS_SUBGROUPS 16u
+#define MATVEC_TOKENS_RESIDENT_WGS 128u
+#define MATVEC_TOKENS_RESIDENT_WGS_Q8_0 256u
 
 /* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
  * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
@@ -355,12 +355,15 @@ static hk_status tokens_config(const hk_context *context, const char *fn, int t,
     if (st != HK_OK)
         return st;
     uint32_t cap = env_pass && env_pass < tokens ? env_pass : tokens;
-    uint32_t want_rows = rows >= MATVEC_TOKENS_NROWS_ROWS && tokens <= 8 ? 4 : rows >= MATVEC_SOME_ROWS ? 2 : 1;
+    uint32_t want_rows = rows >= MATVEC_SOME_ROWS ? 2 : 1;
     want_rows = env_rows ? env_rows : want_rows;
-    uint32_t default_items = t == 0 ? MATVEC_TOKENS_ITEMS_Q8_0 : 1, want_items = env_items ? env_items : default_items;
+    uint32_t default_items = t == 0 ? MATVEC_TOKENS_ITEMS_Q8_0 : MATVEC_TOKENS_ITEMS_KQ, want_items = env_items ? env_items : default_items;
     uint32_t want_res = env_res != 2 ? env_res : cap >= 2 && k / 32 <= resident_blocks(context, cap);
     uint32_t want_sub = env_sub ? env_sub : MATVEC_TOKENS_SUBGROUPS;
-    uint32_t want_wgs = env_wgs ? env_wgs : want_res ? MATVEC_TOKENS_RESIDENT_WGS : MATVEC_MAX_GROUPS;
+    uint32_t want_wgs = env_wgs          ? env_wgs
+                        : !want_res      ? MATVEC_MAX_GROUPS
+                        : t == 0         ? MATVEC_TOKENS_RESIDENT_WGS_Q8_0
+                                         : MATVEC_TOKENS_RESIDENT_WGS;
     for (uint32_t ri = 0; ri < 2; ri++) {
         if (ri && !want_res)
             break;

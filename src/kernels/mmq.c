@@ -66,19 +66,23 @@ typedef struct mmq_tile {
     uint32_t wm, wn, rm, rn, ks, prefetch, rolled;
 } mmq_tile;
 
-/* Defaults. coopmat, dense: 128 x 64 tiles of 8 subgroups (4 x 2 warps of 2 x 2 subtiles, 128
- * values a step) where the shape yields enough of them to fill the device twice over, else 64 x
- * 64 of 4; expert-indexed: 32 x 128 of 4 (an expert of Qwen3-30B-A3B gets 32 rows on average at
- * 512 tokens). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
+/* Defaults, from the H200's sweeps (docs/perf.md, 2026-12-01). coopmat, dense: 128 x 128 tiles of
+ * 16 subgroups (4 x 4 warps of 2 x 2 subtiles, 128 values a step, no prefetch: the registers
+ * prefetch takes cost more than the latency it hides at 16 warps) where the shape yields about a
+ * tile per SM or more (Q4_K 512 x 4096 x 4096: 0.204 ms, against 0.240 for 128 x 64 of 8), else
+ * 64 x 64 of 4; expert-indexed: 32 x 64 of 4 warps with 64-value steps (Q4_K E128 768 x 2048
+ * top-8: 0.398 ms, against 0.89 for 32 x 128; Qwen3-30B-A3B's experts get 32 rows on average at
+ * 512 tokens), Q6_K (steps of 4 blocks or more) 32 x 64 of 8 warps of one subtile (1.13 ms
+ * against 2.4). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
  * memory). */
 static const mmq_tile default_tiles[2][2] = {
-    {{4, 2, 2, 2, 4, 1, 0}, {2, 2, 1, 1, 4, 1, 0}}, /* dense: coopmat, portable */
-    {{1, 4, 2, 2, 4, 1, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
+    {{4, 4, 2, 2, 4, 0, 0}, {2, 2, 1, 1, 4, 1, 0}}, /* dense: coopmat, portable */
+    {{1, 4, 2, 1, 2, 1, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
 };
 static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
-/* output tiles per multiprocessor-sized share below which the dense coopmat arm takes the small
- * tile: 240 is about twice the 132 SMs of an H200 */
-#define MMQ_BIG_TILE_MIN_TILES 240u
+static const mmq_tile id_q6_k_tile = {2, 4, 1, 1, 4, 1, 0};
+/* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
+#define MMQ_BIG_TILE_MIN_TILES 96u
 
 static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
 
@@ -133,13 +137,13 @@ static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t l
     return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
 }
 
-/* k steps the staging of a type supports: Q4_K takes pairs of sub-blocks (chunks of 16 bytes),
- * Q6_K halves of a super-block (KS 4 or 8). */
+/* k steps the staging of a type supports: the K-quants take pairs of blocks (Q4_K chunks of 16
+ * bytes, Q6_K blocks sharing their bytes). */
 static int ks_valid(int t, uint32_t ks)
 {
     if (ks != 1 && ks != 2 && ks != 4 && ks != 8)
         return 0;
-    return t == 0 || (t == 1 && ks >= 2) || (t == 2 && ks >= 4);
+    return t == 0 || ks >= 2;
 }
 
 /* 1 if the tile runs on this device for this type; else 0 with the reason. */
@@ -148,7 +152,7 @@ static int tile_fits(const hk_context *context, const mmq_tile *tl, int t, int a
     uint32_t lanes = lanes_of(context, arm), wg = tl->wm * tl->wn * lanes;
     uint64_t shared = tile_shared_bytes(tl, t, arm, lanes);
     if (!ks_valid(t, tl->ks)) {
-        snprintf(why, why_size, "invalid: a k step of %u blocks (q4_k takes 2 or more, q6_k 4 or 8)", tl->ks);
+        snprintf(why, why_size, "invalid: a k step of %u blocks (the k-quants take 2 or more)", tl->ks);
         return 0;
     }
     if (wg > context->caps.max_workgroup_size) {
@@ -212,6 +216,8 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     }
     *source = HK_SCHED_DEFAULT;
     *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
+    if (id && arm == ARM_COOPMAT && !ks_valid(t, out->ks))
+        *out = id_q6_k_tile;
     if (!id && arm == ARM_COOPMAT) {
         uint64_t bm = out->wm * out->rm * 16ull, bn = out->wn * out->rn * 16ull;
         if (((m + bm - 1) / bm) * ((n + bn - 1) / bn) < MMQ_BIG_TILE_MIN_TILES)
@@ -225,7 +231,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
             !v[2] || !v[3] || v[2] > 8 || v[3] > 8 || !ks_valid(t, v[4]) || v[0] * v[1] > 64)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
                             "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 "
-                            "or 8: q4_k 2 or more, q6_k 4 or 8)",
+                            "or 8: 2 or more for the k-quants)",
                             var, env);
         *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4], out->prefetch, out->rolled};
         *source = HK_SCHED_ENV;
