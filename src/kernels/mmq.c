@@ -71,16 +71,16 @@ typedef struct mmq_tile {
  * prefetch takes cost more than the latency it hides at 16 warps) where the shape yields about a
  * tile per SM or more (Q4_K 512 x 4096 x 4096: 0.204 ms, against 0.240 for 128 x 64 of 8), else
  * 64 x 64 of 4; expert-indexed: 32 x 64 of 4 warps with 64-value steps (Q4_K E128 768 x 2048
- * top-8: 0.398 ms, against 0.89 for 32 x 128; Qwen3-30B-A3B's experts get 32 rows on average at
- * 512 tokens), Q6_K (steps of 4 blocks or more) 32 x 64 of 8 warps of one subtile (1.13 ms
- * against 2.4). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
+ * top-8: 0.398-0.41 ms, against 0.89 for 32 x 128; Qwen3-30B-A3B's experts get 32 rows on
+ * average at 512 tokens), Q6_K the same without prefetch (E128 2048 x 768: 0.739 ms, against 1.17
+ * with it). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
  * memory). */
 static const mmq_tile default_tiles[2][2] = {
     {{4, 4, 2, 2, 4, 0, 0}, {2, 2, 1, 1, 4, 1, 0}}, /* dense: coopmat, portable */
     {{1, 4, 2, 1, 2, 1, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
 };
 static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
-static const mmq_tile id_q6_k_tile = {2, 4, 1, 1, 4, 1, 0};
+static const mmq_tile id_q6_k_tile = {1, 4, 2, 1, 2, 0, 0};
 /* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
 #define MMQ_BIG_TILE_MIN_TILES 96u
 
@@ -216,7 +216,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     }
     *source = HK_SCHED_DEFAULT;
     *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
-    if (id && arm == ARM_COOPMAT && !ks_valid(t, out->ks))
+    if (id && arm == ARM_COOPMAT && t == 2)
         *out = id_q6_k_tile;
     if (!id && arm == ARM_COOPMAT) {
         uint64_t bm = out->wm * out->rm * 16ull, bn = out->wn * out->rn * 16ull;
