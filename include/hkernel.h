@@ -254,7 +254,11 @@ typedef struct hk_context_desc {
      * created or written, anything but a regular file at the file's path, a file over 256 MiB
      * (HK_PIPELINE_CACHE_MAX_BYTES) or one written for another device or driver) is a warning on
      * stderr ("hkernel: pipeline cache: ...") and the cache stays in memory; it never fails or
-     * blocks context creation. disable_pipeline_cache != 0 keeps the cache in memory only. */
+     * blocks context creation. disable_pipeline_cache != 0 keeps the cache in memory only.
+     * Diagnostic: with HK_PIPELINE_STATS=1 in the environment, an owned context on a device with
+     * VK_KHR_pipeline_executable_properties prints each pipeline it creates, with its
+     * specialization constants and the driver's statistics (registers, spills), on stderr
+     * ("hkernel: pipeline ..."). */
     const char *pipeline_cache_dir;
     int disable_pipeline_cache;
     /* HK_FEATURE_* bits the kernels must not use even where the device has them: selects the
