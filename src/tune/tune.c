@@ -48,6 +48,13 @@ typedef struct tune_family {
 /* Indexed by hk_tune_kernel. Constraints between the values live in the families' static tiers
  * (hk__*_static, next to each family's planning code). The tokens matvec's workgroup cap ranges
  * over its hook's values (HK_MATVEC_TOKENS_WGS), since a default may lie outside the list. */
+/* hk_mmq and hk_mmq_id search the same tile space (mmq.c's mmq_tile) */
+#define MMQ_SPACE                                                                                               \
+    {                                                                                                           \
+        {"wm", 4, {1, 2, 4, 8}, 1, 64, 0}, {"wn", 4, {1, 2, 4, 8}, 1, 64, 0}, {"rm", 3, {1, 2, 4}, 1, 8, 0},   \
+            {"rn", 3, {1, 2, 4}, 1, 8, 0}, {"ks", 4, {1, 2, 4, 8}, 1, 8, 1}, {"prefetch", 2, {0, 1}, 0, 1, 0}, \
+            {"rolled", 2, {0, 1}, 0, 1, 0}                                                                      \
+    }
 static const tune_family families[HK_TUNE_FAMILIES] = {
     [HK_TUNE_MATVEC_INT8] = {"matvec_int8", MV_PARAMS,
                              {{"nrows", 3, {1, 2, 4}, 1, 4, 1},
@@ -81,22 +88,8 @@ static const tune_family families[HK_TUNE_FAMILIES] = {
                                 {"qreg", 2, {0, 1}, 0, 1, 0},
                                 {"prefetch", 2, {0, 1}, 0, 1, 0},
                                 {"groups", 4, {64, 128, 256, 512}, 1, 1000000, 0}}},
-    [HK_TUNE_MMQ] = {"mmq", MQ_PARAMS,
-                     {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0},
-                      {"wn", 4, {1, 2, 4, 8}, 1, 64, 0},
-                      {"rm", 3, {1, 2, 4}, 1, 8, 0},
-                      {"rn", 3, {1, 2, 4}, 1, 8, 0},
-                      {"ks", 4, {1, 2, 4, 8}, 1, 8, 1},
-                      {"prefetch", 2, {0, 1}, 0, 1, 0},
-                      {"rolled", 2, {0, 1}, 0, 1, 0}}},
-    [HK_TUNE_MMQ_ID] = {"mmq_id", MQ_PARAMS,
-                        {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0},
-                         {"wn", 4, {1, 2, 4, 8}, 1, 64, 0},
-                         {"rm", 3, {1, 2, 4}, 1, 8, 0},
-                         {"rn", 3, {1, 2, 4}, 1, 8, 0},
-                         {"ks", 4, {1, 2, 4, 8}, 1, 8, 1},
-                      {"prefetch", 2, {0, 1}, 0, 1, 0},
-                      {"rolled", 2, {0, 1}, 0, 1, 0}}},
+    [HK_TUNE_MMQ] = {"mmq", MQ_PARAMS, MMQ_SPACE},
+    [HK_TUNE_MMQ_ID] = {"mmq_id", MQ_PARAMS, MMQ_SPACE},
 };
 
 static const tune_family *family_of(int kernel)
