@@ -491,22 +491,15 @@ static void test_prefill_families(hk_context *ctx)
         mmq_id_run(ctx, HK_TYPE_Q4_K, 4, 32, 256, 14, 2, 1, "mmq_id x per slot (another class)");
         expect_schedule(ctx, HK_TUNE_MMQ_ID, NULL, "mmq_id: another class takes the default");
     }
-    /* flash prefill: causal, f16, tuned at 20 queries over 64 keys, served at 24 over 60 */
-    hk_tune_desc_init(&d);
+    /* flash prefill: causal, f16, tuned at 20 queries over 64 keys, served at 24 over 60 (the
+     * flash-decoding test's heads) */
+    d = sdpa_desc(64);
     d.kernel = HK_TUNE_FLASH_PREFILL;
-    d.kv_type = HK_TYPE_F16;
-    d.n_heads = 4;
-    d.n_kv_heads = 2;
-    d.head_dim = 64;
-    d.capacity = 64;
     d.n_q = 20;
     d.causal = 1;
     d.seed = 4;
     d.max_measured = 2;
-    d.repeats = 1;
     d.batch = 1;
-    d.copies = 2;
-    d.verbose = 1;
     if (search_checks(ctx, "flash_prefill", &d, &r)) {
         hk_check(!strcmp(r.shape, "f16:h4/kv2/d64/q17-32/cap33-64/causal"), "flash_prefill shape class", "%s", r.shape);
         flash_run(ctx, 24, 4, 2, 64, 60, 1, "flash 24 x 60 causal with the winner of 20 x 64");
