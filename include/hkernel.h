@@ -659,7 +659,7 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  *  - HK_MATVEC_INT8_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
  *    in hk_matvec_int8 (default 1);
  *  - HK_MATVEC_Q8_0_LOAD_BITS = 16, 32: Q8_0 weights read through 16-bit loads or 32-bit words
- *    (default 32; also the tokens kernel's, but for a tuned schedule's).
+ *    (default 32; also the tokens kernel's and hk_moe_matvec_int8's, but for a tuned schedule's).
  * A hook is ignored where the loop limit (or shared memory, or the device's workgroup size) does
  * not allow it: then, in this order, staged x (where even 2 tokens do not fit resident), fewer
  * tokens per pass, fewer rows per subgroup, the default items, 8192 workgroups are taken
@@ -691,7 +691,11 @@ HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type w
                                hk_view ids, hk_view y, const hk_moe_shape *shape);
 /* hk_moe_matvec with x as Q8_1 blocks ([k/32] or [slots, k/32]): each slot's outputs as
  * hk_matvec_int8 computes them (deq(W) . deq(xq), s never read, NaN blocks give NaN); an id >=
- * n_experts gives zeros. */
+ * n_experts gives zeros. The schedule (rows per subgroup, items per step, Q8_0 weight loads) is the
+ * autotuner's family HK_TUNE_MOE_MATVEC_INT8: a cached winner for the call's shape class (weight
+ * type, n_experts, n, k, slots' power-of-two range, x_per_slot) takes precedence over the
+ * HK_MATVEC_Q8_0_LOAD_BITS hook (hk_matvec_int8_tokens); every schedule gives the same bits;
+ * hk_schedule_last(HK_TUNE_MOE_MATVEC_INT8) says what served. */
 HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view ids, hk_view y, const hk_moe_shape *shape);
 
@@ -1082,6 +1086,13 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *    rm, rn 1..4, ks 1..8 (HK_MMQ_TILE / HK_MMQ_ID_TILE "wm,wn,rm,rn,ks"; 2 or more for the
  *    k-quants), prefetch 0,1 (HK_MMQ_PREFETCH), rolled 0,1 (HK_MMQ_ROLLED). Gate: 1e-5 of the
  *    output scale on the coopmat arm, 1e-6 on the portable ones, against the exact contraction.
+ *  - HK_TUNE_MOE_MATVEC_INT8: hk_moe_matvec_int8. Shape class: weight type, n_experts, n, k,
+ *    slots' power-of-two range, x per slot or not ("q4_k:e128/n768/k2048/s5-8",
+ *    ".../s5-8/per-slot"). The one-token kernel's parameters, as HK_TUNE_MATVEC_INT8: nrows 1,2,4
+ *    (it must divide n: a row group stays inside one slot), items 1,2,4, load_bits 16,32 (Q8_0;
+ *    32 for the K-quants; the HK_MATVEC_Q8_0_LOAD_BITS hook). The default: nrows by the rows
+ *    (slots x n) as hk_matvec_int8 takes them, the largest dividing n, items 1. Every schedule is
+ *    bit-identical; the gate is the reference (1e-5) and the default schedule's bits.
  * A winner serves every shape of its class: it was the fastest at the shape tuned, and any
  * schedule runs correctly on any shape of the class (where one could not, the call takes the
  * default instead). Tune at the shape that matters most within a class.
@@ -1114,7 +1125,8 @@ typedef enum hk_tune_kernel {
     HK_TUNE_GEMM_F16 = 4,
     HK_TUNE_FLASH_PREFILL = 5,
     HK_TUNE_MMQ = 6,
-    HK_TUNE_MMQ_ID = 7
+    HK_TUNE_MMQ_ID = 7,
+    HK_TUNE_MOE_MATVEC_INT8 = 8
 } hk_tune_kernel;
 
 typedef struct hk_tune_desc {
@@ -1124,7 +1136,8 @@ typedef struct hk_tune_desc {
     /* HK_TUNE_MATVEC_INT8: weight type (q8_0, q4_k, q6_k), rows, k (hk_matvec_int8's limits;
      * rows x k at most 2^28 for the tuner's own inputs and reference) */
     hk_type wtype;
-    uint32_t rows, k;   /* (HK_TUNE_MATVEC_TOKENS too, with tokens at the end) */
+    uint32_t rows, k;   /* (HK_TUNE_MATVEC_TOKENS too, with tokens at the end; k: every family with
+                         * weights) */
     /* HK_TUNE_SDPA_DECODE: cache type (f32, f16, q8_0), heads, head_dim and capacity as in
      * hk_sdpa_desc (head-major caches; timed with seq_k = capacity; n_kv_heads x capacity x
      * head_dim at most 2^26) */
@@ -1158,6 +1171,12 @@ typedef struct hk_tune_desc {
      * them */
     uint32_t n_q;
     int causal;
+    /* HK_TUNE_MOE_MATVEC_INT8: as hk_moe_shape's (0: one x for every slot, 1: x per slot), with
+     * wtype, n_experts, n, k above and m the routed slots (hk_moe_shape's slots; a seeded routing,
+     * distinct experts within each run of n_experts slots); hk_moe_matvec_int8's limits, and for
+     * the tuner's own inputs n_experts x n x k at most 2^28 values, slots x n outputs 2^27. The
+     * reference covers every slot up to 64, else 8 of them (the first and the last among them). */
+    int x_per_slot;
 } hk_tune_desc;
 
 /* Zeroes desc and sets struct_size; call it through the macro. */
@@ -1200,7 +1219,8 @@ typedef struct hk_tune_report {
  * schedules can change that order and so the rest of the search.
  * Each schedule passes the static tier, runs once into a poisoned output held to the family's
  * gate (int8 matvec and MMQ 1e-5 / 1e-6 of the output scale against the exact contraction, the
- * tokens matvec that and the bits of hk_matvec_int8 per token, flash-decoding 1e-5 and flash
+ * tokens matvec that and the bits of hk_matvec_int8 per token, the MoE matvec that and the bits of
+ * its default schedule, flash-decoding 1e-5 and flash
  * prefill 1e-4 / 5e-3 against the double softmax, gemm_f16 as the families above say; a schedule
  * that diverges is never a winner), then is timed cold:
  * batches rotating over weight or cache copies between GPU timestamps (host time where the queue

@@ -28,8 +28,16 @@
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 /* Items per step (spec constant HK_NITEMS): each lane issues the weight loads of that many items
  * (one per gl_SubgroupSize) before computing them. One token: 1, the measured kernel
- * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides: more loads in flight where few subgroups run, for
- * more registers). */
+ * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides for the dense kernel: more loads in flight where few
+ * subgroups run, for more registers).
+ * The one-token int8 kernels' schedule, rows per subgroup, items per step and the Q8_0 weight
+ * loads (MV_*), is the autotuner's: HK_TUNE_MATVEC_INT8 for hk_matvec_int8 and
+ * HK_TUNE_MOE_MATVEC_INT8 for hk_moe_matvec_int8, whose row groups run the same loop (the MoE's
+ * only constraint: nrows divides n, so that a group's rows belong to one slot). A row's sum does
+ * not depend on any of the three: its lane's items come in the same order whatever the items per
+ * step (lane l: l, l + sg, l + 2 sg, ...), each row has its own `precise` sum (matvec.comp), the
+ * weight words are the same bytes either way, and subgroupAdd meets the same values; so every
+ * schedule is bit-identical to the default. */
 /* Loop iterations allowed per invocation (lavapipe stops at 65535; see the count below). */
 #define MATVEC_LOOP_BUDGET 63000u
 
@@ -192,25 +200,65 @@ typedef struct moe_args {
     const hk_moe_shape *shape;
 } moe_args;
 
+/* 1 where the one-token int8 schedule v (MV_*) runs exactly as asked on this device for rows x k;
+ * else 0 and the reason (the tuner tallies them by their words). moe_n: the MoE's rows per expert,
+ * which nrows must divide (a row group inside one slot), 0 for the dense kernel. The static tier of
+ * both one-token families, and the check of a cached winner at the call. */
+static int one_token_fits(const hk_context *context, int t, uint32_t rows, uint32_t k, uint32_t moe_n,
+                          const uint32_t *v, char *why, size_t why_size)
+{
+    const hk_caps *caps = &context->caps;
+    uint32_t sg = caps->subgroup_size, wg = sg * MATVEC_SUBGROUPS;
+    if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL)) {
+        snprintf(why, why_size, "subgroup mismatch: no full subgroups of a required size (subgroupSizeControl)");
+        return 0;
+    }
+    if (wg > caps->max_workgroup_size) {
+        snprintf(why, why_size, "workgroup of %u over the device's %u", wg, caps->max_workgroup_size);
+        return 0;
+    }
+    if (16 + (uint64_t)wg * 4 > caps->shared_memory_bytes) {
+        snprintf(why, why_size, "shared memory %u over the device's %u", 16 + wg * 4, caps->shared_memory_bytes);
+        return 0;
+    }
+    if (t != 0 && v[MV_LOAD_BITS] != 32) {
+        snprintf(why, why_size, "invalid: load_bits=%u applies to q8_0 only", v[MV_LOAD_BITS]);
+        return 0;
+    }
+    if (moe_n % v[MV_NROWS]) {
+        snprintf(why, why_size, "invalid: nrows=%u does not divide n=%u (a row group would straddle two slots)",
+                 v[MV_NROWS], moe_n);
+        return 0;
+    }
+    int8_geom g = {sg, MATVEC_SUBGROUPS, v[MV_NROWS], 1, v[MV_ITEMS], one_groups(rows, v[MV_NROWS]), 0};
+    uint64_t loops = int8_loop_count(rows, k, t, &g);
+    if (loops > MATVEC_LOOP_BUDGET) {
+        snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
+        return 0;
+    }
+    return 1;
+}
+
 /* The int8 rows layout's configuration for a one-token call (hk_matvec_int8, a one-token pass,
  * the MoE): rows per subgroup (nrows: the rule passed in), items per step (the tuning hook
  * HK_MATVEC_INT8_ITEMS for the dense kernel) and the Q8_0 weight loads (HK_MATVEC_Q8_0_LOAD_BITS);
  * the largest nrows, then the wanted items before the default, whose loop count stays under the
  * budget. nrows 1 and 1 item (the default) loop as counted above, so there is always one. moe_n:
  * the MoE's rows per expert (nrows divides it), 0 for the dense kernel. sched: a tuned schedule
- * (one token, dense): no hook is read, nothing falls back. */
+ * (one token, dense or MoE): no hook is read, nothing falls back (one_token_fits or a failure). */
 static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t moe_n,
                              uint32_t *nrows, uint32_t *items, uint32_t *q8_0_w16, const hk__sched *sched)
 {
     uint32_t bits = 0, sg = context->caps.subgroup_size;
     if (sched) {
-        *nrows = sched->v[MV_NROWS];
-        *items = sched->v[MV_ITEMS];
-        *q8_0_w16 = t == 0 && sched->v[MV_LOAD_BITS] == 16;
-        int8_geom g = {sg, MATVEC_SUBGROUPS, *nrows, 1, *items, one_groups(rows, *nrows), 0};
-        if (int8_loop_count(rows, k, t, &g) > MATVEC_LOOP_BUDGET)
-            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule nrows=%u items=%u loops past %u iterations "
-                            "(rows=%u, k=%u)", *nrows, *items, MATVEC_LOOP_BUDGET, rows, k);
+        char why[160] = "";
+        const uint32_t *v = sched->v;
+        if (!one_token_fits(context, t, rows, k, moe_n, v, why, sizeof why))
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule nrows=%u,items=%u,load_bits=%u does not run "
+                            "(rows=%u, k=%u): %s", v[MV_NROWS], v[MV_ITEMS], v[MV_LOAD_BITS], rows, k, why);
+        *nrows = v[MV_NROWS];
+        *items = v[MV_ITEMS];
+        *q8_0_w16 = t == 0 && v[MV_LOAD_BITS] == 16;
         return HK_OK;
     }
     hk_status st = t == 0 ? hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits) : HK_OK;
@@ -571,15 +619,22 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (tokens > 1)
         return tokens_dispatch(context, stream, fn, wtype, t, mode, &d, params, rows, k, tokens, x_bytes);
     uint32_t nrows = 1, items = 1, q8_0_w16 = 0;
-    /* the autotuner's schedule (src/tune): one-token dense int8 calls only */
+    /* the autotuner's schedule (src/tune): one-token int8 calls, dense and MoE (int8 has the rows
+     * layout here); the f32 kernels take none */
     hk__sched sched = {{0}, 0};
     int sched_source = HK_SCHED_DEFAULT, tuned = 0;
-    if (int8 && !moe && rows_layout) {
+    int family = !int8 ? 0 : moe ? HK_TUNE_MOE_MATVEC_INT8 : HK_TUNE_MATVEC_INT8;
+    uint32_t moe_n = moe ? moe->shape->n : 0;
+    if (family) {
         char key[HK_TUNE_SHAPE_CHARS];
-        hk__tune_key_matvec(key, wtype, rows, k);
-        tuned = hk__tune_lookup(context, HK_TUNE_MATVEC_INT8, key, &sched, &sched_source);
+        if (moe)
+            hk__tune_key_moe_matvec(key, wtype, moe->shape);
+        else
+            hk__tune_key_matvec(key, wtype, rows, k);
+        tuned = hk__tune_lookup(context, family, key, &sched, &sched_source);
+        /* the hooks int8_config reads: the Q8_0 loads, and the dense kernel's items */
         if (!tuned && ((t == 0 && getenv("HK_MATVEC_Q8_0_LOAD_BITS") && *getenv("HK_MATVEC_Q8_0_LOAD_BITS")) ||
-                       (getenv("HK_MATVEC_INT8_ITEMS") && *getenv("HK_MATVEC_INT8_ITEMS"))))
+                       (!moe && getenv("HK_MATVEC_INT8_ITEMS") && *getenv("HK_MATVEC_INT8_ITEMS"))))
             sched_source = HK_SCHED_ENV;
     }
     if (rows_layout && aligned) {
@@ -589,15 +644,15 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             nrows = 2;
         if (int8) {
             uint32_t nrows_in = nrows;
-            st = int8_config(context, fn, t, rows, k, moe ? moe->shape->n : 0, &nrows, &items, &q8_0_w16,
-                             tuned ? &sched : NULL);
+            st = int8_config(context, fn, t, rows, k, moe_n, &nrows, &items, &q8_0_w16, tuned ? &sched : NULL);
             if (st != HK_OK && tuned && sched_source == HK_SCHED_TUNED) {
-                /* a cached winner this shape cannot run (only a hand-edited line can be one):
-                 * the default, rather than a failed call */
+                /* a cached winner this shape cannot run (a hand-edited line, or a MoE winner at a
+                 * slot count of its class whose rows loop past the budget): the default, rather
+                 * than a failed call */
                 tuned = 0;
                 sched_source = HK_SCHED_DEFAULT;
                 nrows = nrows_in;
-                st = int8_config(context, fn, t, rows, k, 0, &nrows, &items, &q8_0_w16, NULL);
+                st = int8_config(context, fn, t, rows, k, moe_n, &nrows, &items, &q8_0_w16, NULL);
             }
             if (st != HK_OK)
                 return st;
@@ -619,9 +674,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     d.spec = spec;
     d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
     st = hk__dispatch(context, stream, fn, &d);
-    if (st == HK_OK && int8 && !moe) {
+    if (st == HK_OK && family) {
         const uint32_t served[MV_PARAMS] = {nrows, items, t == 0 && q8_0_w16 ? 16 : 32};
-        hk__tune_note(context, HK_TUNE_MATVEC_INT8, served, sched_source);
+        hk__tune_note(context, family, served, sched_source);
     }
     return st;
 }
@@ -697,32 +752,15 @@ hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wty
 int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
                            char *why, size_t why_size)
 {
-    const hk_caps *caps = &context->caps;
-    uint32_t sg = caps->subgroup_size, wg = sg * MATVEC_SUBGROUPS;
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL)) {
-        snprintf(why, why_size, "subgroup mismatch: no full subgroups of a required size (subgroupSizeControl)");
-        return 0;
-    }
-    if (wg > caps->max_workgroup_size) {
-        snprintf(why, why_size, "workgroup of %u over the device's %u", wg, caps->max_workgroup_size);
-        return 0;
-    }
-    if (16 + (uint64_t)wg * 4 > caps->shared_memory_bytes) {
-        snprintf(why, why_size, "shared memory %u over the device's %u", 16 + wg * 4, caps->shared_memory_bytes);
-        return 0;
-    }
-    if (t != 0 && v[MV_LOAD_BITS] != 32) {
-        snprintf(why, why_size, "invalid: load_bits=%u applies to q8_0 only", v[MV_LOAD_BITS]);
-        return 0;
-    }
-    int8_geom g = {sg, MATVEC_SUBGROUPS, v[MV_NROWS], 1, v[MV_ITEMS], one_groups(rows, v[MV_NROWS]), 0};
-    uint64_t loops = int8_loop_count(rows, k, t, &g);
-    if (loops > MATVEC_LOOP_BUDGET) {
-        snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
-        return 0;
-    }
-    return 1;
+    return one_token_fits(context, t, rows, k, 0, v, why, why_size);
+}
+
+int hk__moe_matvec_int8_static(const hk_context *context, hk_type wtype, const hk_moe_shape *shape, const uint32_t *v,
+                               char *why, size_t why_size)
+{
+    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    return one_token_fits(context, t, shape->slots * shape->n, shape->k, shape->n, v, why, why_size);
 }
 
 int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,

@@ -48,7 +48,12 @@ typedef struct tune_family {
 /* Indexed by hk_tune_kernel. Constraints between the values live in the families' static tiers
  * (hk__*_static, next to each family's planning code). The tokens matvec's workgroup cap ranges
  * over its hook's values (HK_MATVEC_TOKENS_WGS), since a default may lie outside the list. */
-/* hk_mmq and hk_mmq_id search the same tile space (mmq.c's mmq_tile) */
+/* hk_matvec_int8 and hk_moe_matvec_int8 search the same one-token space (matvec.c's MV_*), hk_mmq
+ * and hk_mmq_id the same tile space (mmq.c's mmq_tile) */
+#define MV_SPACE                                                                                              \
+    {                                                                                                         \
+        {"nrows", 3, {1, 2, 4}, 1, 4, 1}, {"items", 3, {1, 2, 4}, 1, 4, 1}, {"load_bits", 2, {16, 32}, 16, 32, 1} \
+    }
 #define MMQ_SPACE                                                                                               \
     {                                                                                                           \
         {"wm", 4, {1, 2, 4, 8}, 1, 64, 0}, {"wn", 4, {1, 2, 4, 8}, 1, 64, 0}, {"rm", 3, {1, 2, 4}, 1, 8, 0},   \
@@ -56,10 +61,7 @@ typedef struct tune_family {
             {"rolled", 2, {0, 1}, 0, 1, 0}                                                                      \
     }
 static const tune_family families[HK_TUNE_FAMILIES] = {
-    [HK_TUNE_MATVEC_INT8] = {"matvec_int8", MV_PARAMS,
-                             {{"nrows", 3, {1, 2, 4}, 1, 4, 1},
-                              {"items", 3, {1, 2, 4}, 1, 4, 1},
-                              {"load_bits", 2, {16, 32}, 16, 32, 1}}},
+    [HK_TUNE_MATVEC_INT8] = {"matvec_int8", MV_PARAMS, MV_SPACE},
     [HK_TUNE_MATVEC_TOKENS] = {"matvec_int8_tokens", MT_PARAMS,
                                {{"subgroups", 4, {4, 8, 16, 32}, 4, 32, 1},
                                 {"nrows", 3, {1, 2, 4}, 1, 4, 1},
@@ -90,6 +92,7 @@ static const tune_family families[HK_TUNE_FAMILIES] = {
                                 {"groups", 4, {64, 128, 256, 512}, 1, 1000000, 0}}},
     [HK_TUNE_MMQ] = {"mmq", MQ_PARAMS, MMQ_SPACE},
     [HK_TUNE_MMQ_ID] = {"mmq_id", MQ_PARAMS, MMQ_SPACE},
+    [HK_TUNE_MOE_MATVEC_INT8] = {"moe_matvec_int8", MV_PARAMS, MV_SPACE},
 };
 
 static const tune_family *family_of(int kernel)
@@ -196,6 +199,14 @@ void hk__tune_key_mmq_id(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_
     bucket(mb, sizeof mb, s->n_slots);
     snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:e%u/n%u/k%u/m%s/x%u", hk_type_name(wtype), s->n_experts, s->n, s->k, mb,
              s->slots_per_x_row);
+}
+
+void hk__tune_key_moe_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_moe_shape *s)
+{
+    char sb[32];
+    bucket(sb, sizeof sb, s->slots);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:e%u/n%u/k%u/s%s%s", hk_type_name(wtype), s->n_experts, s->n, s->k, sb,
+             s->x_per_slot ? "/per-slot" : "");
 }
 
 void hk__tune_key_flash(char key[HK_TUNE_SHAPE_CHARS], const hk_sdpa_desc *d)
@@ -606,20 +617,27 @@ typedef struct bench {
     uint64_t stride;
     hk_buffer *w, *k, *v;
     hk_buffer *x, *out, *ws, *offsets, *slots; /* x: the activation (xq, x or q) */
+    hk_buffer *ids;                            /* the MoE matvec's routing */
     uint64_t ws_bytes;
     hk_sdpa_desc sdpa;
     hk_mmq_id_shape id;
+    hk_moe_shape moe;
     /* the gate: out holds out_rows rows of row_len floats; the reference covers n_ref of them
      * (ref_row), held to gate against ref and, where ref2 is set, to gate2 against ref2 */
     uint32_t out_rows, row_len, n_ref, ref_row[TUNE_ALL_ROWS];
     float *ref, *ref2, *got, *sample;
     double gate, gate2;
-    float *exact; /* the tokens matvec: hk_matvec_int8's outputs per token, which every schedule gives bit for bit */
+    /* outputs every schedule must give bit for bit (NULL: none), and whose they are: the tokens
+     * matvec hk_matvec_int8's per token (setup_matvec); the MoE matvec the default schedule's
+     * (exact_default: hk_tune keeps them from its default call) */
+    float *exact;
+    const char *exact_of;
+    int exact_default;
 } bench;
 
 static void bench_free(bench *b)
 {
-    hk_buffer *bufs[] = {b->w, b->k, b->v, b->x, b->out, b->ws, b->offsets, b->slots};
+    hk_buffer *bufs[] = {b->w, b->k, b->v, b->x, b->out, b->ws, b->offsets, b->slots, b->ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         hk_buffer_destroy(bufs[i]);
     free(b->ref);
@@ -702,6 +720,7 @@ static hk_status setup_matvec(bench *b, hk_rng *rng)
     hk_status st = w && xq ? bench_rows(b, tokens, d->rows, 0) : host_oom();
     if (st == HK_OK && tokens > 1 && !(b->exact = malloc((size_t)tokens * d->rows * sizeof *b->exact)))
         st = host_oom();
+    b->exact_of = "hk_matvec_int8";
     if (st == HK_OK) {
         for (uint32_t i = 0; i < b->n_ref; i++)
             hk_ref_matvec_q8_1((int)d->wtype, w, xq + (size_t)b->ref_row[i] * blocks, b->ref + (size_t)i * d->rows,
@@ -896,6 +915,46 @@ static hk_status setup_mmq_id(bench *b, hk_rng *rng)
     return st;
 }
 
+/* hk_moe_matvec_int8: a bank of raw random experts, a seeded routing of m slots (distinct experts
+ * within each run of n_experts slots), x one Q8_1 row for every slot or one per slot; output row s
+ * is slot s's n outputs, its reference hk_ref_moe_matvec_q8_1 on that slot alone. The weight
+ * copies are enough for the experts a call reads to total 64 MiB (a fixed routing reads the same
+ * experts of each copy). Every schedule must give the default's bits (exact_default). */
+static hk_status setup_moe_matvec(bench *b, hk_rng *rng)
+{
+    const hk_tune_desc *d = b->desc;
+    uint32_t E = d->n_experts, n = d->n, k = d->k, slots = d->m, blocks = k / 32;
+    uint32_t xs = d->x_per_slot ? slots : 1, run = slots < E ? slots : E;
+    b->moe = (hk_moe_shape){E, n, k, slots, d->x_per_slot};
+    uint64_t expert = (uint64_t)n * hk_type_bytes(d->wtype, k), wbytes = expert * E;
+    b->stride = (wbytes + 255) & ~(uint64_t)255;
+    b->copies = copies_for(d, expert * run);
+    uint8_t *w = hk_random_weights(rng, (int)d->wtype, (size_t)E * n, k, 1);
+    hk_block_q8_1 *xq = q8_1_rows(rng, xs, k);
+    uint32_t *ids = hk_random_routing(rng, (slots + run - 1) / run, run, E); /* the first `slots` */
+    hk_status st = w && xq && ids ? bench_rows(b, slots, n, 0) : host_oom();
+    if (st == HK_OK && !(b->exact = malloc((size_t)slots * n * sizeof *b->exact)))
+        st = host_oom();
+    b->exact_of = "the default schedule";
+    b->exact_default = 1;
+    for (uint32_t i = 0; st == HK_OK && i < b->n_ref; i++) {
+        uint32_t sl = b->ref_row[i];
+        hk_ref_moe_matvec_q8_1((int)d->wtype, w, xq + (d->x_per_slot ? (size_t)sl * blocks : 0), 0, ids + sl,
+                               b->ref + (size_t)i * n, E, n, k, 1);
+    }
+    b->gate = HK_GATE_EXACT;
+    if (st == HK_OK)
+        st = upload_copies(b, w, wbytes, &b->w);
+    if (st == HK_OK)
+        st = upload_new(b->ctx, (uint64_t)xs * blocks * sizeof *xq, xq, &b->x);
+    if (st == HK_OK)
+        st = upload_new(b->ctx, (uint64_t)slots * 4, ids, &b->ids);
+    free(w);
+    free(xq);
+    free(ids);
+    return st;
+}
+
 static hk_status bench_setup(bench *b)
 {
     hk_rng rng = {b->desc->seed ? b->desc->seed : 1};
@@ -906,6 +965,7 @@ static hk_status bench_setup(bench *b)
     case HK_TUNE_FLASH_PREFILL: return setup_attention(b, &rng);
     case HK_TUNE_GEMM_F16:
     case HK_TUNE_MMQ: return setup_gemm(b, &rng);
+    case HK_TUNE_MOE_MATVEC_INT8: return setup_moe_matvec(b, &rng);
     default: return setup_mmq_id(b, &rng);
     }
 }
@@ -922,6 +982,8 @@ static hk_status bench_record(bench *b, hk_stream *stream, uint32_t copy)
     case HK_TUNE_MMQ: return hk_mmq(b->ctx, stream, d->wtype, w, x, out, d->m, d->n, d->k);
     case HK_TUNE_MMQ_ID:
         return hk_mmq_id(b->ctx, stream, d->wtype, w, x, (hk_view){b->offsets, 0}, (hk_view){b->slots, 0}, out, &b->id);
+    case HK_TUNE_MOE_MATVEC_INT8:
+        return hk_moe_matvec_int8(b->ctx, stream, d->wtype, w, x, (hk_view){b->ids, 0}, out, &b->moe);
     default:
         return hk_sdpa_blk(b->ctx, stream, &b->sdpa, x, (hk_view){b->k, copy * b->stride},
                            (hk_view){b->v, copy * b->stride}, out, (hk_view){b->ws, 0}, (hk_view){NULL, 0});
@@ -979,6 +1041,19 @@ static double fake_ms(int mode, const uint32_t *v, uint32_t n)
     return mode == 1 ? 1.0 + u : 1000.0 * (1.0 + u) * (1.0 + u) * (1.0 + u);
 }
 
+/* Fills the output with a NaN that no kernel writes (b->got is scratch). */
+static hk_status bench_poison(bench *b)
+{
+    size_t n_out = (size_t)b->out_rows * b->row_len;
+    union {
+        float f;
+        uint32_t u;
+    } poison = {.u = 0x7FC0BEEFu};
+    for (size_t i = 0; i < n_out; i++)
+        b->got[i] = poison.f;
+    return hk_buffer_upload(b->out, 0, b->got, n_out * 4);
+}
+
 /* Runs the current schedule (v) once into a poisoned output and compares the reference's rows
  * with it; then times it: repeats batches of `batch` calls rotating over the copies, each batch
  * between two GPU timestamps (host time where the queue has none), the minimum kept. *ms =
@@ -992,13 +1067,7 @@ static hk_status bench_measure(bench *b, const uint32_t *v, uint32_t n_params, d
     if (st != HK_OK)
         return st;
     size_t n_out = (size_t)b->out_rows * b->row_len, n_ref = (size_t)b->n_ref * b->row_len;
-    union {
-        float f;
-        uint32_t u;
-    } poison = {.u = 0x7FC0BEEFu};
-    for (size_t i = 0; i < n_out; i++)
-        b->got[i] = poison.f;
-    st = hk_buffer_upload(b->out, 0, b->got, n_out * 4);
+    st = bench_poison(b);
     if (st == HK_OK)
         st = bench_record(b, NULL, b->copies - 1);
     if (st == HK_OK)
@@ -1017,7 +1086,7 @@ static hk_status bench_measure(bench *b, const uint32_t *v, uint32_t n_params, d
     for (size_t i = 0; b->exact && i < n_out; i++)
         differ += memcmp(&b->got[i], &b->exact[i], 4) != 0;
     if (differ) {
-        snprintf(why, why_size, "gate: %zu of %zu outputs not bit-identical to hk_matvec_int8", differ, n_out);
+        snprintf(why, why_size, "gate: %zu of %zu outputs not bit-identical to %s", differ, n_out, b->exact_of);
         return HK_OK;
     }
     double err2 = b->ref2 ? hk_scale_rel(b->sample, b->ref2, n_ref) : 0;
@@ -1118,7 +1187,9 @@ static int static_tier(bench *b, const uint32_t *v, uint32_t sig[8], char *why, 
     memset(sig, 0, 8 * sizeof *sig);
     switch (b->family) {
     case HK_TUNE_MATVEC_INT8:
-        if (!hk__matvec_int8_static(b->ctx, d->wtype, d->rows, d->k, v, why, why_size))
+    case HK_TUNE_MOE_MATVEC_INT8:
+        if (b->family == HK_TUNE_MATVEC_INT8 ? !hk__matvec_int8_static(b->ctx, d->wtype, d->rows, d->k, v, why, why_size)
+                                             : !hk__moe_matvec_int8_static(b->ctx, d->wtype, &b->moe, v, why, why_size))
             return 0;
         for (int i = 0; i < MV_PARAMS; i++)
             sig[i] = v[i];
@@ -1441,6 +1512,24 @@ static hk_status check_desc(hk_context *context, const hk_tune_desc *d, char key
         hk__tune_key_mmq_id(key, d->wtype, &shape);
         return HK_OK;
     }
+    case HK_TUNE_MOE_MATVEC_INT8: {
+        if ((st = check_weight_type(fn, d->wtype, d->k)) != HK_OK)
+            return st;
+        if (!d->n_experts || !d->n || !d->m || (d->x_per_slot != 0 && d->x_per_slot != 1))
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u, n=%u, m=%u (slots) and x_per_slot=%d (0 or 1) "
+                            "is not a MoE matvec shape", d->n_experts, d->n, d->m, d->x_per_slot);
+        uint64_t rows = (uint64_t)d->m * d->n, blocks_k = (rows + 32767) / 32768 * d->k;
+        if (rows > HK_MATVEC_MAX_ROWS || d->k > HK_MATVEC_MAX_K || blocks_k > HK_MATVEC_MAX_K_ROW_BLOCKS)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "slots*n=%llu, k=%u or ceil(slots*n/32768)*k=%llu past "
+                            "hk_moe_matvec_int8's limits", (unsigned long long)rows, d->k,
+                            (unsigned long long)blocks_k);
+        if ((st = check_sizes(fn, (uint64_t)d->n_experts * d->n * d->k, (uint64_t)(d->x_per_slot ? d->m : 1) * d->k,
+                              rows)) != HK_OK)
+            return st;
+        hk_moe_shape shape = {d->n_experts, d->n, d->k, d->m, d->x_per_slot};
+        hk__tune_key_moe_matvec(key, d->wtype, &shape);
+        return HK_OK;
+    }
     default:
         break;
     }
@@ -1522,11 +1611,17 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
         forced.key = key;
         forced.noted = 0;
         st = bench_workspace(&b);
+        if (st == HK_OK && b.exact_default)
+            st = bench_poison(&b);
         if (st == HK_OK)
             st = bench_record(&b, NULL, 0);
         forced.mode = 0;
         if (st == HK_OK && !forced.noted)
             st = hk__fail(HK_ERROR_UNSUPPORTED, fn, "%s %s: the call ran no schedule of the family", f->name, key);
+        /* the bits every schedule must give (the default's own run below holds them to the
+         * reference) */
+        if (st == HK_OK && b.exact_default)
+            st = hk_buffer_download(b.out, 0, b.exact, (size_t)b.out_rows * b.row_len * 4);
         memcpy(dv, forced.served, sizeof dv);
         format_sched(f, dv, r.default_schedule, sizeof r.default_schedule);
         if (s.verbose && st == HK_OK)

@@ -15,7 +15,7 @@
 #define HK_TUNE_SHAPE_CHARS 96
 /* hk_tune_kernel values are 1 .. HK_TUNE_FAMILIES - 1 (tune.c's table has a row for each that
  * exists) */
-#define HK_TUNE_FAMILIES 8
+#define HK_TUNE_FAMILIES 9
 
 /* Where a schedule came from (hk_schedule_last prints these words). */
 enum { HK_SCHED_DEFAULT, HK_SCHED_ENV, HK_SCHED_TUNED, HK_SCHED_SEARCH };
@@ -25,7 +25,9 @@ typedef struct hk__sched {
     int plant; /* testing only (HK_TUNE_PLANT_WRONG): the candidate skips part of the work */
 } hk__sched;
 
-/* Parameter order of each family (tune.c's table holds names and values). */
+/* Parameter order of each family (tune.c's table holds names and values). HK_TUNE_MATVEC_INT8 and
+ * HK_TUNE_MOE_MATVEC_INT8: the one-token int8 kernel's rows per subgroup, items per step, Q8_0
+ * weight loads. */
 enum { MV_NROWS, MV_ITEMS, MV_LOAD_BITS, MV_PARAMS };
 enum { SD_GROUPS, SD_WG, SD_LPK, SD_KB, SD_ROWS, SD_SINGLE, SD_PARAMS };
 enum { MT_SUBGROUPS, MT_NROWS, MT_ITEMS, MT_RESIDENT, MT_WGS, MT_PARAMS };
@@ -44,6 +46,8 @@ void hk__tune_key_sdpa(char key[HK_TUNE_SHAPE_CHARS], hk_type kv_type, uint32_t 
 /* hk_gemm_f16 and hk_mmq (m x n output, k deep) */
 void hk__tune_key_gemm(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t m, uint32_t n, uint32_t k);
 void hk__tune_key_mmq_id(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_mmq_id_shape *shape);
+/* hk_moe_matvec_int8 */
+void hk__tune_key_moe_matvec(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_moe_shape *shape);
 /* hk_sdpa_blk with n_q > 1 */
 void hk__tune_key_flash(char key[HK_TUNE_SHAPE_CHARS], const hk_sdpa_desc *desc);
 
@@ -64,6 +68,8 @@ void hk__tune_close(hk_context *context);
  * effective values, so that two schedules running the same plan are measured once. */
 int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
                            char *why, size_t why_size);
+int hk__moe_matvec_int8_static(const hk_context *context, hk_type wtype, const hk_moe_shape *shape, const uint32_t *v,
+                               char *why, size_t why_size);
 int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
                              const uint32_t *v, uint32_t sig[8], char *why, size_t why_size);
 int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8],
