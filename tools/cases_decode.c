@@ -342,11 +342,18 @@ const hk_case hk_case_moe_matvec = {
     .record = record_moe,
     CASE_SHAPES(moe_tests, moe_quick, moe_full),
 };
+static int tune_moe_int8(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MOE_MATVEC_INT8;
+}
+
 const hk_case hk_case_moe_matvec_int8 = {
     .name = "moe_matvec_int8",
     .gate = HK_GATE_EXACT,
     .prepare = prepare_moe_int8,
     .record = record_moe_int8,
+    .tune_family = tune_moe_int8,
     CASE_SHAPES(moe_tests, moe_quick, moe_full),
 };
 

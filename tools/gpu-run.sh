@@ -3,9 +3,9 @@
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz. Usage there:
 # bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] (default: the first three).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
-# prefill shapes of docs/perf.md (HK_TUNE_BUDGET schedules measured per shape, default 12) into a
-# cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's prefill rows taking
-# those winners (run it with tune).
+# prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
+# shape, default 12) into a cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's
+# prefill and MoE matvec rows taking those winners (run it with tune).
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -53,12 +53,14 @@ mmq_id q6_k:e128/n2048/k768/t512/top8/per-slot
 flash_prefill f16:h32/kv8/d128/q512/cap512/causal
 flash_prefill f16:h32/kv8/d128/q512/cap4096/causal
 flash_prefill f16:h32/kv8/d128/q2048/cap2048/causal
+moe_matvec_int8 q4_k:e128/n768/k2048/s8
+moe_matvec_int8 q6_k:e128/n2048/k768/s8/per-slot
 SHAPES
     cat "$HK_TUNE_CACHE_DIR/tune.tsv"
     unset HK_TUNE_CACHE_DIR
 fi
 if [[ " $steps " == *" tuned-bench "* ]]; then
-    HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa $HK_BENCH_ARGS 2>&1 |
+    HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa,moe_matvec_int8 $HK_BENCH_ARGS 2>&1 |
         tee "$OUT/tuned-bench.log"
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader

@@ -39,8 +39,11 @@ static void tune_usage(FILE *f)
                "                                                         (default q4_k:e128/n768/k2048/t512/top8)\n"
                "  KERNEL flash_prefill SHAPE TYPE:hH/kvHKV/dD/qNQ/capC[/causal]\n"
                "                                                         (default f16:h32/kv8/d128/q512/cap4096/causal)\n"
+               "  KERNEL moe_matvec_int8 SHAPE TYPE:eE/nN/kK/sSLOTS[/per-slot]\n"
+               "                                                         (default q4_k:e128/n768/k2048/s8)\n"
                "  TYPE: q8_0, q4_k, q6_k for weights; f32, f16, q8_0 for KV caches. mmq_id: TOKENS x topK slots,\n"
                "  x per token (per-slot: x per slot, the down projection). flash_prefill: seq_k = capacity.\n"
+               "  moe_matvec_int8: SLOTS routed slots (one token's top-k), one x for all (per-slot: x per slot).\n"
                "  The winner serves the shape's class (hk-check prints it): m, slots, queries and capacities\n"
                "  in the same power-of-two range share it.\n"
                "  --device    the device: an index or a name substring (default: HK_DEVICE, else the best)\n"
@@ -88,6 +91,7 @@ static int tune_main(int argc, char **argv)
         {"mmq", HK_TUNE_MMQ, "q4_k:512x4096x4096"},
         {"mmq_id", HK_TUNE_MMQ_ID, "q4_k:e128/n768/k2048/t512/top8"},
         {"flash_prefill", HK_TUNE_FLASH_PREFILL, "f16:h32/kv8/d128/q512/cap4096/causal"},
+        {"moe_matvec_int8", HK_TUNE_MOE_MATVEC_INT8, "q4_k:e128/n768/k2048/s8"},
     };
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0] && !shape; i++)
         if (!strcmp(argv[2], kernels[i].name)) {
@@ -96,8 +100,7 @@ static int tune_main(int argc, char **argv)
         }
     if (!shape) {
         fprintf(stderr, "hk-check tune: unknown kernel \"%s\" (matvec_int8, matvec_int8_tokens, sdpa_decode, gemm_f16, "
-                        "mmq, mmq_id, "
-                        "flash_prefill)\n", argv[2]);
+                        "mmq, mmq_id, flash_prefill, moe_matvec_int8)\n", argv[2]);
         return 2;
     }
     for (int i = 3; i < argc; i++) {
@@ -156,6 +159,10 @@ static int tune_main(int argc, char **argv)
              (!rest[used] || !strcmp(rest + used, "/per-slot"));
         d.m = tokens * d.top_k;
         d.slots_per_x_row = rest[used] ? 1 : d.top_k;
+    } else if (d.kernel == HK_TUNE_MOE_MATVEC_INT8) {
+        ok = sscanf(rest, "e%u/n%u/k%u/s%u%n", &d.n_experts, &d.n, &d.k, &d.m, &used) == 4 &&
+             (!rest[used] || !strcmp(rest + used, "/per-slot"));
+        d.x_per_slot = rest[used] != 0;
     } else {
         ok = sscanf(rest, "h%u/kv%u/d%u/q%u/cap%u%n", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.n_q, &d.capacity,
                     &used) == 5 &&
