@@ -5,7 +5,10 @@
  * with a warning (and an earlier format's lines too); two processes tuning at once leave a valid
  * file holding both winners. The prefill families (gemm_f16, mmq, mmq_id, flash prefill): each
  * search finds a feasible winner that matches the reference, the plant is rejected, the cache is
- * hit, and a winner serves another shape of its class and no shape outside it. The genetic
+ * hit, and a winner serves another shape of its class and no shape outside it. The MoE matvec:
+ * an exhaustive search whose every schedule passes a gate of the reference and the default's bits,
+ * the plant rejected, the winner serving its class (bit-identical) and not the others, a cached
+ * winner the shape cannot run giving the default. The genetic
  * search is repeatable under fake times (HK_TUNE_FAKE_TIMES). Every cache lives in a temporary
  * directory, never the user's. Small shapes, few candidates: about a minute on lavapipe. */
 #define _POSIX_C_SOURCE 200809L
@@ -509,6 +512,159 @@ static void test_prefill_families(hk_context *ctx)
     }
 }
 
+/* ---- the MoE matvec (hk_moe_matvec_int8) ---- */
+
+typedef struct moe_case {
+    hk_moe_shape shape;
+    hk_type wtype;
+    hk_buffer *w, *xq, *ids;
+    hk_test_out y;
+    float *ref;
+} moe_case;
+
+/* Raw random experts, a seeded routing with one id out of range (its outputs are zeros) where
+ * there are 3 slots or more, x one Q8_1 row or one per slot; the reference
+ * hk_ref_moe_matvec_q8_1. */
+static void moe_prepare(hk_context *ctx, moe_case *c, hk_type wtype, uint32_t E, uint32_t n, uint32_t k,
+                        uint32_t slots, int per_slot, uint64_t seed)
+{
+    hk_rng rng = {seed};
+    c->shape = (hk_moe_shape){E, n, k, slots, per_slot};
+    c->wtype = wtype;
+    uint32_t xs = per_slot ? slots : 1;
+    uint8_t *w = hk_random_weights(&rng, (int)wtype, (size_t)E * n, k, 1);
+    float *x = malloc((size_t)xs * k * sizeof *x);
+    hk_block_q8_1 *xq = malloc((size_t)xs * (k / 32) * sizeof *xq);
+    uint32_t *ids = malloc(slots * sizeof *ids);
+    hk_rng_fill(&rng, x, (size_t)xs * k, -1, 1);
+    hk_quant_row_q8_1(x, xq, (size_t)xs * k);
+    for (uint32_t s = 0; s < slots; s++)
+        ids[s] = (uint32_t)(hk_rng_next(&rng) % E);
+    if (slots >= 3)
+        ids[1] = E;
+    c->ref = malloc((size_t)slots * n * sizeof *c->ref);
+    hk_ref_moe_matvec_q8_1((int)wtype, w, xq, per_slot, ids, c->ref, E, n, k, slots);
+    c->w = hk_test_buffer(ctx, (uint64_t)E * n * hk_type_bytes(wtype, k), w);
+    c->xq = hk_test_buffer(ctx, (uint64_t)xs * (k / 32) * sizeof *xq, xq);
+    c->ids = hk_test_buffer(ctx, (uint64_t)slots * 4, ids);
+    c->y = hk_test_out_create(ctx, (size_t)slots * n);
+    free(w);
+    free(x);
+    free(xq);
+    free(ids);
+}
+
+/* One call into a poisoned output, checked against the reference at the int8 gate */
+static const float *moe_run(hk_context *ctx, moe_case *c, const char *name)
+{
+    hk_test_out_poison(&c->y);
+    hk_status st = hk_moe_matvec_int8(ctx, NULL, c->wtype, (hk_view){c->w, 0}, (hk_view){c->xq, 0},
+                                      (hk_view){c->ids, 0}, hk_test_out_view(&c->y), &c->shape);
+    if (!hk_check_status(name, st, HK_OK, NULL))
+        return NULL;
+    const float *y = hk_test_out_read(&c->y, name);
+    hk_check_close(name, y, c->ref, (size_t)c->shape.slots * c->shape.n, HK_GATE_EXACT);
+    return y;
+}
+
+static void moe_release(moe_case *c)
+{
+    hk_buffer_destroy(c->w);
+    hk_buffer_destroy(c->xq);
+    hk_buffer_destroy(c->ids);
+    hk_test_out_destroy(&c->y);
+    free(c->ref);
+}
+
+/* Q8_0, 4 experts of 12 rows, k = 64: calls at 3 and 4 slots (class s3-4), 5 slots (s5-8) and 3
+ * slots with x per slot take the default first (their bits kept). An exhaustive search at 3 slots
+ * measures all 18 schedules (12 rows take nrows 1, 2 and 4), each held by the gate to the
+ * reference and to the default's bits: so every schedule passes, bit-identical, and only the
+ * planted one (half the rows) is rejected. The winner then serves 3 and 4 slots with the default's
+ * bits, and the other two classes keep the default; a second search hits the cache. */
+static void test_moe(hk_context *ctx)
+{
+    static const struct {
+        uint32_t slots;
+        int per_slot;
+        const char *name;
+    } cases[4] = {{3, 0, "moe 3 slots"}, {4, 0, "moe 4 slots (the class)"}, {5, 0, "moe 5 slots (another class)"},
+                  {3, 1, "moe 3 slots x per slot (another class)"}};
+    moe_case c[4];
+    float *bits[4];
+    char sched[160], label[200];
+    for (int i = 0; i < 4; i++) {
+        moe_prepare(ctx, &c[i], HK_TYPE_Q8_0, 4, 12, 64, cases[i].slots, cases[i].per_slot, 40 + (uint64_t)i);
+        size_t n = (size_t)cases[i].slots * 12;
+        const float *y = moe_run(ctx, &c[i], cases[i].name);
+        bits[i] = malloc(n * sizeof *bits[i]);
+        if (y)
+            memcpy(bits[i], y, n * sizeof *bits[i]);
+        else
+            memset(bits[i], 0xFF, n * sizeof *bits[i]);
+        hk_schedule_last(ctx, HK_TUNE_MOE_MATVEC_INT8, sched, sizeof sched);
+        snprintf(label, sizeof label, "%s: without a winner, today's default", cases[i].name);
+        hk_check(!strcmp(sched, "default nrows=1,items=1,load_bits=32"), label, "\"%s\"", sched);
+    }
+
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.kernel = HK_TUNE_MOE_MATVEC_INT8;
+    d.wtype = HK_TYPE_Q8_0;
+    d.n_experts = 4;
+    d.n = 12;
+    d.k = 64;
+    d.m = 3;
+    d.seed = 17;
+    d.max_measured = 18;
+    d.repeats = 1;
+    d.batch = 1;
+    d.copies = 2;
+    d.verbose = 1;
+    hk_tune_report r;
+    setenv("HK_TUNE_PLANT_WRONG", "1", 1);
+    hk_status st = hk_tune(ctx, &d, &r);
+    unsetenv("HK_TUNE_PLANT_WRONG");
+    if (hk_check_status("hk_tune moe_matvec_int8", st, HK_OK, NULL)) {
+        print_report(&r);
+        hk_check(!r.from_cache && r.space == 18 && !strcmp(r.shape, "q8_0:e4/n12/k64/s3-4") &&
+                     !strcmp(r.default_schedule, "nrows=1,items=1,load_bits=32") && isfinite(r.best_ms) &&
+                     r.best_ms > 0 && r.best_ms <= r.default_ms,
+                 "moe search finds a feasible winner", "space %u, shape %s, default %s, best %g, default %g", r.space,
+                 r.shape, r.default_schedule, r.best_ms, r.default_ms);
+        hk_check(r.evaluated == 19 && r.measured == 18 && r.rejected_static == 0 && r.duplicates == 0,
+                 "moe: every schedule passes the gate (the reference and the default's bits)",
+                 "evaluated %u, measured %u, %u static, %u duplicates: %s", r.evaluated, r.measured, r.rejected_static,
+                 r.duplicates, r.rejects);
+        hk_check(r.rejected_gate == 1 && strstr(r.rejects, "gate: scale_rel") != NULL,
+                 "moe: the planted schedule (half the rows) is rejected by the gate", "%u: %s", r.rejected_gate,
+                 r.rejects);
+        for (int i = 0; i < 4; i++) {
+            const float *y = moe_run(ctx, &c[i], cases[i].name);
+            snprintf(label, sizeof label, "%s: the same bits as the default", cases[i].name);
+            hk_check(y && !memcmp(y, bits[i], (size_t)cases[i].slots * 12 * sizeof *y), label, "outputs differ");
+            snprintf(label, sizeof label, "%s: %s", cases[i].name, i < 2 ? "takes the winner" : "takes the default");
+            expect_schedule(ctx, HK_TUNE_MOE_MATVEC_INT8, i < 2 ? r.schedule : NULL, label);
+        }
+        hk_tune_report r2;
+        st = hk_tune(ctx, &d, &r2);
+        hk_check(st == HK_OK && r2.from_cache && r2.measured == 0 && r2.evaluated == 0 &&
+                     !strcmp(r2.schedule, r.schedule),
+                 "moe: a second search hits the cache", "from_cache %d, measured %u, %s", r2.from_cache, r2.measured,
+                 r2.schedule);
+    }
+    hk_tune_desc bad = d;
+    bad.x_per_slot = 2;
+    hk_check_status("hk_tune moe x_per_slot=2", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "x_per_slot=2");
+    bad = d;
+    bad.m = 0;
+    hk_check_status("hk_tune moe no slots", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "m=0 (slots)");
+    for (int i = 0; i < 4; i++) {
+        moe_release(&c[i]);
+        free(bits[i]);
+    }
+}
+
 /* The genetic search (HK_TUNE_GENETIC) with HK_TUNE_FAKE_TIMES on the int8 matvec, whose 18
  * pipelines the exhaustive search already built: one seed, one sequence (trace) and winner; times
  * of another magnitude in the same order, the same; another seed, another sequence. 12 measured:
@@ -785,6 +941,9 @@ int main(void)
                "wgs=3\t0.1\n", id, version);
     fprintf(f, "hkernel-tune-2\t%s\t%s\tmatvec_int8_tokens\tq4_k:37x512x3\tsubgroups=12,nrows=1,items=2,resident=0,"
                "wgs=3\t0.1\n", id, version); /* 12 subgroups: out of range */
+    /* in range, but nrows=4 does not divide n=10: the call takes the default */
+    fprintf(f, "hkernel-tune-2\t%s\t%s\tmoe_matvec_int8\tq8_0:e4/n10/k64/s3-4\tnrows=4,items=2,load_bits=16\t0.1\n",
+            id, version);
     fclose(f);
     hk_context *ctx3 = NULL;
     char *warnings = capture_stderr(context_in, dir_b, &ctx3);
@@ -810,6 +969,13 @@ int main(void)
         hk_check(!strcmp(sched, "tuned subgroups=16,nrows=1,items=2,resident=0,wgs=3"),
                  "the valid tokens line serves, the out-of-range one does not", "\"%s\"", sched);
         mv_release(&mt3);
+        moe_case mc3;
+        moe_prepare(ctx3, &mc3, HK_TYPE_Q8_0, 4, 10, 64, 3, 0, 50);
+        moe_run(ctx3, &mc3, "moe with a cached winner it cannot run");
+        hk_schedule_last(ctx3, HK_TUNE_MOE_MATVEC_INT8, sched, sizeof sched);
+        hk_check(!strcmp(sched, "default nrows=1,items=1,load_bits=32"),
+                 "a cached moe schedule whose nrows does not divide n gives the default", "\"%s\"", sched);
+        moe_release(&mc3);
         /* a store rewrites the file: malformed lines dropped, other devices' and versions' kept */
         hk_tune_desc d3 = mv_desc(HK_TYPE_Q8_0, 32, 128);
         d3.max_measured = 2;
@@ -818,7 +984,7 @@ int main(void)
         char *text = read_file(path);
         unsigned lines = 0;
         int valid = file_valid(text, &lines);
-        hk_check(valid && lines == 9 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
+        hk_check(valid && lines == 10 && strstr(text, "beef\t0001") && strstr(text, "\t0.0.1\t") &&
                      strstr(text, "hkernel-tune-1\t") && strstr(text, "q8_0:32x128"),
                  "rewritten file is valid and keeps others' lines", "%u lines:\n%s", lines, text ? text : "");
         free(text);
@@ -829,6 +995,7 @@ int main(void)
     }
 
     test_prefill_families(ctx);
+    test_moe(ctx);
     test_determinism(ctx);
 
     /* argument checks */
