@@ -1175,7 +1175,9 @@ typedef struct hk_tune_desc {
      * wtype, n_experts, n, k above and m the routed slots (hk_moe_shape's slots; a seeded routing,
      * distinct experts within each run of n_experts slots); hk_moe_matvec_int8's limits, and for
      * the tuner's own inputs n_experts x n x k at most 2^28 values, slots x n outputs 2^27. The
-     * reference covers every slot up to 64, else 8 of them (the first and the last among them). */
+     * reference covers every slot up to 64, else 8 of them (the first and the last among them);
+     * copies 0: enough copies of the expert bank for the experts a call reads to total 64 MiB
+     * (2..8). */
     int x_per_slot;
 } hk_tune_desc;
 
