@@ -72,17 +72,17 @@ check)
 test)
     deps
     build "$top/build" -DCMAKE_BUILD_TYPE=Release
-    ctest --test-dir "$top/build" --output-on-failure -LE gpuav
+    ctest --test-dir "$top/build" --output-on-failure -j "$(nproc)" -LE gpuav
     ;;
 test-gpuav)
     deps
     build "$top/build" -DCMAKE_BUILD_TYPE=Release
-    ctest --test-dir "$top/build" --output-on-failure -L gpuav
+    ctest --test-dir "$top/build" --output-on-failure -j "$(nproc)" -L gpuav
     ;;
 test-asan)
     deps
     build "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON -DHK_BUILD_TOOLS=OFF
-    ctest --test-dir "$top/build-asan" --output-on-failure
+    ctest --test-dir "$top/build-asan" --output-on-failure -j "$(nproc)"
     ;;
 *)
     echo "usage: ./hk.sh check|test|test-asan|test-gpuav|deps" >&2
