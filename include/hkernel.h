@@ -935,7 +935,8 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * at least 2 for Q4_K and Q6_K) replace the defaults, for tuning (a tile the device cannot
  * hold is refused with HK_ERROR_UNSUPPORTED); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
  * issued before the current step's multiplies), HK_MMQ_ROLLED (0 or 1: a step's blocks kept a loop
- * rather than unrolled) and HK_MMQ_LAYOUT ("auto", or
+ * rather than unrolled; the portable arms' default on a CPU device such as lavapipe, whose compiler
+ * builds the unrolled loop 3x slower and runs it no faster) and HK_MMQ_LAYOUT ("auto", or
  * "generic": the epilogue that serves any accumulator ownership, where NVIDIA's was recognised) are
  * for measuring. Every setting computes the same sums. An autotuner winner for the shape class
  * (hk_tune, HK_TUNE_MMQ / HK_TUNE_MMQ_ID) takes precedence over the tile hooks.
