@@ -29,6 +29,17 @@ static int small_only;
 static const char *only;
 static uint32_t part_index, part_count = 1;
 
+/* The next name of a comma-separated list into name[64]; 0 past the last. */
+static int next_name(const char **list, char *name)
+{
+    if (!*list)
+        return 0;
+    size_t len = strcspn(*list, ",");
+    snprintf(name, 64, "%.*s", (int)(len < 63 ? len : 63), *list);
+    *list = (*list)[len] ? *list + len + 1 : NULL;
+    return 1;
+}
+
 static int selected(const hk_case *kc)
 {
     size_t c = 0;
@@ -38,9 +49,9 @@ static int selected(const hk_case *kc)
         return 0;
     if (!only)
         return 1;
-    size_t len = strlen(kc->name);
-    for (const char *p = only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        if (!strncmp(p, kc->name, len) && (p[len] == ',' || p[len] == 0))
+    char name[64];
+    for (const char *p = only; next_name(&p, name);)
+        if (!strcmp(name, kc->name))
             return 1;
     return 0;
 }
@@ -190,15 +201,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (only) /* a name that is no case would pass with nothing run */
-        for (const char *p = only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
-            char name[64];
-            size_t len = strcspn(p, ",");
-            snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), p);
-            if (!hk_case_find(name)) {
-                fprintf(stderr, "test_kernels: --only: no case named \"%s\"\n", name);
-                return 2;
-            }
+    char name[64];
+    for (const char *p = only; next_name(&p, name);) /* a name that is no case would pass with nothing run */
+        if (!hk_case_find(name)) {
+            fprintf(stderr, "test_kernels: --only: no case named \"%s\"\n", name);
+            return 2;
         }
     ctx = hk_test_context();
     for (size_t c = 0; c < hk_case_count; c++)
