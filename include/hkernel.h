@@ -933,7 +933,9 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
  * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step: 1, 2, 4 or 8,
  * at least 2 for Q4_K and Q6_K) replace the defaults, for tuning (a tile the device cannot
- * hold is refused with HK_ERROR_UNSUPPORTED); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
+ * hold is refused with HK_ERROR_UNSUPPORTED; Q6_K's activation tile takes 1.5 times the shared
+ * memory of the others, its blocks staged as two zero-padded halves, so the 128 x 128 tile of
+ * 128-value steps that Q8_0 and Q4_K run in 48 KiB does not fit for Q6_K); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
  * issued before the current step's multiplies), HK_MMQ_ROLLED (0 or 1: a step's blocks kept a loop
  * rather than unrolled; the portable arms' default on a CPU device such as lavapipe, whose compiler
  * builds the unrolled loop 3x slower and runs it no faster) and HK_MMQ_LAYOUT ("auto", or

@@ -71,6 +71,17 @@ const uint L = 256u / LANES;
 // words per staged row: KS blocks of 8 words, plus 4 so that the 16-byte rows a matrix load
 // reads from 8 consecutive rows fall into different banks
 const uint STRIDE = 8u * KS + 4u;
+// X rows: Q6_K's blocks take 12 words, the low 16 values (4 words), 4 words of zeros, the high 16:
+// the 8 words from 12 kk are the block with its high half zero, those from 12 kk + 4 the block
+// with its low half zero, so that each 16-value scale has its own product with no operand
+// arithmetic (a product with a mask compiled to ~170 byte instructions per split on NVIDIA).
+// 12 KS + 4 words keeps the rows of a matrix load in different banks (KS >= 2).
+#ifdef HK_Q6_K
+const uint A_BLOCK = 12u;
+#else
+const uint A_BLOCK = 8u;
+#endif
+const uint STRIDE_A = A_BLOCK * KS + 4u;
 const uint NONE = 0xFFFFFFFFu;
 const bool PREFETCH = (FLAGS & 1u) != 0u;
 const bool FORCE_GENERIC = (FLAGS & 2u) != 0u;
@@ -99,7 +110,7 @@ HK_PUSH_BEGIN
     uint wload;           // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
 HK_PUSH_END
 
-shared uint sa[BM * STRIDE];  // X quants: row r, block kk at word r * STRIDE + 8 kk
+shared uint sa[BM * STRIDE_A]; // X quants: row r, block kk at word r * STRIDE_A + A_BLOCK kk
 shared uint sb[BN * STRIDE];  // W quants
 shared float sxd[KS * BM];    // X block scale d: block kk of row r at kk * BM + r
 shared vec4 sw4[KS * BN / 2]; // W block factors (wa, wb): block kk of column c in (kk * BN + c) / 2,
@@ -107,9 +118,6 @@ shared vec4 sw4[KS * BN / 2]; // W block factors (wa, wb): block kk of column c 
 shared uint srow[BM];         // X row of each tile row (= out row; HK_MMQ_ID: the slot), or NONE
 #ifdef HK_COOPMAT
 shared int spat[256];         // element indices, to learn the accumulator ownership
-#ifdef HK_Q6_K
-shared uint smask[16 * 8];    // 16 x 32 int8: 1 in the first 16 columns
-#endif
 #endif
 
 uint tid, n0, w_row0, row_u16, KB;
@@ -142,7 +150,7 @@ void w_set(uint kk, uint r, vec2 f)
 MAT_A cm_load_a(uint off)
 {
     MAT_A a;
-    coopMatLoad(a, sa, off, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(a, sa, off, STRIDE_A, gl_CooperativeMatrixLayoutRowMajor);
     return a;
 }
 MAT_B cm_load_b(uint off)
@@ -156,15 +164,6 @@ MAT_C cbias; // every element HK_I2F_BIAS: one accumulator input that every prod
 #define cm_ones() ones
 #define cm_mma(a, b) (PROBE_NO_MMA ? MAT_C(int(tid)) : coopMatMulAdd(a, b, cbias))
 #define cm_elem(c, e) c[e]
-#ifdef HK_Q6_K
-MAT_A mask_lo;
-// the low 16 columns of k (the first 16-value scale) and the high 16
-void cm_split(MAT_A a, out MAT_A lo, out MAT_A hi)
-{
-    lo = a * mask_lo;
-    hi = a - lo;
-}
-#endif
 #else
 // a matrix is its place in the staged tile; the product is computed where it is read
 struct MAT_A {
@@ -208,7 +207,7 @@ MAT_C cm_mma(MAT_A a, MAT_B b)
         return c;
     }
     [[unroll]] for (uint e = 0; e < L; e++) {
-        uint ra = a.off + el_row(e) * STRIDE, rb = b.off + el_col(e) * STRIDE;
+        uint ra = a.off + el_row(e) * STRIDE_A, rb = b.off + el_col(e) * STRIDE;
         int s = HK_I2F_BIAS;
         [[unroll]] for (uint w = 0; w < 8u; w++) {
             if ((a.part == 1u && w >= 4u) || (a.part == 2u && w < 4u))
@@ -222,13 +221,6 @@ MAT_C cm_mma(MAT_A a, MAT_B b)
     }
     return c;
 }
-#ifdef HK_Q6_K
-void cm_split(MAT_A a, out MAT_A lo, out MAT_A hi)
-{
-    lo = MAT_A(a.off, 1u);
-    hi = MAT_A(a.off, 2u);
-}
-#endif
 #endif
 
 // ---- X staging: the KS blocks of a step of each tile row, 9 words per block (d|s, 8 quant
@@ -269,8 +261,10 @@ void x_store()
                 uint c = c0 + u, kk = c / 9u, wi = c % 9u;
                 if (wi == 0u)
                     sxd[kk * BM + r] = unpackHalf2x16(xr[j][u]).x; // the s half is never read
-                else
-                    sa[r * STRIDE + kk * 8u + wi - 1u] = xr[j][u];
+                else if (A_BLOCK == 8u)
+                    sa[r * STRIDE_A + kk * 8u + wi - 1u] = xr[j][u];
+                else // Q6_K: the high half 4 words on (the zeros between are never written)
+                    sa[r * STRIDE_A + kk * 12u + wi - 1u + (wi > 4u ? 4u : 0u)] = xr[j][u];
             }
         }
     }
@@ -321,23 +315,31 @@ bool learn_layout()
 }
 #endif
 
-// The block's A operands (Q6_K: split at the 16-value scales) and, for Q4_K, the sums of its X
+// The block's A operands (Q6_K: its halves at the 16-value scales, as staged) and, for Q4_K, the sums of its X
 // quants per row (a product with a matrix of ones: in the elements' own ownership).
 #ifdef HK_Q6_K
 #define A_OPS 2u
 #else
 #define A_OPS 1u
 #endif
-#define BLOCK_OPERANDS(kk, fa)                                                 \
-    MAT_A fa[RM * A_OPS];                                                      \
-    [[unroll]] for (uint im = 0; im < RM; im++) {                              \
-        MAT_A a_ = cm_load_a((wm0 + 16u * im) * STRIDE + 8u * (kk));           \
-        SPLIT_A(a_, fa, im)                                                    \
-    }
-#ifdef HK_Q6_K
-#define SPLIT_A(a, fa, im) cm_split(a, fa[2u * (im)], fa[2u * (im) + 1u]);
+#ifdef HK_COOPMAT
+#define A_HALF(off, part) cm_load_a(off)
 #else
-#define SPLIT_A(a, fa, im) fa[im] = a;
+#define A_HALF(off, part) MAT_A(off, part) // the portable product reads only the half's words
+#endif
+#ifdef HK_Q6_K
+#define BLOCK_OPERANDS(kk, fa)                                                 \
+    MAT_A fa[RM * 2u];                                                         \
+    [[unroll]] for (uint im = 0; im < RM; im++) {                              \
+        uint off_ = (wm0 + 16u * im) * STRIDE_A + 12u * (kk);                  \
+        fa[2u * im] = A_HALF(off_, 1u);                                        \
+        fa[2u * im + 1u] = A_HALF(off_ + 4u, 2u);                              \
+    }
+#else
+#define BLOCK_OPERANDS(kk, fa)                                                 \
+    MAT_A fa[RM];                                                              \
+    [[unroll]] for (uint im = 0; im < RM; im++)                                \
+        fa[im] = cm_load_a((wm0 + 16u * im) * STRIDE_A + 8u * (kk));
 #endif
 
 // fixed ownership: element e is row lane/4 + 8 ((e >> 1) & 1), column 2 (lane % 4) + (e & 1) + 8 (e >> 2)
@@ -492,13 +494,15 @@ void main()
 
     // which elements of a subtile this invocation holds, and whether that is the fixed ownership
     bool layout_ok = true, own_fixed = !FORCE_GENERIC && L == 8u;
+#ifdef HK_Q6_K
+    // the zeros between the halves of each staged X block, never written again (barriers below
+    // order them before any staging)
+    for (uint i = tid; i < BM * STRIDE_A; i += WG)
+        sa[i] = 0u;
+#endif
 #ifdef HK_COOPMAT
     for (uint i = tid; i < 256u; i += WG)
         spat[i] = int(i);
-#ifdef HK_Q6_K
-    for (uint i = tid; i < 128u; i += WG)
-        smask[i] = (i & 7u) < 4u ? 0x01010101u : 0u;
-#endif
     barrier();
     // an implementation that spreads a 16x16 matrix otherwise writes NaN below rather than a
     // partial answer
@@ -507,9 +511,6 @@ void main()
         if (L == 8u)
             own_fixed = own_fixed && el_row(e) == fixed_row(ln, e) && el_col(e) == fixed_col(ln, e);
     own_fixed = subgroupAll(own_fixed); // the multiplies below are the subgroup's: one form for all of it
-#ifdef HK_Q6_K
-    coopMatLoad(mask_lo, smask, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
-#endif
     ones = MAT_B(int8_t(1));
     cbias = MAT_C(HK_I2F_BIAS);
 #else

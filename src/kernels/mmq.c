@@ -70,17 +70,20 @@ typedef struct mmq_tile {
  * 16 subgroups (4 x 4 warps of 2 x 2 subtiles, 128 values a step, no prefetch: the registers
  * prefetch takes cost more than the latency it hides at 16 warps) where the shape yields about a
  * tile per SM or more (Q4_K 512 x 4096 x 4096: 0.204 ms, against 0.240 for 128 x 64 of 8), else
- * 64 x 64 of 4; expert-indexed: 32 x 64 of 4 warps with 64-value steps (Q4_K E128 768 x 2048
- * top-8: 0.398-0.41 ms, against 0.89 for 32 x 128; Qwen3-30B-A3B's experts get 32 rows on
- * average at 512 tokens), Q6_K the same without prefetch (E128 2048 x 768: 0.739 ms, against 1.17
- * with it). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
- * memory). */
+ * 64 x 64 of 4; expert-indexed: 32 x 128 of 4 warps (1 x 4 of 2 x 2 subtiles) with 64-value
+ * steps and no prefetch (Q4_K E128 768 x 2048 top-8: 0.347 ms, against 0.410 for 32 x 64 with
+ * prefetch, 2026-12-02; Qwen3-30B-A3B's experts get 32 rows on average at 512 tokens), Q6_K 32 x 64
+ * without prefetch (E128 2048 x 768: 0.610 ms, against 0.904 for 32 x 128). Portable: 32 x 32
+ * tiles, one subtile per warp (lavapipe has 32 KiB of shared memory). */
 static const mmq_tile default_tiles[2][2] = {
     {{4, 4, 2, 2, 4, 0, 0}, {2, 2, 1, 1, 4, 1, 0}}, /* dense: coopmat, portable */
-    {{1, 4, 2, 1, 2, 1, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
+    {{1, 4, 2, 2, 2, 0, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
 };
 static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
 static const mmq_tile id_q6_k_tile = {1, 4, 2, 1, 2, 0, 0};
+/* Q6_K's X tile takes 1.5 times the words (its halves staged apart): the dense 128 x 128 tile
+ * with 64-value steps (128-value steps need 55 KiB) */
+static const mmq_tile dense_q6_k_tile = {4, 4, 2, 2, 2, 0, 0};
 /* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
 #define MMQ_BIG_TILE_MIN_TILES 96u
 
@@ -130,10 +133,12 @@ static uint32_t lanes_of(const hk_context *context, int arm)
 static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t lanes)
 {
     uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, stride = 8ull * tl->ks + 4;
-    /* quants, X scales, W factor pairs, srow */
-    uint64_t words = (bm + bn) * stride + tl->ks * bm + 2ull * tl->ks * bn + bm;
+    /* X quants (Q6_K's blocks staged as 12 words: each half with zeros beside it), W quants, X
+     * scales, W factor pairs, srow */
+    uint64_t stride_a = (t == 2 ? 12ull : 8ull) * tl->ks + 4;
+    uint64_t words = bm * stride_a + bn * stride + tl->ks * bm + 2ull * tl->ks * bn + bm;
     if (arm == ARM_COOPMAT)
-        words += 256 + (t == 2 ? 128 : 0);
+        words += 256;
     return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
 }
 
@@ -216,8 +221,8 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     }
     *source = HK_SCHED_DEFAULT;
     *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
-    if (id && arm == ARM_COOPMAT && t == 2)
-        *out = id_q6_k_tile;
+    if (arm == ARM_COOPMAT && t == 2)
+        *out = id ? id_q6_k_tile : dense_q6_k_tile;
     /* a CPU device (lavapipe): LLVM compiles the unrolled k loop 3x slower (the expert-indexed
      * Q4_K pipeline 60 s against 17 s on 2 cores) and runs it no faster */
     if (arm != ARM_COOPMAT && context->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU)
