@@ -717,7 +717,7 @@ static void test_schedules(void)
         {"HK_MMQ_TILE", "1,2,2,1,8", 8, 1},   {"HK_MMQ_TILE", "4,2,2,2,4", 4, 0},
         {"HK_MMQ_TILE", "2,4,1,2,4", 4, 0},   {"HK_MMQ_TILE", "4,4,2,2,4", 4, 0},
         {"HK_MMQ_TILE", "4,4,2,2,2", 2, 0},   {"HK_MMQ_TILE", "1,4,2,2,2", 2, 0},
-        {"HK_MMQ_TILE", "1,4,1,2,2", 2, 0},
+        {"HK_MMQ_TILE", "1,4,1,2,2", 2, 0},   {"HK_MMQ_TILE", "2,4,4,2,4", 4, 0},
         {"HK_MMQ_TILE", "1,1,1,1,1", 1, 0},   {"HK_MMQ_TILE", "1,2,2,2,2", 2, 0},
         {"HK_MMQ_TILE", "1,4,2,1,2", 2, 0},   {"HK_MMQ_PREFETCH", "0", 4, 1},
         {"HK_MMQ_ROLLED", "1", 4, 1},         {"HK_MMQ_LAYOUT", "generic", 4, 0},
