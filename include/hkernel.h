@@ -954,7 +954,12 @@ HK_API const char *hk_mmq_path(hk_context *context, hk_type wtype);
 /* out[i, j] = sum_t X[i, t] * W[j, t] for i < m, j < n: X given as Q8_1 blocks, m rows of k/32
  * blocks (xq, offset a multiple of 4); W n contiguous GGUF rows of k values of wtype (Q8_0, Q4_K or
  * Q6_K; offset a multiple of 2); out f32 [m, n] row-major. m, n >= 1 (any values: tails are
- * guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q6_K). */
+ * guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q6_K).
+ * A few tokens (m <= 8) of Q4_K with w and xq at offsets that are multiples of 16 take a kernel
+ * built for streaming the weights (16 rows per workgroup, k split over its warps; int8 16x8x32
+ * matrices where the device lists them, else packed dot products): the speculative-decoding and
+ * small-batch case, the matrix-unit counterpart of hk_matvec_int8_tokens (whose sums it matches
+ * at the MMQ gates, not bit for bit). The tile hooks do not apply to it. */
 HK_API hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
                         uint32_t m, uint32_t n, uint32_t k);
 

@@ -215,12 +215,15 @@ static float *test_mmq(hk_type type, uint32_t m, uint32_t n, uint32_t k, int raw
     mmq_case c;
     mmq_build(&c, type, m, n, k, raw_w, x_mode, seed);
     hk_buffer *wb, *xb;
-    hk_view wv = input_at(c.w, c.w_bytes, flush == 2 ? 36 : flush ? 34 : 32, flush != 0, &wb);
-    hk_view xv = input_at(c.x, c.x_bytes, flush == 2 ? 8 : flush ? 4 : 16, flush != 0, &xb);
+    /* flush 0 padded, 16-byte aligned; 1 flush, 2-byte aligned weights; 2 flush, 4-byte aligned;
+     * 3 flush, 16-byte aligned (what the few-token kernel takes) */
+    hk_view wv = input_at(c.w, c.w_bytes, flush == 2 ? 36 : flush == 1 ? 34 : 32, flush != 0, &wb);
+    hk_view xv = input_at(c.x, c.x_bytes, flush == 2 ? 8 : flush == 1 ? 4 : 16, flush != 0, &xb);
     out_buffer y = out_create((size_t)m * n);
     char name[200];
     snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u %s, %s%s", hk_type_name(type), m, n, k,
-             raw_w ? "raw blocks" : "quantized", x_names[x_mode], flush == 2 ? ", flush, 4-byte aligned" : flush ? ", flush" : "");
+             raw_w ? "raw blocks" : "quantized", x_names[x_mode],
+             flush == 3 ? ", flush, 16-byte aligned" : flush == 2 ? ", flush, 4-byte aligned" : flush ? ", flush" : "");
     float *kept = NULL;
     hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&y));
     if (st != HK_OK) {
@@ -778,6 +781,17 @@ static void run_suite(int full)
             test_mmq(ty, 3, 5, 65536, 1, X_QUANTIZED, 1, ++seed, 0); /* the k limit */
         }
     }
+    /* Q4_K at m <= 8 on 16-byte aligned views: the few-token kernel (mmq_few.comp), its k split
+     * over the warps of a workgroup (k = 768: 3 super-blocks, fewer than the warps), tails in n
+     * (rows of 16) and m, every x producer, flush against the end */
+    test_mmq(HK_TYPE_Q4_K, 8, 70, 512, 1, X_RAW_BLOCKS, 0, ++seed, 0);
+    test_mmq(HK_TYPE_Q4_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
+    test_mmq(HK_TYPE_Q4_K, 7, 16, 768, 1, X_QUANTIZED, 3, ++seed, 0);
+    if (full) {
+        test_mmq(HK_TYPE_Q4_K, 8, 130, 4096, 0, X_QUANTIZED, 0, ++seed, 0);
+        test_mmq(HK_TYPE_Q4_K, 1, 300, 256, 1, X_RAW_BLOCKS, 3, ++seed, 0);
+        test_mmq(HK_TYPE_Q4_K, 5, 3, 65536, 1, X_QUANTIZED, 3, ++seed, 0); /* the k limit */
+    }
     /* grouping: uneven loads, empty experts, all slots on one expert, out-of-range ids; the
      * Qwen3-30B-A3B prefill shape (512 tokens, top-8 of 128) */
     test_rows(37, 4, 8, ROUTE_RANDOM, ++seed);
@@ -864,6 +878,7 @@ int main(int argc, char **argv)
         use_context(c, label);
         run_suite(0);
         test_arms_agree(full, c, HK_TYPE_Q4_K, 100, 130, 1024, 77);
+        test_arms_agree(full, c, HK_TYPE_Q4_K, 8, 70, 1024, 80); /* the few-token kernel */
         test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
         test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
         uint32_t messages = hk_context_validation_messages(ctx);

@@ -148,6 +148,7 @@ static const hk_case_shape mmq_tests[] = {
     {Q4, {1, 7, 256}, 1, 0},   {Q4, {17, 64, 512}, 0, 0}, {Q4, {100, 130, 1024}, 1, 0},
     {Q6, {1, 33, 256}, 0, 0},  {Q6, {70, 64, 512}, 1, 0}, {Q8, {33, 200, 320}, 1, 0},
     {Q8, {64, 1, 32}, 0, 0},   {Q8, {5, 257, 2048}, 0, 0},
+    {Q4, {8, 40, 768}, 1, 0}, /* m <= 8: the few-token kernel where the views are 16-byte aligned */
 };
 static const hk_case_shape mmq_quick[] = {{Q4, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0},
                                           {Q6, {64, 512, 2048}, 1, 0}};
@@ -155,6 +156,8 @@ static const hk_case_shape mmq_quick[] = {{Q4, {64, 512, 2048}, 1, 0}, {Q8, {64,
 static const hk_case_shape mmq_full[] = {
     {Q4, {512, 4096, 4096}, 1, 0.463}, {Q4, {512, 14336, 4096}, 1, 1.49}, {Q8, {512, 4096, 4096}, 1, 0.499},
     {Q6, {512, 4096, 4096}, 1, 0},     {Q4, {2048, 4096, 4096}, 1, 0},
+    /* 8 tokens (the few-token kernel), beside llama.cpp-vk's 8-token matvec */
+    {Q4, {8, 4096, 4096}, 1, 0.159},   {Q4, {8, 14336, 4096}, 1, 0.423},
 };
 
 const hk_case hk_case_mmq = {

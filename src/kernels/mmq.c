@@ -94,9 +94,9 @@ static const mmq_tile dense_q4_k_tile = {2, 4, 4, 2, 4, 0, 0};
 
 static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
 
-/* The device offers s8 x s8 -> s32 16x16x32 subgroup matrices (not saturating), with full
+/* The device offers s8 x s8 -> s32 16 x n x 32 subgroup matrices (not saturating), with full
  * subgroups of its size, and the int8 arithmetic the matrix types need. */
-static int coopmat_usable(const hk_context *context)
+static int coopmat_usable_n(const hk_context *context, uint32_t n)
 {
     const hk_caps *c = &context->caps;
     uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_SUBGROUP_SIZE_CONTROL | HK_FEATURE_INT8;
@@ -105,12 +105,14 @@ static int coopmat_usable(const hk_context *context)
         return 0;
     for (uint32_t i = 0; i < c->coopmat_khr_count; i++) {
         const hk_coopmat_props *p = &c->coopmat_khr_props[i];
-        if (p->m == 16 && p->n == 16 && p->k == 32 && p->a_type == 3 /* SINT8 */ && p->b_type == 3 &&
+        if (p->m == 16 && p->n == n && p->k == 32 && p->a_type == 3 /* SINT8 */ && p->b_type == 3 &&
             p->c_type == 5 /* SINT32 */ && p->result_type == 5 && !p->saturating && p->scope == 3 /* subgroup */)
             return 1;
     }
     return 0;
 }
+
+static int coopmat_usable(const hk_context *context) { return coopmat_usable_n(context, 16); }
 
 static int pick_arm(const hk_context *context, int id, int t)
 {
@@ -285,6 +287,58 @@ typedef struct mmq_params {
     uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row, wload;
 } mmq_params;
 
+/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 8 on Q4_K weights, 16-byte aligned views.
+ * A workgroup owns 16 weight rows and its warps split k, each staging its own super-blocks, so
+ * the weights stream with every load in flight; the 16 x 8 x 32 int8 matrices where the device
+ * lists them, else the same tiles with packed dot products (warps of 32). ---- */
+#define FEW_MAX_M 8u
+#ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_CM
+#define FEW_CM HK_SHADER_MMQ_FEW_Q4_K_CM
+#else
+#define FEW_CM NO_SHADER
+#endif
+#ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_DOT
+#define FEW_DOT HK_SHADER_MMQ_FEW_Q4_K_DOT
+#else
+#define FEW_DOT NO_SHADER
+#endif
+static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
+
+/* mmq_few.comp's shared memory for `warps` warps: per warp 8 weight tiles of 16 x 12 words, 128
+ * factor pairs, 8 x 68 words of token quants, 64 d and 128 partial sums; the coopmat arm's 128
+ * element indices. The warp count is picked from the larger one, so that both arms of a device
+ * split k alike (and agree bit for bit). */
+static uint64_t few_shared_bytes(uint32_t warps) { return 4ull * (warps * (8 * 192 + 256 + 8 * 68 + 64 + 128) + 128); }
+
+static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, const hk_binding *b,
+                            const mmq_params *p)
+{
+    int arm = ARM_SCALAR;
+    if (few_shaders[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, 8))
+        arm = ARM_COOPMAT;
+    else if (few_shaders[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
+        arm = ARM_DOT;
+    uint32_t lanes = lanes_of(context, arm), warps = 4;
+    while (warps > 1 && (few_shared_bytes(warps) > context->caps.shared_memory_bytes ||
+                         warps * lanes > context->caps.max_workgroup_size))
+        warps /= 2;
+    if (few_shared_bytes(warps) > context->caps.shared_memory_bytes || warps * lanes > context->caps.max_workgroup_size)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
+                        "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
+                        (unsigned long long)few_shared_bytes(warps), warps * lanes);
+    uint32_t spec[2] = {warps * lanes, lanes}, params[3] = {p->m, p->n, p->k};
+    hk_dispatch_desc d = {.shader = few_shaders[arm],
+                          .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
+                          .spec = spec,
+                          .spec_count = 2,
+                          .bindings = b,
+                          .binding_count = 3,
+                          .params = params,
+                          .params_bytes = sizeof params,
+                          .groups = (p->n + 15) / 16};
+    return hk__dispatch(context, stream, fn, &d);
+}
+
 /* w and xq as bound (b[0], b[1]): their alignment picks the load widths (flags, p->wload) */
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
                         uint32_t count, mmq_params *p, uint64_t m_rows_max, const char *key)
@@ -317,6 +371,17 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         return st;
     flags |= probe << 4;
 #endif
+    if (!id && t == 1 && p->m <= FEW_MAX_M && b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0) {
+        /* the tile does not apply; the tuner's family still notes it (every schedule runs this) */
+        st = record_few(context, stream, fn, b, p);
+        p->n = n;
+        if (st == HK_OK) {
+            uint32_t served[MQ_PARAMS];
+            sched_of_tile(&tl, served);
+            hk__tune_note(context, HK_TUNE_MMQ, served, source);
+        }
+        return st;
+    }
     /* X rows of whole 4-block steps start on 16 bytes (36 x 4 = 144) where the view does; Q4_K
      * chunks are as aligned as the weight view (144 = 9 x 16); the descriptor base is aligned to a
      * power of two of at least 16, so the offset tells */
