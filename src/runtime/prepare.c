@@ -209,14 +209,16 @@ static hk_status prep_rope(prep *p)
     return HK_OK;
 }
 
-/* Prefill: the int8 GEMM dense and expert-indexed per weight type, the slot grouping, the f16
- * GEMM per weight type with 16-byte aligned x and not. */
+/* Prefill: the int8 GEMM dense (and Q4_K's few-token kernel) and expert-indexed per weight type,
+ * the slot grouping, the f16 GEMM per weight type with 16-byte aligned x and not. */
 static hk_status prep_mmq(prep *p)
 {
     for (int t = 0; t < 3; t++) {
         uint32_t k = hk_type_block_values(weight_types[t]);
         TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), 64, 64, k));
     }
+    /* a few tokens (speculative decoding): Q4_K's own kernel */
+    TRY(hk_mmq(p->ctx, p->s, HK_TYPE_Q4_K, view(p, 0), view(p, 1), view(p, 2), 8, 64, 256));
     return HK_OK;
 }
 
