@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
-# build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz. Usage there:
+# build-gpu/; logs, CSV, JSON and the driver's shader cache (glcache/, for tools/nv-sass.py) go
+# into one archive, $OUT/gpu-run.tgz. Usage there:
 # bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] (default: the first three).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
@@ -11,6 +12,9 @@ ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 ARCHIVE=${OUT:-/tmp}/gpu-run.tgz
 OUT=$(mktemp -d)
+# what NVIDIA's driver compiles goes into the archive too (glcache/): tools/nv-sass.py disassembles it
+export __GL_SHADER_DISK_CACHE_PATH=$OUT/glcache __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
+mkdir -p "$OUT/glcache"
 steps=${*:-tests check bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 cd build-gpu
