@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
-# build-gpu/; logs, CSV, JSON and the driver's shader cache (glcache/, for tools/nv-sass.py) go
-# into one archive, $OUT/gpu-run.tgz. Usage there:
-# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] (default: the first three).
+# build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
+# driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
+# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [sass] (default: the first three).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
 # shape, default 12) into a cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's
@@ -12,10 +12,13 @@ ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 ARCHIVE=${OUT:-/tmp}/gpu-run.tgz
 OUT=$(mktemp -d)
-# what NVIDIA's driver compiles goes into the archive too (glcache/): tools/nv-sass.py disassembles it
-export __GL_SHADER_DISK_CACHE_PATH=$OUT/glcache __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
-mkdir -p "$OUT/glcache"
 steps=${*:-tests check bench}
+# sass: what NVIDIA's driver compiles during the other steps goes into a second archive beside the
+# first, glcache.tgz (several MB per test program), for tools/nv-sass.py
+GLCACHE=$(mktemp -d)
+if [[ " $steps " == *" sass "* ]]; then
+    export __GL_SHADER_DISK_CACHE_PATH=$GLCACHE __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 cd build-gpu
 if [[ $steps == *tests* ]]; then
@@ -69,3 +72,6 @@ if [[ " $steps " == *" tuned-bench "* ]]; then
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 tar czf "$ARCHIVE" -C "$OUT" .
+if [[ " $steps " == *" sass "* ]]; then
+    tar czf "${ARCHIVE%/*}/glcache.tgz" -C "$GLCACHE" .
+fi
