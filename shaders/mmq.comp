@@ -261,10 +261,8 @@ void x_store()
                 uint c = c0 + u, kk = c / 9u, wi = c % 9u;
                 if (wi == 0u)
                     sxd[kk * BM + r] = unpackHalf2x16(xr[j][u]).x; // the s half is never read
-                else if (A_BLOCK == 8u)
-                    sa[r * STRIDE_A + kk * 8u + wi - 1u] = xr[j][u];
-                else // Q6_K: the high half 4 words on (the zeros between are never written)
-                    sa[r * STRIDE_A + kk * 12u + wi - 1u + (wi > 4u ? 4u : 0u)] = xr[j][u];
+                else // Q6_K's high half A_BLOCK - 8 = 4 words on (the zeros between are never written)
+                    sa[r * STRIDE_A + kk * A_BLOCK + wi - 1u + (wi > 4u ? A_BLOCK - 8u : 0u)] = xr[j][u];
             }
         }
     }

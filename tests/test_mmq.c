@@ -194,10 +194,6 @@ static void mmq_free(mmq_case *c)
     free(c->ref);
 }
 
-/* Runs one hk_mmq case; flush 0: w at 0 mod 16 and x at 16, with slack after each; 1: flush
- * against the buffers' ends, w at an offset of 2 mod 4 (GGUF blocks are only 2-byte aligned), x
- * at 4; 2: flush, w at 4 mod 16 and x at 8 (the 4-byte load widths). Returns the output (caller
- * frees) when asked. */
 /* test_schedules: a tile that the device's shared memory cannot hold for a type (Q6_K's X tile
  * takes 1.5 times the words) must be refused with that reason rather than run */
 static int tile_may_not_fit;
@@ -209,14 +205,16 @@ static int refused_for_size(hk_status st, const char *name)
     return 1;
 }
 
+/* Runs one hk_mmq case; flush 0: w at 0 mod 16 and x at 16, with slack after each; 1: flush
+ * against the buffers' ends, w at an offset of 2 mod 4 (GGUF blocks are only 2-byte aligned), x
+ * at 4; 2: flush, w at 4 mod 16 and x at 8 (the 4-byte load widths). Returns the output (caller
+ * frees) when asked. */
 static float *test_mmq(hk_type type, uint32_t m, uint32_t n, uint32_t k, int raw_w, int x_mode, int flush,
                        uint64_t seed, int keep_output)
 {
     mmq_case c;
     mmq_build(&c, type, m, n, k, raw_w, x_mode, seed);
     hk_buffer *wb, *xb;
-    /* flush 0 padded, 16-byte aligned; 1 flush, 2-byte aligned weights; 2 flush, 4-byte aligned;
-     * 3 flush, 16-byte aligned (what the few-token kernel takes) */
     hk_view wv = input_at(c.w, c.w_bytes, flush == 2 ? 36 : flush == 1 ? 34 : 32, flush != 0, &wb);
     hk_view xv = input_at(c.x, c.x_bytes, flush == 2 ? 8 : flush == 1 ? 4 : 16, flush != 0, &xb);
     out_buffer y = out_create((size_t)m * n);

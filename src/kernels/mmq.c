@@ -66,29 +66,24 @@ typedef struct mmq_tile {
     uint32_t wm, wn, rm, rn, ks, prefetch, rolled;
 } mmq_tile;
 
-/* Defaults, from the H200's sweeps (docs/perf.md, 2026-12-01). coopmat, dense: 128 x 128 tiles of
- * 16 subgroups (4 x 4 warps of 2 x 2 subtiles, 128 values a step, no prefetch: the registers
- * prefetch takes cost more than the latency it hides at 16 warps) where the shape yields about a
- * tile per SM or more (Q4_K 512 x 4096 x 4096: 0.204 ms, against 0.240 for 128 x 64 of 8), else
- * 64 x 64 of 4; expert-indexed: 32 x 128 of 4 warps (1 x 4 of 2 x 2 subtiles) with 64-value
- * steps and no prefetch (Q4_K E128 768 x 2048 top-8: 0.347 ms, against 0.410 for 32 x 64 with
- * prefetch, 2026-12-02; Qwen3-30B-A3B's experts get 32 rows on average at 512 tokens), Q6_K 32 x 64
- * without prefetch (E128 2048 x 768: 0.610 ms, against 0.904 for 32 x 128). Portable: 32 x 32
- * tiles, one subtile per warp (lavapipe has 32 KiB of shared memory). */
-static const mmq_tile default_tiles[2][2] = {
-    {{4, 4, 2, 2, 4, 0, 0}, {2, 2, 1, 1, 4, 1, 0}}, /* dense: coopmat, portable */
-    {{1, 4, 2, 2, 2, 0, 0}, {1, 2, 2, 1, 4, 1, 0}}, /* expert-indexed */
+/* Defaults, from the H200's sweeps (docs/perf.md, 2026-12-01 and 12-02), coopmat by kernel and
+ * type. Dense: 128 x 128 tiles without prefetch (the registers it takes cost more than the latency
+ * it hides) where the shape yields about a tile per SM or more, else the small 64 x 64 tile of 4
+ * warps. Q8_0 on 16 warps of 2 x 2 subtiles with 128-value steps; Q4_K on 8 warps of 4 x 2 (255
+ * registers, more of a block's products in flight: 0.191 ms at 512 x 4096 x 4096 against 0.209
+ * for 16 warps, where Q8_0 takes 0.243 against 0.211); Q6_K on 16 warps with 64-value steps (its X
+ * tile takes 1.5 times the words, its halves staged apart: 128-value steps need 55 KiB).
+ * Expert-indexed (Qwen3-30B-A3B's experts get 32 rows on average at 512 tokens): 32 x 128 on 4
+ * warps of 2 x 2 with 64-value steps, no prefetch (Q4_K E128 768 x 2048 top-8: 0.347 ms, against
+ * 0.410 for 32 x 64 with prefetch), Q6_K 32 x 64 (E128 2048 x 768: 0.610 ms, against 0.904 for
+ * 32 x 128). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
+ * memory). */
+static const mmq_tile coopmat_tiles[2][3] = {
+    {{4, 4, 2, 2, 4, 0, 0}, {2, 4, 4, 2, 4, 0, 0}, {4, 4, 2, 2, 2, 0, 0}}, /* dense: Q8_0, Q4_K, Q6_K */
+    {{1, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 1, 2, 0, 0}}, /* expert-indexed */
 };
+static const mmq_tile portable_tiles[2] = {{2, 2, 1, 1, 4, 1, 0}, {1, 2, 2, 1, 4, 1, 0}};
 static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
-static const mmq_tile id_q6_k_tile = {1, 4, 2, 1, 2, 0, 0};
-/* Q6_K's X tile takes 1.5 times the words (its halves staged apart): the dense 128 x 128 tile
- * with 64-value steps (128-value steps need 55 KiB) */
-static const mmq_tile dense_q6_k_tile = {4, 4, 2, 2, 2, 0, 0};
-/* Q4_K's dense 128 x 128 tile runs faster on 8 warps of 4 x 2 subtiles (255 registers: the
- * compiler keeps more of a block's products in flight; 0.191 ms at 512 x 4096 x 4096 against 0.209
- * for 16 warps of 2 x 2 on the H200, 2026-12-02); Q8_0 and Q6_K do not (0.243 / 0.345 ms against
- * 0.211 / 0.323) */
-static const mmq_tile dense_q4_k_tile = {2, 4, 4, 2, 4, 0, 0};
 /* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
 #define MMQ_BIG_TILE_MIN_TILES 96u
 
@@ -227,11 +222,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
         /* a cached winner this device cannot run (a hand-edited line): the default */
     }
     *source = HK_SCHED_DEFAULT;
-    *out = default_tiles[id][arm == ARM_COOPMAT ? 0 : 1];
-    if (arm == ARM_COOPMAT && t == 2)
-        *out = id ? id_q6_k_tile : dense_q6_k_tile;
-    if (arm == ARM_COOPMAT && t == 1 && !id)
-        *out = dense_q4_k_tile;
+    *out = arm == ARM_COOPMAT ? coopmat_tiles[id][t] : portable_tiles[id];
     /* a CPU device (lavapipe): LLVM compiles the unrolled k loop 3x slower (the expert-indexed
      * Q4_K pipeline 60 s against 17 s on 2 cores) and runs it no faster */
     if (arm != ARM_COOPMAT && context->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU)
