@@ -12,26 +12,40 @@
 // computes it (int8 sums exact per 32-value block, Q4_K's d*sc*dot - dmin*m*sum(xq) in f32), laid
 // out for a weight stream rather than for reuse: a workgroup owns 16 weight rows and all 8 token
 // columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...), and each warp
-// stages its own super-block (16 rows of Q4_K, 8 tokens of Q8_1: 288 16-byte loads, all issued a
-// super-block ahead), so no tile is shared and every load of the stream is in flight at once.
-// Per 32-value sub-block the warp multiplies the 16 x 32 weight tile by the 32 x 8 tile of the
-// tokens (W as A, X as B: int8 16x8x32 -> int32), and a tile of ones by the tokens' tile (each
-// token's exact sum of quants, in the accumulator's own ownership). At the end the warps' partial
-// sums are added in warp order (deterministic) and written.
+// works alone through its own half super-blocks (16 rows x 128 values, and the 8 tokens' 4 Q8_1
+// blocks): it loads one half while it multiplies the one before (two sets of registers, one
+// super-block ahead), unpacks it into its own tiles in shared memory, and multiplies: per 32-value
+// sub-block the 16 x 32 weight tile by the 32 x 8 tile of the tokens (W as A, X as B: int8
+// 16x8x32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of quants, in
+// the accumulator's own ownership). At the end the warps' partial sums are added in warp order
+// (deterministic) and written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
-//               16 x 8 result an invocation holds is learnt by loading a matrix of indices.
+//               16 x 8 result an invocation holds is learnt by loading a matrix of indices. A warp
+//               only waits for itself (subgroup-scope barriers) until the final sum.
 //   default     the same tiles as views of shared memory, each element an invocation holds
 //               (NVIDIA's m16n8 ownership: rows lane/4 and lane/4 + 8, columns 2 (lane % 4) + 0,
-//               1) computed with packed int8 dot products (dot.glsl), on warps of 32.
-// Needs 16-byte aligned views of W and X (the host takes mmq.comp otherwise).
+//               1) computed with packed int8 dot products (dot.glsl), on warps of 32 invocations
+//               that need not be subgroups (workgroup barriers).
+// Needs a 16-byte aligned view of W and a 4-byte aligned one of X (the host takes mmq.comp
+// otherwise).
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
-layout(binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };
+layout(binding = 1) readonly buffer XQ { uint xq[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
 
 layout(constant_id = 1) const uint LANES = 32;
+#ifdef HK_MMQ_PROBES
+// development builds only (CMake HK_MMQ_PROBES, HK_MMQ_FEW_PROBE=bits): parts of the work left
+// out, to time the rest (wrong results)
+layout(constant_id = 2) const uint PROBE = 0;
+#else
+const uint PROBE = 0;
+#endif
+const bool PROBE_NO_X = (PROBE & 1u) != 0u;   // the tokens' blocks not loaded (zeros staged)
+const bool PROBE_NO_W = (PROBE & 2u) != 0u;   // the weights not loaded (zeros staged)
+const bool PROBE_NO_MMA = (PROBE & 4u) != 0u; // no products and no epilogue
 const uint WARPS = WG / LANES;
 const uint L = 128u / LANES; // elements of a 16 x 8 result per invocation
 
@@ -41,44 +55,53 @@ HK_PUSH_BEGIN
     uint k;
 HK_PUSH_END
 
-// per warp: the 8 sub-blocks of its super-block as 16 x 32 int8 tiles, rows TW words apart (32
-// bytes and 16 of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into
-// different banks); the rows' (wa, wb) per sub-block; the tokens' quants, token t's block j at
-// t * XS + 8 j (XS = 68: the same bank spread); their d; the warp's partial sums
+// A warp's words of shared memory, for one half super-block: its 4 sub-blocks as 16 x 32 int8
+// tiles, rows TW words apart (32 bytes and 16 of padding, so that the 16-byte rows a matrix load
+// reads from 8 rows fall into different banks); the tokens' quants, token t's block b at t * XS +
+// 8 b (XS = 36: the same bank spread); the rows' factor pairs (d*sc, -dmin*m) per sub-block, at
+// FAC + 2 (4 r + b); the tokens' d, at XD + 4 t + b. After the loop its first 128 words hold its
+// partial sums.
 const uint TW = 12u;
 const uint TILE = 16u * TW;
-const uint XS = 68u;
-shared uint sw[WARPS * 8u * TILE];
-shared vec2 swf[WARPS * 128u];
-shared uint sx[WARPS * 8u * XS];
-shared float sxd[WARPS * 64u];
-shared float sred[WARPS * 128u];
+const uint XS = 36u;
+const uint XB = 4u * TILE;
+const uint FAC = XB + 8u * XS;
+const uint XD = FAC + 128u;
+const uint WSH = XD + 32u;
+shared uint sh[WARPS * WSH];
 #ifdef HK_COOPMAT
 shared int spat[128];
 #endif
 
-const uint NONE = 0xFFFFFFFFu;
-// loads of one super-block per warp: 128 weight chunks (row r's qs bytes 16 q .. 16 q + 15 at
-// unit 8 r + q), 16 headers, then 8 tokens x 18 uvec4 of Q8_1 blocks
-const uint UNITS = 288u;
-const uint NU = (UNITS + LANES - 1u) / LANES;
+// loads of one half super-block per invocation: its 64 16-byte weight pieces (row r's quants
+// 16 q .. 16 q + 15 of the half at unit 4 r + q); 32 headers (row u / 2, twice: each of the two
+// invocations decodes two of the half's sub-blocks), and the 32 Q8_1 blocks of the 8 tokens (unit
+// u: token u / 4's block u % 4 of the half, its 9 words at one address and the next 8)
+const uint NQ = (64u + LANES - 1u) / LANES;
+const uint NH = (32u + LANES - 1u) / LANES;
+// two register sets, one per half: a warp's loads fly a super-block ahead of its products (on the
+// H200 one set, a half ahead, took as long with 154 registers instead of 170, and four, two
+// super-blocks ahead, as long with 246)
+uvec4 rq[2][NQ], rh[2][NH];
+uint rx[2][NH][9];
 
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 8, gl_MatrixUseB>
 #define MAT_C coopmat<int, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
+#define WARP_BARRIER() controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease)
 MAT_C cbias; // every element HK_I2F_BIAS (common.glsl): int32 sums become floats by a subtraction
 MAT_A ones;
 MAT_A load_a(uint off)
 {
     MAT_A a;
-    coopMatLoad(a, sw, off, TW, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(a, sh, off, TW, gl_CooperativeMatrixLayoutRowMajor);
     return a;
 }
 MAT_B load_b(uint off)
 {
     MAT_B b;
-    coopMatLoad(b, sx, off, XS, gl_CooperativeMatrixLayoutColumnMajor);
+    coopMatLoad(b, sh, off, XS, gl_CooperativeMatrixLayoutColumnMajor);
     return b;
 }
 #define ONES() ones
@@ -89,6 +112,8 @@ uint el_row(uint e) { return epos[e] >> 3; }
 uint el_col(uint e) { return epos[e] & 7u; }
 #else
 #include "dot.glsl"
+#define WARP_BARRIER() barrier()
+const uint NONE = 0xFFFFFFFFu;
 struct MAT_A {
     uint off; // NONE: every element 1
 };
@@ -112,7 +137,7 @@ MAT_C mma(MAT_A a, MAT_B b)
         uint ra = a.off + el_row(e) * TW, rb = b.off + el_col(e) * XS;
         int s = HK_I2F_BIAS;
         [[unroll]] for (uint w = 0; w < 8u; w++)
-            s += hk_dot4(a.off == NONE ? 0x01010101u : sw[ra + w], sx[rb + w]);
+            s += hk_dot4(a.off == NONE ? 0x01010101u : sh[ra + w], sh[rb + w]);
         c.v[e] = s;
     }
     return c;
@@ -132,9 +157,9 @@ void main()
         return;
     const uint KB = pc.k / 32u, SB = pc.k / 256u, iters = (SB + WARPS - 1u) / WARPS;
     const uint w0 = pc.view_offset[0] / 16u + n0 * SB * 9u; // row n0's first 16-byte chunk
-    const uint x0 = pc.view_offset[1] / 16u;
+    const uint x0 = pc.view_offset[1] / 4u;
     const uint y0 = pc.view_offset[2] / 4u;
-    const uint swb = warp * 8u * TILE, swfb = warp * 128u, sxb = warp * 8u * XS, sxdb = warp * 64u;
+    const uint base = warp * WSH;
 
     bool layout_ok = true;
 #ifdef HK_COOPMAT
@@ -154,100 +179,102 @@ void main()
     ones = MAT_A(int8_t(1));
 #endif
 
-    float acc[L];
+    float acc[L], part[L];
     [[unroll]] for (uint e = 0; e < L; e++)
         acc[e] = 0.0;
 
-    uvec4 raw[NU];
-    // super-block sb of the warp's rows and tokens into raw (zeros past n, m and k)
-#define LOAD(sb)                                                                              \
-    [[unroll]] for (uint j = 0; j < NU; j++) {                                                \
-        uint u = ln + j * LANES;                                                              \
-        uvec4 v = uvec4(0u);                                                                  \
-        if ((sb) < SB && u < 128u) {                                                          \
-            if (n0 + u / 8u < pc.n)                                                           \
-                v = w128[w0 + (u / 8u) * SB * 9u + (sb) * 9u + 1u + u % 8u];                 \
-        } else if ((sb) < SB && u < 144u) {                                                   \
-            if (n0 + u - 128u < pc.n)                                                         \
-                v = w128[w0 + (u - 128u) * SB * 9u + (sb) * 9u];                              \
-        } else if ((sb) < SB && u < UNITS) {                                                  \
-            uint t = (u - 144u) / 18u;                                                        \
-            if (t < pc.m)                                                                     \
-                v = xq4[x0 + (t * KB + (sb) * 8u) * 9u / 4u + (u - 144u) % 18u];              \
+    // half h of super-block sb into register set h (zeros past n, m and k)
+#define LOAD(set, h, sb)                                                                      \
+    {                                                                                         \
+        const bool live = (sb) < SB;                                                          \
+        [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
+            uint u = ln + j * LANES, r = u >> 2;                                              \
+            rq[set][j] = live && !PROBE_NO_W && u < 64u && n0 + r < pc.n                                       \
+                           ? w128[w0 + r * SB * 9u + (sb) * 9u + 1u + 4u * (h) + (u & 3u)]    \
+                           : uvec4(0u);                                                       \
         }                                                                                     \
-        raw[j] = v;                                                                           \
+        [[unroll]] for (uint j = 0; j < NH; j++) {                                            \
+            uint u = ln + j * LANES, r = u >> 1, t = u >> 2;                                  \
+            rh[set][j] = live && !PROBE_NO_W && u < 32u && n0 + r < pc.n ? w128[w0 + r * SB * 9u + (sb) * 9u]  \
+                                                        : uvec4(0u);                          \
+            uint xb = x0 + (t * KB + (sb) * 8u + 4u * (h) + (u & 3u)) * 9u;                   \
+            [[unroll]] for (uint w = 0; w < 9u; w++)                                          \
+                rx[set][j][w] = live && !PROBE_NO_X && u < 32u && t < pc.m ? xq[xb + w] : 0u;                  \
+        }                                                                                     \
     }
 
-    LOAD(warp)
+    LOAD(0, 0, warp)
+    LOAD(1, 1, warp)
     for (uint it = 0; it < iters; it++) {
         const uint sb = warp + it * WARPS;
-        barrier(); // the last super-block's products are done with the warp's tiles
-        [[unroll]] for (uint j = 0; j < NU; j++) {
-            uint u = ln + j * LANES;
-            uvec4 v = raw[j];
-            if (u < 128u) {
-                // qs chunk q of row r: its low nibbles are values 16 (q % 2) .. of sub-block
-                // 2 (q / 2), its high nibbles the same values of sub-block 2 (q / 2) + 1
-                uint r = u / 8u, q = u % 8u;
-                uint o = swb + (q & ~1u) * TILE + r * TW + 4u * (q & 1u);
-                [[unroll]] for (uint w = 0; w < 4u; w++) {
-                    sw[o + w] = v[w] & 0x0F0F0F0Fu;
-                    sw[o + TILE + w] = (v[w] >> 4) & 0x0F0F0F0Fu;
+        // the super-block's 8 terms summed apart, then added: a long k adds k / 256 / WARPS
+        // terms into acc rather than 8 times as many (the rounding grows with the count)
+        [[unroll]] for (uint e = 0; e < L; e++)
+            part[e] = 0.0;
+        [[unroll]] for (uint h = 0; h < 2u; h++) {
+            WARP_BARRIER(); // the warp is done with its tiles' last half
+            [[unroll]] for (uint j = 0; j < NQ; j++) {
+                uint u = ln + j * LANES;
+                if (u < 64u) {
+                    // piece q of row r: its low nibbles are values 16 (q % 2) .. of local
+                    // sub-block 2 (q / 2), its high nibbles the same values of the next one
+                    uint r = u >> 2, q = u & 3u, o = base + (q >> 1) * 2u * TILE + r * TW + 4u * (q & 1u);
+                    [[unroll]] for (uint w = 0; w < 4u; w++) {
+                        sh[o + w] = rq[h][j][w] & 0x0F0F0F0Fu;
+                        sh[o + TILE + w] = (rq[h][j][w] >> 4) & 0x0F0F0F0Fu;
+                    }
                 }
-            } else if (u < 144u) {
-                uint r = u - 128u;
-                uvec2 sc, mn;
-                hk_q4k_scales8(v, sc, mn);
-                vec2 dm = unpackHalf2x16(v.x);
-                [[unroll]] for (uint s = 0; s < 8u; s++) {
-                    uvec2 f = hk_q4k_scale_of(sc, mn, s);
-                    swf[swfb + r * 8u + s] = vec2(dm.x * float(f.x), -dm.y * float(f.y));
+            }
+            [[unroll]] for (uint j = 0; j < NH; j++) {
+                uint u = ln + j * LANES;
+                if (u < 32u) {
+                    // row u / 2's factors of local sub-blocks 2 (u % 2) and 2 (u % 2) + 1
+                    uint r = u >> 1, p = u & 1u;
+                    uvec2 sc, mn;
+                    hk_q4k_scales8(rh[h][j], sc, mn);
+                    vec2 dm = unpackHalf2x16(rh[h][j].x);
+                    [[unroll]] for (uint i = 0; i < 2u; i++) {
+                        uvec2 f = hk_q4k_scale_of(sc, mn, 4u * h + 2u * p + i);
+                        uint o = base + FAC + 2u * (4u * r + 2u * p + i);
+                        sh[o] = floatBitsToUint(dm.x * float(f.x));
+                        sh[o + 1u] = floatBitsToUint(-dm.y * float(f.y));
+                    }
+                    // token u / 4's block u % 4: its d (the s half is never read) and its quants
+                    sh[base + XD + u] = floatBitsToUint(unpackHalf2x16(rx[h][j][0]).x);
+                    [[unroll]] for (uint w = 0; w < 8u; w++)
+                        sh[base + XB + (u >> 2) * XS + 8u * (u & 3u) + w] = rx[h][j][1u + w];
                 }
-            } else if (u < UNITS) {
-                // words 4 q' .. 4 q' + 3 of token t's 8 blocks of 9 words (d|s, then 8 of quants)
-                uint t = (u - 144u) / 18u, q = (u - 144u) % 18u;
-                [[unroll]] for (uint w = 0; w < 4u; w++) {
-                    uint i = 4u * q + w, blk = i / 9u, wi = i % 9u;
-                    if (wi == 0u)
-                        sxd[sxdb + t * 8u + blk] = unpackHalf2x16(v[w]).x; // the s half is never read
-                    else
-                        sx[sxb + t * XS + blk * 8u + wi - 1u] = v[w];
+            }
+            WARP_BARRIER();
+            LOAD(h, h, sb + WARPS)
+            if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
+                [[unroll]] for (uint b = 0; b < 4u; b++) {
+                    MAT_B xt = load_b(base + XB + 8u * b);
+                    MAT_C c = mma(load_a(base + b * TILE), xt);
+                    MAT_C s = mma(ONES(), xt);
+                    [[unroll]] for (uint e = 0; e < L; e++) {
+                        uint r = el_row(e), t = el_col(e), f = base + FAC + 2u * (4u * r + b);
+                        // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
+                        part[e] = fma(fma(hk_biased_float(ELEM(c, e)), uintBitsToFloat(sh[f]),
+                                          uintBitsToFloat(sh[f + 1u]) * hk_biased_float(ELEM(s, e))),
+                                      uintBitsToFloat(sh[base + XD + 4u * t + b]), part[e]);
+                    }
                 }
             }
         }
-        barrier();
-        LOAD(sb + WARPS)
-        if (sb < SB) { // uniform in the warp
-            // the super-block's 8 terms summed apart, then added: a long k adds k / 256 / WARPS
-            // terms into acc rather than 8 times as many (the rounding grows with the count)
-            float part[L];
-            [[unroll]] for (uint e = 0; e < L; e++)
-                part[e] = 0.0;
-            [[unroll]] for (uint j = 0; j < 8u; j++) {
-                MAT_B b = load_b(sxb + 8u * j);
-                MAT_C c = mma(load_a(swb + j * TILE), b);
-                MAT_C s = mma(ONES(), b);
-                [[unroll]] for (uint e = 0; e < L; e++) {
-                    uint r = el_row(e), t = el_col(e);
-                    vec2 wf = swf[swfb + r * 8u + j];
-                    // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
-                    part[e] = fma(fma(hk_biased_float(ELEM(c, e)), wf.x, wf.y * hk_biased_float(ELEM(s, e))),
-                                  sxd[sxdb + t * 8u + j], part[e]);
-                }
-            }
-            [[unroll]] for (uint e = 0; e < L; e++)
-                acc[e] += part[e];
-        }
+        [[unroll]] for (uint e = 0; e < L; e++)
+            acc[e] += part[e];
     }
 
+    barrier(); // every warp is done with its tiles
     [[unroll]] for (uint e = 0; e < L; e++)
-        sred[warp * 128u + el_row(e) * 8u + el_col(e)] = acc[e];
+        sh[base + el_row(e) * 8u + el_col(e)] = floatBitsToUint(acc[e]);
     barrier();
     for (uint i = tid; i < 128u; i += WG) {
         uint r = i / 8u, t = i % 8u;
         float sum = 0.0;
         for (uint w = 0; w < WARPS; w++)
-            sum += sred[w * 128u + i];
+            sum += uintBitsToFloat(sh[w * WSH + i]);
         if (t < pc.m && n0 + r < pc.n)
             y[y0 + t * pc.n + n0 + r] = layout_ok ? sum : uintBitsToFloat(0x7FC00000u);
     }

@@ -134,6 +134,22 @@ int wanted(const bench *b, const char *name)
     return 0;
 }
 
+/* --shapes: whether shape's first three dimensions are one of the list's D0xD1xD2 */
+static int shape_wanted(const char *list, const hk_case_shape *shape)
+{
+    if (!list)
+        return 1;
+    char dims[64];
+    int len = snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == (size_t)len && !strncmp(p, dims, n))
+            return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 static int bench_only_valid(const char *tool, const char *only)
 {
     if (!only)
@@ -155,7 +171,7 @@ static int bench_only_valid(const char *tool, const char *only)
     return 1;
 }
 
-bench_options bench_options_default(void) { return (bench_options){-1, NULL, -1, NULL, NULL}; }
+bench_options bench_options_default(void) { return (bench_options){-1, NULL, -1, NULL, NULL, NULL}; }
 
 void bench_options_help(FILE *f)
 {
@@ -164,6 +180,7 @@ void bench_options_help(FILE *f)
                "  --full           the model shapes (the default on GPUs)\n"
                "  --csv FILE       also write the rows as CSV\n"
                "  --only NAMES     only these kernels, comma-separated (a name that is none lists them)\n"
+               "  --shapes DIMS    only the shapes of these dimensions, comma-separated D0xD1xD2 (8x4096x4096)\n"
                "  --help           this text\n");
 }
 
@@ -174,7 +191,7 @@ int bench_option(bench_options *o, int argc, char **argv, int *i)
         o->quick = !strcmp(arg, "--quick");
         return 1;
     }
-    if (strcmp(arg, "--device") && strcmp(arg, "--csv") && strcmp(arg, "--only"))
+    if (strcmp(arg, "--device") && strcmp(arg, "--csv") && strcmp(arg, "--only") && strcmp(arg, "--shapes"))
         return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "%s needs a value\n", arg);
@@ -190,6 +207,8 @@ int bench_option(bench_options *o, int argc, char **argv, int *i)
             o->device_name = value;
     } else if (!strcmp(arg, "--csv")) {
         o->csv = value;
+    } else if (!strcmp(arg, "--shapes")) {
+        o->shapes = value;
     } else {
         o->only = value;
     }
@@ -255,6 +274,8 @@ void for_each_case(bench *b, int ref_mode, row_fn row)
         const hk_case_shape *shapes = b->quick ? kc->quick : kc->full;
         uint32_t n = b->quick ? kc->n_quick : kc->n_full;
         for (uint32_t i = 0; i < n; i++) {
+            if (!shape_wanted(b->shapes, &shapes[i]))
+                continue;
             hk_case_run run;
             hk_status st = hk_case_prepare(kc, &shapes[i], b->ctx, ref_mode, 0x9E3779B97F4A7C15ull + 131 * i + c, &run);
             if (st != HK_OK) {
@@ -283,6 +304,7 @@ void bench_open(bench *b, const char *tool, const bench_options *o, const char *
 {
     b->tool = tool;
     b->only = o->only;
+    b->shapes = o->shapes;
     hk_context_desc desc;
     hk_context_desc_init(&desc);
     desc.device_index = o->device_index;

@@ -23,6 +23,7 @@ typedef struct bench {
     int failures;
     FILE *csv;
     const char *only;        /* comma-separated case names, NULL: all */
+    const char *shapes;      /* comma-separated D0xD1xD2 dimensions, NULL: all */
     const char *tool;        /* for messages */
 } bench;
 
@@ -41,6 +42,7 @@ typedef struct bench_options {
     int quick;               /* -1: quick on CPU devices */
     const char *csv;
     const char *only;
+    const char *shapes; /* NULL: every shape; else "D0xD1xD2" dims, comma-separated */
 } bench_options;
 
 /* Defaults for bench_options. */

@@ -295,11 +295,11 @@ typedef struct mmq_params {
 #endif
 static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
 
-/* mmq_few.comp's shared memory for `warps` warps: per warp 8 weight tiles of 16 x 12 words, 128
- * factor pairs, 8 x 68 words of token quants, 64 d and 128 partial sums; the coopmat arm's 128
- * element indices. The warp count is picked from the larger one, so that both arms of a device
- * split k alike (and agree bit for bit). */
-static uint64_t few_shared_bytes(uint32_t warps) { return 4ull * (warps * (8 * 192 + 256 + 8 * 68 + 64 + 128) + 128); }
+/* mmq_few.comp's shared memory for `warps` warps: per warp 4 weight tiles of 16 x 12 words, 8 x 36
+ * words of token quants, 64 factor pairs and 32 d; the coopmat arm's 128 element indices. The warp
+ * count is picked from the larger one, so that both arms of a device split k alike (and agree bit
+ * for bit). */
+static uint64_t few_shared_bytes(uint32_t warps) { return 4ull * (warps * (4 * 192 + 8 * 36 + 128 + 32) + 128); }
 
 static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, const hk_binding *b,
                             const mmq_params *p)
@@ -309,7 +309,17 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
         arm = ARM_COOPMAT;
     else if (few_shaders[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
+    /* 4 warps (HK_MMQ_FEW_WARPS in probe builds): on the H200 8 took 11% longer at 8 x 4096 x
+     * 4096 and 2 took 13% longer there, within 3% at 8 x 14336 x 4096 (docs/perf.md) */
     uint32_t lanes = lanes_of(context, arm), warps = 4;
+#ifdef HK_MMQ_PROBES
+    uint32_t probe = 0;
+    hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", 4, 1, 16, 1, &warps);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MMQ_FEW_PROBE", 0, 0, 7, 0, &probe);
+    if (st != HK_OK)
+        return st;
+#endif
     while (warps > 1 && (few_shared_bytes(warps) > context->caps.shared_memory_bytes ||
                          warps * lanes > context->caps.max_workgroup_size))
         warps /= 2;
@@ -317,11 +327,16 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
                         (unsigned long long)few_shared_bytes(warps), warps * lanes);
-    uint32_t spec[2] = {warps * lanes, lanes}, params[3] = {p->m, p->n, p->k};
+#ifdef HK_MMQ_PROBES
+    uint32_t spec[3] = {warps * lanes, lanes, probe};
+#else
+    uint32_t spec[2] = {warps * lanes, lanes};
+#endif
+    uint32_t params[3] = {p->m, p->n, p->k};
     hk_dispatch_desc d = {.shader = few_shaders[arm],
                           .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
                           .spec = spec,
-                          .spec_count = 2,
+                          .spec_count = sizeof spec / sizeof spec[0],
                           .bindings = b,
                           .binding_count = 3,
                           .params = params,
