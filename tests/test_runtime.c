@@ -170,6 +170,20 @@ static void remove_tree(const char *dir)
     free(cmd);
 }
 
+/* base followed by `levels` directories of 100 letters each ('a', 'b', ... cycling), malloc'd */
+static char *deep_path(const char *base, int levels)
+{
+    size_t len = strlen(base);
+    char *path = malloc(len + 101 * (size_t)levels + 1);
+    strcpy(path, base);
+    for (int i = 0; i < levels; i++, len += 101) {
+        path[len] = '/';
+        memset(path + len + 1, 'a' + i % 26, 100);
+        path[len + 101] = '\0';
+    }
+    return path;
+}
+
 /* entries of dir whose name ends in suffix */
 static int count_suffix(const char *dir, const char *suffix)
 {
@@ -318,17 +332,9 @@ static void test_pipeline_cache_problems(void)
         hk_check(0, "mkdtemp", NULL);
         return;
     }
-    size_t long_len = strlen(dir) + 9 * 101;
-    char *long_dir = malloc(long_len + 1);
-    strcpy(long_dir, dir);
-    for (int i = 0; i < 9; i++) {
-        size_t at = strlen(long_dir);
-        long_dir[at] = '/';
-        memset(long_dir + at + 1, 'a' + i, 100);
-        long_dir[at + 101] = '\0';
-    }
+    char *long_dir = deep_path(dir, 9);
     cache_case("dir of 929 characters", long_dir, NULL);
-    char *long_file = malloc(long_len + strlen(file) + 2);
+    char *long_file = malloc(strlen(long_dir) + strlen(file) + 2);
     sprintf(long_file, "%s/%s", long_dir, file);
     char truncated[768];
     snprintf(truncated, sizeof truncated, "%s", long_dir);
@@ -344,15 +350,7 @@ static void test_pipeline_cache_problems(void)
         hk_check(0, "mkdtemp", NULL);
         return;
     }
-    size_t huge_len = strlen(dir) + 60 * 101;
-    char *huge_dir = malloc(huge_len + 1);
-    strcpy(huge_dir, dir);
-    for (int i = 0; i < 60; i++) {
-        size_t at = strlen(huge_dir);
-        huge_dir[at] = '/';
-        memset(huge_dir + at + 1, 'a' + i % 26, 100);
-        huge_dir[at + 101] = '\0';
-    }
+    char *huge_dir = deep_path(dir, 60);
     cache_case("dir of 6000+ characters", huge_dir, "longer than the system takes");
     hk_check(count_suffix(dir, "") == 2, "cache dir past PATH_MAX: nothing created", NULL); /* . and .. */
     free(huge_dir);

@@ -120,34 +120,29 @@ uint32_t copies_for(const bench *b, uint64_t bytes)
 
 /* ---- options ---- */
 
-int wanted(const bench *b, const char *name)
+/* Whether the comma-separated list holds item; a NULL list holds everything. */
+static int list_has(const char *list, const char *item)
 {
-    if (!b->only)
+    if (!list)
         return 1;
-    size_t n = strlen(name);
-    for (const char *p = b->only; *p;) {
+    size_t n = strlen(item);
+    for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
-        if (len == n && !strncmp(p, name, n))
+        if (len == n && !strncmp(p, item, n))
             return 1;
         p += len + (p[len] == ',');
     }
     return 0;
 }
 
+int wanted(const bench *b, const char *name) { return list_has(b->only, name); }
+
 /* --shapes: whether shape's first three dimensions are one of the list's D0xD1xD2 */
 static int shape_wanted(const char *list, const hk_case_shape *shape)
 {
-    if (!list)
-        return 1;
     char dims[64];
-    int len = snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == (size_t)len && !strncmp(p, dims, n))
-            return 1;
-        p += n + (p[n] == ',');
-    }
-    return 0;
+    snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
+    return list_has(list, dims);
 }
 
 static int bench_only_valid(const char *tool, const char *only)
