@@ -68,6 +68,7 @@ int main(int argc, char **argv)
         fprintf(json, "\n]\n");
         fclose(json);
     }
+    int failures = b.failures; /* --shapes that matched nothing */
     bench_close(&b);
-    return 0;
+    return failures ? 1 : 0;
 }

@@ -257,6 +257,7 @@ timing time_case(bench *b, const hk_case_run *run, const hk_case_bound *bound)
 
 void for_each_case(bench *b, int ref_mode, row_fn row)
 {
+    uint32_t matched = 0;
     for (size_t c = 0; c < hk_case_count; c++) {
         const hk_case *kc = hk_cases[c];
         if (!wanted(b, kc->name))
@@ -271,6 +272,7 @@ void for_each_case(bench *b, int ref_mode, row_fn row)
         for (uint32_t i = 0; i < n; i++) {
             if (!shape_wanted(b->shapes, &shapes[i]))
                 continue;
+            matched++;
             hk_case_run run;
             hk_status st = hk_case_prepare(kc, &shapes[i], b->ctx, ref_mode, 0x9E3779B97F4A7C15ull + 131 * i + c, &run);
             if (st != HK_OK) {
@@ -292,6 +294,11 @@ void for_each_case(bench *b, int ref_mode, row_fn row)
             hk_case_release(&run);
             fflush(stdout);
         }
+    }
+    if (b->shapes && !matched) { /* a typo in --shapes should not pass for an empty, green run */
+        printf("%s: --shapes %s: no shape of the chosen kernels has these dimensions (%s shapes)\n", b->tool, b->shapes,
+               b->quick ? "quick" : "full");
+        b->failures++;
     }
 }
 
