@@ -13,8 +13,8 @@
 // out for a weight stream rather than for reuse: a workgroup owns 16 weight rows and all 8 token
 // columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...), and each warp
 // works alone through its own half super-blocks (16 rows x 128 values, and the 8 tokens' 4 Q8_1
-// blocks): it loads one half while it multiplies the one before (two sets of registers, one
-// super-block ahead), unpacks it into its own tiles in shared memory, and multiplies: per 32-value
+// blocks): it loads each half a super-block before it needs it (a set of registers per half),
+// unpacks it into its own tiles in shared memory, and multiplies: per 32-value
 // sub-block the 16 x 32 weight tile by the 32 x 8 tile of the tokens (W as A, X as B: int8
 // 16x8x32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of quants, in
 // the accumulator's own ownership). At the end the warps' partial sums are added in warp order
@@ -26,8 +26,8 @@
 //               (NVIDIA's m16n8 ownership: rows lane/4 and lane/4 + 8, columns 2 (lane % 4) + 0,
 //               1) computed with packed int8 dot products (dot.glsl), on warps of 32 invocations
 //               that need not be subgroups (workgroup barriers).
-// Needs a 16-byte aligned view of W and a 4-byte aligned one of X (the host takes mmq.comp
-// otherwise).
+// Needs a 16-byte aligned view of W (16-byte loads) and a 4-byte aligned one of X; the host sends
+// it 16-byte aligned views of both, mmq.comp the rest.
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
 
@@ -183,23 +183,25 @@ void main()
     [[unroll]] for (uint e = 0; e < L; e++)
         acc[e] = 0.0;
 
-    // half h of super-block sb into register set h (zeros past n, m and k)
+    // half h of super-block sb into register set `set` (zeros past n, m and k)
 #define LOAD(set, h, sb)                                                                      \
     {                                                                                         \
         const bool live = (sb) < SB;                                                          \
+        const uint wsb = w0 + (sb) * 9u; /* row n0's super-block sb */                        \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
             uint u = ln + j * LANES, r = u >> 2;                                              \
-            rq[set][j] = live && !PROBE_NO_W && u < 64u && n0 + r < pc.n                                       \
-                           ? w128[w0 + r * SB * 9u + (sb) * 9u + 1u + 4u * (h) + (u & 3u)]    \
-                           : uvec4(0u);                                                       \
+            rq[set][j] = live && !PROBE_NO_W && u < 64u && n0 + r < pc.n                      \
+                             ? w128[wsb + r * SB * 9u + 1u + 4u * (h) + (u & 3u)]             \
+                             : uvec4(0u);                                                     \
         }                                                                                     \
         [[unroll]] for (uint j = 0; j < NH; j++) {                                            \
             uint u = ln + j * LANES, r = u >> 1, t = u >> 2;                                  \
-            rh[set][j] = live && !PROBE_NO_W && u < 32u && n0 + r < pc.n ? w128[w0 + r * SB * 9u + (sb) * 9u]  \
-                                                        : uvec4(0u);                          \
+            rh[set][j] = live && !PROBE_NO_W && u < 32u && n0 + r < pc.n                      \
+                             ? w128[wsb + r * SB * 9u]                                        \
+                             : uvec4(0u);                                                     \
             uint xb = x0 + (t * KB + (sb) * 8u + 4u * (h) + (u & 3u)) * 9u;                   \
             [[unroll]] for (uint w = 0; w < 9u; w++)                                          \
-                rx[set][j][w] = live && !PROBE_NO_X && u < 32u && t < pc.m ? xq[xb + w] : 0u;                  \
+                rx[set][j][w] = live && !PROBE_NO_X && u < 32u && t < pc.m ? xq[xb + w] : 0u; \
         }                                                                                     \
     }
 

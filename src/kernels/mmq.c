@@ -301,6 +301,12 @@ static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4
  * for bit). */
 static uint64_t few_shared_bytes(uint32_t warps) { return 4ull * (warps * (4 * 192 + 8 * 36 + 128 + 32) + 128); }
 
+static int few_fits(const hk_context *context, uint32_t warps, uint32_t lanes)
+{
+    return few_shared_bytes(warps) <= context->caps.shared_memory_bytes &&
+           warps * lanes <= context->caps.max_workgroup_size;
+}
+
 static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, const hk_binding *b,
                             const mmq_params *p)
 {
@@ -320,10 +326,9 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && (few_shared_bytes(warps) > context->caps.shared_memory_bytes ||
-                         warps * lanes > context->caps.max_workgroup_size))
+    while (warps > 1 && !few_fits(context, warps, lanes))
         warps /= 2;
-    if (few_shared_bytes(warps) > context->caps.shared_memory_bytes || warps * lanes > context->caps.max_workgroup_size)
+    if (!few_fits(context, warps, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
                         (unsigned long long)few_shared_bytes(warps), warps * lanes);
