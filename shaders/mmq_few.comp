@@ -10,15 +10,15 @@
 #endif
 // hk_mmq for a few tokens (m <= 8) and Q4_K weights: out[t, j] = X[t, :] . W[j, :] as mmq.comp
 // computes it (int8 sums exact per 32-value block, Q4_K's d*sc*dot - dmin*m*sum(xq) in f32), laid
-// out for a weight stream rather than for reuse: a workgroup owns 16 weight rows and all 8 token
-// columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...), and each warp
-// works alone through its own half super-blocks (16 rows x 128 values, and the 8 tokens' 4 Q8_1
-// blocks): it loads each half a super-block before it needs it (a set of registers per half),
-// unpacks it into its own tiles in shared memory, and multiplies: per 32-value
-// sub-block the 16 x 32 weight tile by the 32 x 8 tile of the tokens (W as A, X as B: int8
-// 16x8x32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of quants, in
-// the accumulator's own ownership). At the end the warps' partial sums are added in warp order
-// (deterministic) and written.
+// out for a weight stream rather than for reuse: a workgroup owns RT row tiles of 16 weight rows
+// and all 8 token columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...),
+// and each warp works alone through its own half super-blocks (16 RT rows x 128 values, and the 8
+// tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it (a set of registers
+// per half), unpacks it into its own tiles in shared memory, and multiplies: per 32-value
+// sub-block each row tile's 16 x 32 weight tile by the 32 x 8 tile of the tokens (W as A, X as B:
+// int8 16x8x32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of
+// quants, in the accumulator's own ownership; the row tiles share it and the tokens' staging). At
+// the end the warps' partial sums are added in warp order (deterministic) and written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
 //               16 x 8 result an invocation holds is learnt by loading a matrix of indices. A warp
 //               only waits for itself (subgroup-scope barriers) until the final sum.
@@ -36,10 +36,16 @@ layout(binding = 1) readonly buffer XQ { uint xq[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
 
 layout(constant_id = 1) const uint LANES = 32;
+// row tiles of 16 per warp (1 or 2): two share the tokens' staging, their tile loads and the
+// ones product
+layout(constant_id = 2) const uint RT = 2;
+// register sets of loads (1 or 2): with two a warp's loads fly a super-block ahead of its products,
+// with one half a super-block
+layout(constant_id = 3) const uint SETS = 2;
 #ifdef HK_MMQ_PROBES
 // development builds only (CMake HK_MMQ_PROBES, HK_MMQ_FEW_PROBE=bits): parts of the work left
 // out, to time the rest (wrong results)
-layout(constant_id = 2) const uint PROBE = 0;
+layout(constant_id = 4) const uint PROBE = 0;
 #else
 const uint PROBE = 0;
 #endif
@@ -55,35 +61,37 @@ HK_PUSH_BEGIN
     uint k;
 HK_PUSH_END
 
-// A warp's words of shared memory, for one half super-block: its 4 sub-blocks as 16 x 32 int8
-// tiles, rows TW words apart (32 bytes and 16 of padding, so that the 16-byte rows a matrix load
-// reads from 8 rows fall into different banks); the tokens' quants, token t's block b at t * XS +
-// 8 b (XS = 36: the same bank spread); the rows' factor pairs (d*sc, -dmin*m) per sub-block, at
-// FAC + 2 (4 r + b); the tokens' d, at XD + 4 t + b. After the loop its first 128 words hold its
-// partial sums.
+// A warp's words of shared memory, for one half super-block: per row tile its 4 sub-blocks as
+// 16 x 32 int8 tiles (tile i of row tile g at (4 g + i) TILE), rows TW words apart (32 bytes and 16
+// of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks);
+// the tokens' quants, token t's block b at XB + t * XS + 8 b (XS = 36: the same bank spread); the
+// rows' factor pairs (d*sc, -dmin*m) per sub-block, row r of row tile g at FAC + 128 g + 2 (4 r +
+// b); the tokens' d, at XD + 4 t + b. After the loop its first 128 RT words hold its partial sums.
 const uint TW = 12u;
 const uint TILE = 16u * TW;
 const uint XS = 36u;
-const uint XB = 4u * TILE;
+const uint XB = 4u * RT * TILE;
 const uint FAC = XB + 8u * XS;
-const uint XD = FAC + 128u;
+const uint XD = FAC + 128u * RT;
 const uint WSH = XD + 32u;
 shared uint sh[WARPS * WSH];
 #ifdef HK_COOPMAT
 shared int spat[128];
 #endif
 
-// loads of one half super-block per invocation: its 64 16-byte weight pieces (row r's quants
-// 16 q .. 16 q + 15 of the half at unit 4 r + q); 32 headers (row u / 2, twice: each of the two
-// invocations decodes two of the half's sub-blocks), and the 32 Q8_1 blocks of the 8 tokens (unit
-// u: token u / 4's block u % 4 of the half, its 9 words at one address and the next 8)
-const uint NQ = (64u + LANES - 1u) / LANES;
-const uint NH = (32u + LANES - 1u) / LANES;
-// two register sets, one per half: a warp's loads fly a super-block ahead of its products (on the
-// H200 one set, a half ahead, took as long with 154 registers instead of 170, and four, two
-// super-blocks ahead, as long with 246)
-uvec4 rq[2][NQ], rh[2][NH];
-uint rx[2][NH][9];
+// loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row r's quants
+// 16 q .. 16 q + 15 of the half at unit 4 r + q, rows of the row tiles in turn); 32 RT headers (row
+// u / 2, twice: each of the two invocations decodes two of the half's sub-blocks), and the 32 Q8_1
+// blocks of the 8 tokens (unit u: token u / 4's block u % 4 of the half, its 9 words at one
+// address and the next 8). Rows past n, tokens past m and super-blocks past k load the last ones
+// (in bounds; their results are never written).
+const uint NQ = (64u * RT + LANES - 1u) / LANES;
+const uint NH = (32u * RT + LANES - 1u) / LANES;
+const uint NX = (32u + LANES - 1u) / LANES;
+// on the H200 (RT 1) two sets took as long as one with 170 registers instead of 154, and four,
+// two super-blocks ahead, as long with 246
+uvec4 rq[SETS][NQ], rh[SETS][NH];
+uint rx[SETS][NX][9];
 
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
@@ -152,13 +160,14 @@ void main()
 #ifndef HK_COOPMAT
     lane = ln;
 #endif
-    const uint n0 = hk_group_id() * 16u;
+    const uint n0 = hk_group_id() * 16u * RT;
     if (n0 >= pc.n)
         return;
     const uint KB = pc.k / 32u, SB = pc.k / 256u, iters = (SB + WARPS - 1u) / WARPS;
     const uint w0 = pc.view_offset[0] / 16u + n0 * SB * 9u; // row n0's first 16-byte chunk
     const uint x0 = pc.view_offset[1] / 4u;
     const uint y0 = pc.view_offset[2] / 4u;
+    const uint last_row = pc.n - 1u - n0, last_token = pc.m - 1u;
     const uint base = warp * WSH;
 
     bool layout_ok = true;
@@ -179,101 +188,123 @@ void main()
     ones = MAT_A(int8_t(1));
 #endif
 
-    float acc[L], part[L];
-    [[unroll]] for (uint e = 0; e < L; e++)
-        acc[e] = 0.0;
+    float acc[RT][L], part[RT][L];
+    [[unroll]] for (uint g = 0; g < RT; g++)
+        [[unroll]] for (uint e = 0; e < L; e++)
+            acc[g][e] = 0.0;
 
-    // half h of super-block sb into register set `set` (zeros past n, m and k)
+    // half h of super-block sb into register set `set`
 #define LOAD(set, h, sb)                                                                      \
     {                                                                                         \
-        const bool live = (sb) < SB;                                                          \
-        const uint wsb = w0 + (sb) * 9u; /* row n0's super-block sb */                        \
+        const uint wsb = w0 + min(sb, SB - 1u) * 9u; /* row n0's super-block sb */            \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
-            uint u = ln + j * LANES, r = u >> 2;                                              \
-            rq[set][j] = live && !PROBE_NO_W && u < 64u && n0 + r < pc.n                      \
-                             ? w128[wsb + r * SB * 9u + 1u + 4u * (h) + (u & 3u)]             \
-                             : uvec4(0u);                                                     \
+            uint u = ln + j * LANES, r = min(u >> 2, last_row);                               \
+            if (u < 64u * RT)                                                                 \
+                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u + 1u + 4u * (h) + (u & 3u)]; \
         }                                                                                     \
         [[unroll]] for (uint j = 0; j < NH; j++) {                                            \
-            uint u = ln + j * LANES, r = u >> 1, t = u >> 2;                                  \
-            rh[set][j] = live && !PROBE_NO_W && u < 32u && n0 + r < pc.n                      \
-                             ? w128[wsb + r * SB * 9u]                                        \
-                             : uvec4(0u);                                                     \
-            uint xb = x0 + (t * KB + (sb) * 8u + 4u * (h) + (u & 3u)) * 9u;                   \
-            [[unroll]] for (uint w = 0; w < 9u; w++)                                          \
-                rx[set][j][w] = live && !PROBE_NO_X && u < 32u && t < pc.m ? xq[xb + w] : 0u; \
+            uint u = ln + j * LANES, r = min(u >> 1, last_row);                               \
+            if (u < 32u * RT)                                                                 \
+                rh[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u];                \
+        }                                                                                     \
+        [[unroll]] for (uint j = 0; j < NX; j++) {                                            \
+            uint u = ln + j * LANES, t = min(u >> 2, last_token);                             \
+            uint xb = x0 + (t * KB + min(sb, SB - 1u) * 8u + 4u * (h) + (u & 3u)) * 9u;       \
+            if (u < 32u)                                                                      \
+                [[unroll]] for (uint w = 0; w < 9u; w++)                                      \
+                    rx[set][j][w] = PROBE_NO_X ? 0u : xq[xb + w];                             \
         }                                                                                     \
     }
 
     LOAD(0, 0, warp)
-    LOAD(1, 1, warp)
+    if (SETS == 2u)
+        LOAD(SETS - 1u, 1, warp)
     for (uint it = 0; it < iters; it++) {
         const uint sb = warp + it * WARPS;
         // the super-block's 8 terms summed apart, then added: a long k adds k / 256 / WARPS
         // terms into acc rather than 8 times as many (the rounding grows with the count)
-        [[unroll]] for (uint e = 0; e < L; e++)
-            part[e] = 0.0;
+        [[unroll]] for (uint g = 0; g < RT; g++)
+            [[unroll]] for (uint e = 0; e < L; e++)
+                part[g][e] = 0.0;
         [[unroll]] for (uint h = 0; h < 2u; h++) {
+            const uint set = h % SETS;
             WARP_BARRIER(); // the warp is done with its tiles' last half
             [[unroll]] for (uint j = 0; j < NQ; j++) {
                 uint u = ln + j * LANES;
-                if (u < 64u) {
-                    // piece q of row r: its low nibbles are values 16 (q % 2) .. of local
-                    // sub-block 2 (q / 2), its high nibbles the same values of the next one
-                    uint r = u >> 2, q = u & 3u, o = base + (q >> 1) * 2u * TILE + r * TW + 4u * (q & 1u);
+                if (u < 64u * RT) {
+                    // piece q of row r (of row tile g): its low nibbles are values 16 (q % 2) ..
+                    // of local sub-block 2 (q / 2), its high nibbles the same values of the next
+                    uint g = u >> 6, r = (u >> 2) & 15u, q = u & 3u;
+                    uint o = base + (4u * g + 2u * (q >> 1)) * TILE + r * TW + 4u * (q & 1u);
                     [[unroll]] for (uint w = 0; w < 4u; w++) {
-                        sh[o + w] = rq[h][j][w] & 0x0F0F0F0Fu;
-                        sh[o + TILE + w] = (rq[h][j][w] >> 4) & 0x0F0F0F0Fu;
+                        sh[o + w] = rq[set][j][w] & 0x0F0F0F0Fu;
+                        sh[o + TILE + w] = (rq[set][j][w] >> 4) & 0x0F0F0F0Fu;
                     }
                 }
             }
             [[unroll]] for (uint j = 0; j < NH; j++) {
                 uint u = ln + j * LANES;
-                if (u < 32u) {
+                if (u < 32u * RT) {
                     // row u / 2's factors of local sub-blocks 2 (u % 2) and 2 (u % 2) + 1
                     uint r = u >> 1, p = u & 1u;
                     uvec2 sc, mn;
-                    hk_q4k_scales8(rh[h][j], sc, mn);
-                    vec2 dm = unpackHalf2x16(rh[h][j].x);
+                    hk_q4k_scales8(rh[set][j], sc, mn);
+                    vec2 dm = unpackHalf2x16(rh[set][j].x);
                     [[unroll]] for (uint i = 0; i < 2u; i++) {
                         uvec2 f = hk_q4k_scale_of(sc, mn, 4u * h + 2u * p + i);
-                        uint o = base + FAC + 2u * (4u * r + 2u * p + i);
+                        uint o = base + FAC + 2u * (4u * r + 2u * p + i); // r runs on into tile 2
                         sh[o] = floatBitsToUint(dm.x * float(f.x));
                         sh[o + 1u] = floatBitsToUint(-dm.y * float(f.y));
                     }
+                }
+            }
+            [[unroll]] for (uint j = 0; j < NX; j++) {
+                uint u = ln + j * LANES;
+                if (u < 32u) {
                     // token u / 4's block u % 4: its d (the s half is never read) and its quants
-                    sh[base + XD + u] = floatBitsToUint(unpackHalf2x16(rx[h][j][0]).x);
+                    sh[base + XD + u] = floatBitsToUint(unpackHalf2x16(rx[set][j][0]).x);
                     [[unroll]] for (uint w = 0; w < 8u; w++)
-                        sh[base + XB + (u >> 2) * XS + 8u * (u & 3u) + w] = rx[h][j][1u + w];
+                        sh[base + XB + (u >> 2) * XS + 8u * (u & 3u) + w] = rx[set][j][1u + w];
                 }
             }
             WARP_BARRIER();
-            LOAD(h, h, sb + WARPS)
+            // the next loads into the set just staged: with two sets the same half of the next
+            // super-block, with one the other half
+            if (SETS == 2u)
+                LOAD(set, h, sb + WARPS)
+            else if (h == 0u)
+                LOAD(set, 1, sb)
+            else
+                LOAD(set, 0, sb + WARPS)
             if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
                 [[unroll]] for (uint b = 0; b < 4u; b++) {
                     MAT_B xt = load_b(base + XB + 8u * b);
-                    MAT_C c = mma(load_a(base + b * TILE), xt);
                     MAT_C s = mma(ONES(), xt);
-                    [[unroll]] for (uint e = 0; e < L; e++) {
-                        uint r = el_row(e), t = el_col(e), f = base + FAC + 2u * (4u * r + b);
-                        // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
-                        part[e] = fma(fma(hk_biased_float(ELEM(c, e)), uintBitsToFloat(sh[f]),
-                                          uintBitsToFloat(sh[f + 1u]) * hk_biased_float(ELEM(s, e))),
-                                      uintBitsToFloat(sh[base + XD + 4u * t + b]), part[e]);
+                    [[unroll]] for (uint g = 0; g < RT; g++) {
+                        MAT_C c = mma(load_a(base + (4u * g + b) * TILE), xt);
+                        [[unroll]] for (uint e = 0; e < L; e++) {
+                            uint r = el_row(e), t = el_col(e), f = base + FAC + 128u * g + 2u * (4u * r + b);
+                            // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
+                            part[g][e] = fma(fma(hk_biased_float(ELEM(c, e)), uintBitsToFloat(sh[f]),
+                                                 uintBitsToFloat(sh[f + 1u]) * hk_biased_float(ELEM(s, e))),
+                                             uintBitsToFloat(sh[base + XD + 4u * t + b]), part[g][e]);
+                        }
                     }
                 }
             }
         }
-        [[unroll]] for (uint e = 0; e < L; e++)
-            acc[e] += part[e];
+        [[unroll]] for (uint g = 0; g < RT; g++)
+            [[unroll]] for (uint e = 0; e < L; e++)
+                acc[g][e] += part[g][e];
     }
 
     barrier(); // every warp is done with its tiles
-    [[unroll]] for (uint e = 0; e < L; e++)
-        sh[base + el_row(e) * 8u + el_col(e)] = floatBitsToUint(acc[e]);
+    [[unroll]] for (uint g = 0; g < RT; g++)
+        [[unroll]] for (uint e = 0; e < L; e++)
+            sh[base + 128u * g + el_row(e) * 8u + el_col(e)] = floatBitsToUint(acc[g][e]);
     barrier();
-    for (uint i = tid; i < 128u; i += WG) {
-        uint r = i / 8u, t = i % 8u;
+    for (uint i = tid; i < 128u * RT; i += WG) {
+        uint r = i / 8u, t = i % 8u; // r: the workgroup's row, over its row tiles
         float sum = 0.0;
         for (uint w = 0; w < WARPS; w++)
             sum += uintBitsToFloat(sh[w * WSH + i]);

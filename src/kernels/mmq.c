@@ -279,7 +279,7 @@ typedef struct mmq_params {
 } mmq_params;
 
 /* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 8 on Q4_K weights, 16-byte aligned views.
- * A workgroup owns 16 weight rows and its warps split k, each staging its own super-blocks, so
+ * A workgroup owns 16 or 32 weight rows and its warps split k, each staging its own super-blocks, so
  * the weights stream with every load in flight; the 16 x 8 x 32 int8 matrices where the device
  * lists them, else the same tiles with packed dot products (warps of 32). ---- */
 #define FEW_MAX_M 8u
@@ -295,15 +295,19 @@ typedef struct mmq_params {
 #endif
 static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
 
-/* mmq_few.comp's shared memory for `warps` warps: per warp 4 weight tiles of 16 x 12 words, 8 x 36
- * words of token quants, 64 factor pairs and 32 d; the coopmat arm's 128 element indices. The warp
+/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles: per warp and row tile 4
+ * weight tiles of 16 x 12 words and 64 factor pairs; per warp 8 x 36 words of token quants and 32 d;
+ * the coopmat arm's 128 element indices. The warp
  * count is picked from the larger one, so that both arms of a device split k alike (and agree bit
  * for bit). */
-static uint64_t few_shared_bytes(uint32_t warps) { return 4ull * (warps * (4 * 192 + 8 * 36 + 128 + 32) + 128); }
-
-static int few_fits(const hk_context *context, uint32_t warps, uint32_t lanes)
+static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles)
 {
-    return few_shared_bytes(warps) <= context->caps.shared_memory_bytes &&
+    return 4ull * (warps * (row_tiles * (4 * 192 + 128) + 8 * 36 + 32) + 128);
+}
+
+static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t lanes)
+{
+    return few_shared_bytes(warps, row_tiles) <= context->caps.shared_memory_bytes &&
            warps * lanes <= context->caps.max_workgroup_size;
 }
 
@@ -315,27 +319,36 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
         arm = ARM_COOPMAT;
     else if (few_shaders[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
-    /* 4 warps (HK_MMQ_FEW_WARPS in probe builds): on the H200 8 took 11% longer at 8 x 4096 x
-     * 4096 and 2 took 13% longer there, within 3% at 8 x 14336 x 4096 (docs/perf.md) */
-    uint32_t lanes = lanes_of(context, arm), warps = 4;
+    /* Workgroups of 32 rows (two row tiles per warp) and two register sets. The warps split k:
+     * 4 of them while there are at most 256 workgroups, else 2, so that a larger matrix runs in
+     * fewer waves. On the H200 (docs/perf.md): 8 x 4096 x 4096 (128 workgroups) 0.0115 ms with 4
+     * warps, 0.0136 with 2; 8 x 14336 x 4096 (448) 0.0383 with 4, 0.0353 with 2, 0.0356 with 1.
+     * HK_MMQ_FEW_WARPS, _ROW_TILES and _SETS in probe builds. */
+    const uint32_t row_tiles_default = 2;
+    uint32_t lanes = lanes_of(context, arm), row_tiles = row_tiles_default, sets = 2;
+    uint32_t warps = (p->n + 16 * row_tiles_default - 1) / (16 * row_tiles_default) <= 256 ? 4 : 2;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
-    hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", 4, 1, 16, 1, &warps);
+    hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", warps, 1, 16, 1, &warps);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MMQ_FEW_SETS", sets, 1, 2, 0, &sets);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_PROBE", 0, 0, 7, 0, &probe);
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && !few_fits(context, warps, lanes))
+    while (warps > 1 && !few_fits(context, warps, row_tiles, lanes))
         warps /= 2;
-    if (!few_fits(context, warps, lanes))
+    if (!few_fits(context, warps, row_tiles, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
-                        (unsigned long long)few_shared_bytes(warps), warps * lanes);
+                        (unsigned long long)few_shared_bytes(warps, row_tiles), warps * lanes);
 #ifdef HK_MMQ_PROBES
-    uint32_t spec[3] = {warps * lanes, lanes, probe};
+    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, probe};
 #else
-    uint32_t spec[2] = {warps * lanes, lanes};
+    uint32_t spec[4] = {warps * lanes, lanes, row_tiles, sets};
 #endif
     uint32_t params[3] = {p->m, p->n, p->k};
     hk_dispatch_desc d = {.shader = few_shaders[arm],
@@ -346,7 +359,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
                           .binding_count = 3,
                           .params = params,
                           .params_bytes = sizeof params,
-                          .groups = (p->n + 15) / 16};
+                          .groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles)};
     return hk__dispatch(context, stream, fn, &d);
 }
 

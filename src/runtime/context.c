@@ -412,6 +412,7 @@ typedef struct feature_chain {
     VkPhysicalDeviceVulkan13Features v13;
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_info; /* HK_PIPELINE_STATS only */
+    VkPhysicalDevicePipelineRobustnessFeaturesEXT robust;               /* where the device has it */
 } feature_chain;
 
 static void chain_init(feature_chain *c, uint32_t api, int coop_khr)
@@ -680,10 +681,30 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     st = enable_bits(fn, bits, &on.f2);
     if (st != HK_OK)
         goto fail;
-    const char *dev_exts[2];
+    const char *dev_exts[3];
     uint32_t dev_ext_count = 0;
     if (use_coop)
         dev_exts[dev_ext_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    /* Pipelines that say their storage-buffer loads need no bounds checks (every kernel keeps its
+     * reads inside its views itself; the tests check it under GPU-assisted validation). NVIDIA's
+     * driver otherwise compares every load against the buffer's size, though it reports no
+     * robustness as its default (docs/perf.md). HK_PIPELINE_ROBUSTNESS=default in the environment
+     * leaves the driver's default (to compare). */
+    const char *robust_env = getenv("HK_PIPELINE_ROBUSTNESS");
+    int robust_default = robust_env && strcmp(robust_env, "default") == 0;
+    if (!robust_default && device_has_extension(pd, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME)) {
+        VkPhysicalDevicePipelineRobustnessFeaturesEXT robust = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT};
+        VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &robust};
+        vkGetPhysicalDeviceFeatures2(pd, &f2);
+        if (robust.pipelineRobustness) {
+            dev_exts[dev_ext_count++] = VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME;
+            on.robust = robust;
+            on.robust.pNext = on.f2.pNext;
+            on.f2.pNext = &on.robust;
+            context->robustness_off = 1;
+        }
+    }
     /* diagnostic: the driver's statistics of every pipeline created (registers, spills) on stderr */
     const char *stats_env = getenv("HK_PIPELINE_STATS");
     if (stats_env && strcmp(stats_env, "1") == 0 &&

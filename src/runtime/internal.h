@@ -100,6 +100,8 @@ struct hk_context {
 
     VkPipelineCache pipeline_cache;
     int pipeline_stats;        /* HK_PIPELINE_STATS=1 (owned devices): print each pipeline's statistics */
+    int robustness_off;        /* VK_EXT_pipeline_robustness enabled: pipelines ask for storage-buffer
+                                  loads without bounds checks (owned devices) */
     char *pipeline_cache_file; /* malloc'd; NULL when not persisted */
     VkDescriptorSetLayout set_layout[HK_MAX_BINDINGS + 1]; /* by binding count, lazily */
     VkPipelineLayout pipeline_layout[HK_MAX_BINDINGS + 1];

@@ -128,6 +128,14 @@ static VkResult create_pipeline(hk_context *context, const hk_shader_blob *blob,
                   .pName = "main",
                   .pSpecializationInfo = d->spec_count ? &spec_info : NULL},
         .layout = layout};
+    VkPipelineRobustnessCreateInfoEXT robustness = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
+        .storageBuffers = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+        .uniformBuffers = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+        .vertexInputs = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+        .images = VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT};
+    if (context->robustness_off)
+        info.pNext = &robustness;
     if (context->pipeline_stats)
         info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     r = vk->vkCreateComputePipelines(context->device, context->pipeline_cache, 1, &info, NULL, out);
