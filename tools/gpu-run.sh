@@ -2,7 +2,9 @@
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
-# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [sass] (default: the first three).
+# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [sass] (default: the first
+# three). few: hk_mmq's few-token kernel at 8x4096x4096 and 8x14336x4096 under a set of its
+# HK_MMQ_FEW_* settings, with registers (a build with CMake HK_MMQ_PROBES=ON; others ignore them).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
 # shape, default 12) into a cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's
@@ -69,6 +71,24 @@ fi
 if [[ " $steps " == *" tuned-bench "* ]]; then
     HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa,moe_matvec_int8 $HK_BENCH_ARGS 2>&1 |
         tee "$OUT/tuned-bench.log"
+fi
+if [[ " $steps " == *" few "* ]]; then
+    grep -q "HK_MMQ_PROBES:BOOL=ON" CMakeCache.txt || echo "few: this build has no probes; every row is the default"
+    # step sets row-tiles warps: the default, then quarter steps with 8 and 4 warps
+    while read -r step sets tiles warps; do
+        echo "== HK_MMQ_FEW_STEP=$step SETS=$sets ROW_TILES=$tiles WARPS=${warps:-default}"
+        env HK_MMQ_FEW_STEP="$step" HK_MMQ_FEW_SETS="$sets" HK_MMQ_FEW_ROW_TILES="$tiles" \
+            ${warps:+HK_MMQ_FEW_WARPS=$warps} HK_PIPELINE_STATS=1 HK_PIPELINE_CACHE_DIR="$OUT/few-pc-$step$sets$tiles$warps" \
+            ./hk-bench --only mmq --shapes 8x4096x4096,8x14336x4096 2>&1 | grep -E "^mmq |pipeline mmq_few" | cut -c1-160
+    done <<'FEW' | tee "$OUT/few.log"
+4 2 2
+2 2 2 8
+2 4 2 8
+2 1 2 8
+2 4 2 4
+2 4 2 2
+2 2 1 8
+FEW
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 tar czf "$ARCHIVE" -C "$OUT" .

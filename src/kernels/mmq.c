@@ -295,19 +295,20 @@ typedef struct mmq_params {
 #endif
 static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
 
-/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles: per warp and row tile 4
- * weight tiles of 16 x 12 words and 64 factor pairs; per warp 8 x 36 words of token quants and 32 d;
- * the coopmat arm's 128 element indices. The warp
+/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles, `step` sub-blocks per
+ * step: per warp, row tile and sub-block a weight tile of 16 x 12 words and 16 factor pairs; per
+ * warp 8 x (8 step + 4) words of token quants and 8 step d; the coopmat arm's 128 element
+ * indices. The warp
  * count is picked from the larger one, so that both arms of a device split k alike (and agree bit
  * for bit). */
-static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles)
+static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles, uint32_t step)
 {
-    return 4ull * (warps * (row_tiles * (4 * 192 + 128) + 8 * 36 + 32) + 128);
+    return 4ull * (warps * (row_tiles * step * (192 + 32) + 8 * (8 * step + 4) + 8 * step) + 128);
 }
 
-static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t lanes)
+static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t step, uint32_t lanes)
 {
-    return few_shared_bytes(warps, row_tiles) <= context->caps.shared_memory_bytes &&
+    return few_shared_bytes(warps, row_tiles, step) <= context->caps.shared_memory_bytes &&
            warps * lanes <= context->caps.max_workgroup_size;
 }
 
@@ -325,7 +326,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * warps, 0.0136 with 2; 8 x 14336 x 4096 (448) 0.0383 with 4, 0.0353 with 2, 0.0356 with 1.
      * HK_MMQ_FEW_WARPS, _ROW_TILES and _SETS in probe builds. */
     const uint32_t row_tiles_default = 2;
-    uint32_t lanes = lanes_of(context, arm), row_tiles = row_tiles_default, sets = 2;
+    uint32_t lanes = lanes_of(context, arm), row_tiles = row_tiles_default, sets = 2, step = 4;
     uint32_t warps = (p->n + 16 * row_tiles_default - 1) / (16 * row_tiles_default) <= 256 ? 4 : 2;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
@@ -333,22 +334,24 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
     if (st == HK_OK)
-        st = hk__env_u32(fn, "HK_MMQ_FEW_SETS", sets, 1, 2, 0, &sets);
+        st = hk__env_u32(fn, "HK_MMQ_FEW_STEP", step, 2, 4, 1, &step);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_MMQ_FEW_SETS", sets, 1, 8 / step, 1, &sets);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_PROBE", 0, 0, 7, 0, &probe);
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && !few_fits(context, warps, row_tiles, lanes))
+    while (warps > 1 && !few_fits(context, warps, row_tiles, step, lanes))
         warps /= 2;
-    if (!few_fits(context, warps, row_tiles, lanes))
+    if (!few_fits(context, warps, row_tiles, step, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
-                        (unsigned long long)few_shared_bytes(warps, row_tiles), warps * lanes);
+                        (unsigned long long)few_shared_bytes(warps, row_tiles, step), warps * lanes);
 #ifdef HK_MMQ_PROBES
-    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, probe};
+    uint32_t spec[6] = {warps * lanes, lanes, row_tiles, sets, step, probe};
 #else
-    uint32_t spec[4] = {warps * lanes, lanes, row_tiles, sets};
+    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, step};
 #endif
     uint32_t params[3] = {p->m, p->n, p->k};
     hk_dispatch_desc d = {.shader = few_shaders[arm],
