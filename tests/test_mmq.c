@@ -781,13 +781,16 @@ static void run_suite(int full)
     }
     /* Q4_K at m <= 8 on 16-byte aligned views: the few-token kernel (mmq_few.comp), its k split
      * over the warps of a workgroup (k = 768: 3 super-blocks, fewer than the warps; 2816: 11, not
-     * a multiple of them), more rows than 256 workgroups of 16, tails in n (rows of 16) and m,
-     * every x producer, flush against the end */
+     * a multiple of them), tails in n (workgroups of 32 rows) and m, every x producer, flush
+     * against the end */
     test_mmq(HK_TYPE_Q4_K, 8, 70, 512, 1, X_RAW_BLOCKS, 0, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 7, 16, 768, 1, X_QUANTIZED, 3, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 8, 40, 2816, 0, X_QUANTIZED, 0, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 6, 4100, 1280, 1, X_GPU_QUANTIZED, 3, ++seed, 0);
+    /* more than 256 workgroups of 32 rows: 2 warps split k (3 super-blocks), the last
+     * workgroup 8 rows */
+    test_mmq(HK_TYPE_Q4_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
     if (full) {
         test_mmq(HK_TYPE_Q4_K, 8, 130, 4096, 0, X_QUANTIZED, 0, ++seed, 0);
         test_mmq(HK_TYPE_Q4_K, 1, 300, 256, 1, X_RAW_BLOCKS, 3, ++seed, 0);
