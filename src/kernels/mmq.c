@@ -298,9 +298,8 @@ static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4
 /* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles, `step` sub-blocks per
  * step: per warp, row tile and sub-block a weight tile of 16 x 12 words and 16 factor pairs; per
  * warp 8 x (8 step + 4) words of token quants and 8 step d; the coopmat arm's 128 element
- * indices. The warp
- * count is picked from the larger one, so that both arms of a device split k alike (and agree bit
- * for bit). */
+ * indices. The warp count is picked from the larger one, so that both arms of a device split k
+ * alike (and agree bit for bit). */
 static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles, uint32_t step)
 {
     return 4ull * (warps * (row_tiles * step * (192 + 32) + 8 * (8 * step + 4) + 8 * step) + 128);
@@ -324,15 +323,17 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * 4 of them while there are at most 256 workgroups, else 2, so that a larger matrix runs in
      * fewer waves. On the H200 (docs/perf.md): 8 x 4096 x 4096 (128 workgroups) 0.0115 ms with 4
      * warps, 0.0136 with 2; 8 x 14336 x 4096 (448) 0.0383 with 4, 0.0353 with 2, 0.0356 with 1.
-     * HK_MMQ_FEW_WARPS, _ROW_TILES and _SETS in probe builds. */
-    const uint32_t row_tiles_default = 2;
-    uint32_t lanes = lanes_of(context, arm), row_tiles = row_tiles_default, sets = 2, step = 4;
-    uint32_t warps = (p->n + 16 * row_tiles_default - 1) / (16 * row_tiles_default) <= 256 ? 4 : 2;
+     * HK_MMQ_FEW_ROW_TILES, _WARPS, _STEP and _SETS in probe builds. */
+    uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = 2, step = 4;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
-    hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", warps, 1, 16, 1, &warps);
+    hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
+#endif
+    const uint32_t groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles);
+    uint32_t warps = groups <= 256 ? 4 : 2;
+#ifdef HK_MMQ_PROBES
     if (st == HK_OK)
-        st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
+        st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", warps, 1, 16, 1, &warps);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_STEP", step, 2, 4, 1, &step);
     if (st == HK_OK)
@@ -362,7 +363,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
                           .binding_count = 3,
                           .params = params,
                           .params_bytes = sizeof params,
-                          .groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles)};
+                          .groups = groups};
     return hk__dispatch(context, stream, fn, &d);
 }
 
