@@ -39,6 +39,8 @@
 //   HK_MMQ_ID   expert-indexed (MoE prefill): workgroups = experts x row groups x column tiles;
 //               each takes the row tiles of its expert's slot list (offsets, slots) with a grid
 //               stride, gathers X rows through the list and writes each result row to its slot.
+// no workgroup sums here: every word of shared memory is budgeted (tile_shared_bytes in mmq.c)
+#define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
@@ -115,7 +117,13 @@ shared uint sb[BN * STRIDE];  // W quants
 shared float sxd[KS * BM];    // X block scale d: block kk of row r at kk * BM + r
 shared vec4 sw4[KS * BN / 2]; // W block factors (wa, wb): block kk of column c in (kk * BN + c) / 2,
                               // .xy for even c, .zw for odd
-shared uint srow[BM];         // X row of each tile row (= out row; HK_MMQ_ID: the slot), or NONE
+shared uint srow[BM];         // out row of each tile row (HK_MMQ_ID: the slot), or NONE
+#ifdef HK_MMQ_ID
+shared uint sxrow_id[BM];     // X row of each tile row (the slot's x row, divided once), or NONE
+#define sxrow sxrow_id
+#else
+#define sxrow srow            // dense: the X row is the out row
+#endif
 #ifdef HK_COOPMAT
 shared int spat[256];         // element indices, to learn the accumulator ownership
 #endif
@@ -237,11 +245,8 @@ void x_load(uint st)
     [[unroll]] for (uint j = 0; j < XN; j++) {
         uint it = tid + j * WG, r = it / (XW / XU), c = (it % (XW / XU)) * XU;
         uvec4 v = uvec4(0u);
-        uint xrow = it < BM * XW / XU ? srow[min(r, BM - 1u)] : NONE;
+        uint xrow = it < BM * XW / XU ? sxrow[min(r, BM - 1u)] : NONE;
         if (xrow != NONE && st * KS + c / 9u < KB && !PROBE_NO_GLOBAL) {
-#ifdef HK_MMQ_ID
-            xrow /= pc.slots_per_x_row;
-#endif
             uint wi = x0 + (xrow * KB + st * KS) * 9u + c;
             if (X16)
                 v = xq4[wi / 4u];
@@ -532,6 +537,9 @@ void main()
                 xrow = i;
 #endif
             srow[r] = xrow;
+#ifdef HK_MMQ_ID
+            sxrow_id[r] = xrow != NONE ? xrow / pc.slots_per_x_row : NONE;
+#endif
         }
         barrier();
         // f32 sums of the blocks; TWO_LEVEL: `acc` over 32 blocks, then added into `total`, so

@@ -12,14 +12,13 @@
 // computes it (int8 sums exact per 32-value block, Q4_K's d*sc*dot - dmin*m*sum(xq) in f32), laid
 // out for a weight stream rather than for reuse: a workgroup owns RT row tiles of 16 weight rows
 // and all 8 token columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...),
-// and each warp works alone through its own super-blocks in steps of SBS sub-blocks (16 RT rows x
-// 32 SBS values, and the 8 tokens' SBS Q8_1 blocks): it loads each step SETS steps before it needs
-// it (a set of registers per step in flight), unpacks it into its own tiles in shared memory, and
-// multiplies: per 32-value sub-block each row tile's 16 x 32 weight tile by the 32 x 8 tile of
-// the tokens (W as A, X as B: int8 16x8x32 -> int32), and a tile of ones by the tokens' tile (each
-// token's exact sum of quants, in the accumulator's own ownership; the row tiles share it and the
-// tokens' staging). At the end the warps' partial sums are added in warp order (deterministic)
-// and written.
+// and each warp works alone through its own half super-blocks (16 RT rows x 128 values, and the 8
+// tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it (a set of registers
+// per half), unpacks it into its own tiles in shared memory, and multiplies: per 32-value
+// sub-block each row tile's 16 x 32 weight tile by the 32 x 8 tile of the tokens (W as A, X as B:
+// int8 16x8x32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of
+// quants, in the accumulator's own ownership; the row tiles share it and the tokens' staging). At
+// the end the warps' partial sums are added in warp order (deterministic) and written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
 //               16 x 8 result an invocation holds is learnt by loading a matrix of indices. A warp
 //               only waits for itself (subgroup-scope barriers) until the final sum.
@@ -40,16 +39,13 @@ layout(constant_id = 1) const uint LANES = 32;
 // row tiles of 16 per warp (1 or 2): two share the tokens' staging, their tile loads and the
 // ones product
 layout(constant_id = 2) const uint RT = 2;
-// register sets of loads (1, 2 or 4, dividing STEPS): a warp's loads fly SETS steps ahead of its
-// products
+// register sets of loads (1 or 2): with two a warp's loads fly a super-block ahead of its products,
+// with one half a super-block
 layout(constant_id = 3) const uint SETS = 2;
-// sub-blocks per step (4: a half super-block, or 2: a quarter, half the tiles per warp, so that
-// twice the warps fit in shared memory)
-layout(constant_id = 4) const uint SBS = 4;
 #ifdef HK_MMQ_PROBES
 // development builds only (CMake HK_MMQ_PROBES, HK_MMQ_FEW_PROBE=bits): parts of the work left
 // out, to time the rest (wrong results)
-layout(constant_id = 5) const uint PROBE = 0;
+layout(constant_id = 4) const uint PROBE = 0;
 #else
 const uint PROBE = 0;
 #endif
@@ -58,7 +54,6 @@ const bool PROBE_NO_W = (PROBE & 2u) != 0u;   // the weights not loaded (zeros s
 const bool PROBE_NO_MMA = (PROBE & 4u) != 0u; // no products and no epilogue
 const uint WARPS = WG / LANES;
 const uint L = 128u / LANES; // elements of a 16 x 8 result per invocation
-const uint STEPS = 8u / SBS; // steps per super-block
 
 HK_PUSH_BEGIN
     uint m;
@@ -66,37 +61,35 @@ HK_PUSH_BEGIN
     uint k;
 HK_PUSH_END
 
-// A warp's words of shared memory, for one step: per row tile its SBS sub-blocks as 16 x 32 int8
-// tiles (tile i of row tile g at (SBS g + i) TILE), rows TW words apart (32 bytes and 16 of
-// padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks);
-// the tokens' quants, token t's block b at XB + t * XS + 8 b (XS = 8 SBS + 4: the same bank
-// spread); the rows' factor pairs (d*sc, -dmin*m) per sub-block, row r of row tile g at FAC +
-// 32 SBS g + 2 (SBS r + b); the tokens' d, at XD + SBS t + b. After the loop its first 128 RT
-// words hold its partial sums.
+// A warp's words of shared memory, for one half super-block: per row tile its 4 sub-blocks as
+// 16 x 32 int8 tiles (tile i of row tile g at (4 g + i) TILE), rows TW words apart (32 bytes and 16
+// of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks);
+// the tokens' quants, token t's block b at XB + t * XS + 8 b (XS = 36: the same bank spread); the
+// rows' factor pairs (d*sc, -dmin*m) per sub-block, row r of row tile g at FAC + 128 g + 2 (4 r +
+// b); the tokens' d, at XD + 4 t + b. After the loop its first 128 RT words hold its partial sums.
 const uint TW = 12u;
 const uint TILE = 16u * TW;
-const uint XS = 8u * SBS + 4u;
-const uint XB = SBS * RT * TILE;
+const uint XS = 36u;
+const uint XB = 4u * RT * TILE;
 const uint FAC = XB + 8u * XS;
-const uint XD = FAC + 32u * SBS * RT;
-const uint WSH = XD + 8u * SBS;
+const uint XD = FAC + 128u * RT;
+const uint WSH = XD + 32u;
 shared uint sh[WARPS * WSH];
 #ifdef HK_COOPMAT
 shared int spat[128];
 #endif
 
-// loads of one step per invocation: its 16 RT SBS 16-byte weight pieces (row r's pieces q = 0 ..
-// SBS - 1 of the step at unit SBS r + q, rows of the row tiles in turn: piece q holds sub-blocks
-// 2 (q / 2) and 2 (q / 2) + 1, 16 values of each); 8 RT SBS headers (row u / (SBS / 2), SBS / 2
-// times: each invocation decodes two of the step's sub-blocks), and the 8 SBS Q8_1 blocks of the
-// 8 tokens (unit u: token u / SBS's block u % SBS of the step, its 9 words at one address and the
-// next 8). Rows past n, tokens past m and super-blocks past k load the last ones (in bounds; their
-// results are never written).
-const uint NQ = (16u * RT * SBS + LANES - 1u) / LANES;
-const uint NH = (8u * RT * SBS + LANES - 1u) / LANES;
-const uint NX = (8u * SBS + LANES - 1u) / LANES;
-// on the H200 (RT 1, SBS 4) two sets took as long as one with 170 registers instead of 154, and
-// four, two super-blocks ahead, as long with 246
+// loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row r's quants
+// 16 q .. 16 q + 15 of the half at unit 4 r + q, rows of the row tiles in turn); 32 RT headers (row
+// u / 2, twice: each of the two invocations decodes two of the half's sub-blocks), and the 32 Q8_1
+// blocks of the 8 tokens (unit u: token u / 4's block u % 4 of the half, its 9 words at one
+// address and the next 8). Rows past n, tokens past m and super-blocks past k load the last ones
+// (in bounds; their results are never written).
+const uint NQ = (64u * RT + LANES - 1u) / LANES;
+const uint NH = (32u * RT + LANES - 1u) / LANES;
+const uint NX = (32u + LANES - 1u) / LANES;
+// on the H200 (RT 1) two sets took as long as one with 170 registers instead of 154, and four,
+// two super-blocks ahead, as long with 246
 uvec4 rq[SETS][NQ], rh[SETS][NH];
 uint rx[SETS][NX][9];
 
@@ -200,31 +193,32 @@ void main()
         [[unroll]] for (uint e = 0; e < L; e++)
             acc[g][e] = 0.0;
 
-    // step st of super-block sb into register set `set`
-#define LOAD(set, st, sb)                                                                     \
+    // half h of super-block sb into register set `set`
+#define LOAD(set, h, sb)                                                                      \
     {                                                                                         \
         const uint wsb = w0 + min(sb, SB - 1u) * 9u; /* row n0's super-block sb */            \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
-            uint u = ln + j * LANES, r = min(u / SBS, last_row);                              \
-            if (u < 16u * RT * SBS)                                                           \
-                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u + 1u + SBS * (st) + u % SBS]; \
+            uint u = ln + j * LANES, r = min(u >> 2, last_row);                               \
+            if (u < 64u * RT)                                                                 \
+                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u + 1u + 4u * (h) + (u & 3u)]; \
         }                                                                                     \
         [[unroll]] for (uint j = 0; j < NH; j++) {                                            \
-            uint u = ln + j * LANES, r = min(u / (SBS / 2u), last_row);                       \
-            if (u < 8u * RT * SBS)                                                            \
+            uint u = ln + j * LANES, r = min(u >> 1, last_row);                               \
+            if (u < 32u * RT)                                                                 \
                 rh[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u];                \
         }                                                                                     \
         [[unroll]] for (uint j = 0; j < NX; j++) {                                            \
-            uint u = ln + j * LANES, t = min(u / SBS, last_token);                            \
-            uint xb = x0 + (t * KB + min(sb, SB - 1u) * 8u + SBS * (st) + u % SBS) * 9u;      \
-            if (u < 8u * SBS)                                                                 \
+            uint u = ln + j * LANES, t = min(u >> 2, last_token);                             \
+            uint xb = x0 + (t * KB + min(sb, SB - 1u) * 8u + 4u * (h) + (u & 3u)) * 9u;       \
+            if (u < 32u)                                                                      \
                 [[unroll]] for (uint w = 0; w < 9u; w++)                                      \
                     rx[set][j][w] = PROBE_NO_X ? 0u : xq[xb + w];                             \
         }                                                                                     \
     }
 
-    [[unroll]] for (uint i = 0; i < SETS; i++)
-        LOAD(i, i, warp)
+    LOAD(0, 0, warp)
+    if (SETS == 2u)
+        LOAD(SETS - 1u, 1, warp)
     for (uint it = 0; it < iters; it++) {
         const uint sb = warp + it * WARPS;
         // the super-block's 8 terms summed apart, then added: a long k adds k / 256 / WARPS
@@ -232,16 +226,16 @@ void main()
         [[unroll]] for (uint g = 0; g < RT; g++)
             [[unroll]] for (uint e = 0; e < L; e++)
                 part[g][e] = 0.0;
-        [[unroll]] for (uint st = 0; st < STEPS; st++) {
-            const uint set = st % SETS;
-            WARP_BARRIER(); // the warp is done with its tiles' last step
+        [[unroll]] for (uint h = 0; h < 2u; h++) {
+            const uint set = h % SETS;
+            WARP_BARRIER(); // the warp is done with its tiles' last half
             [[unroll]] for (uint j = 0; j < NQ; j++) {
                 uint u = ln + j * LANES;
-                if (u < 16u * RT * SBS) {
+                if (u < 64u * RT) {
                     // piece q of row r (of row tile g): its low nibbles are values 16 (q % 2) ..
                     // of local sub-block 2 (q / 2), its high nibbles the same values of the next
-                    uint g = u / (16u * SBS), r = (u / SBS) & 15u, q = u % SBS;
-                    uint o = base + (SBS * g + 2u * (q >> 1)) * TILE + r * TW + 4u * (q & 1u);
+                    uint g = u >> 6, r = (u >> 2) & 15u, q = u & 3u;
+                    uint o = base + (4u * g + 2u * (q >> 1)) * TILE + r * TW + 4u * (q & 1u);
                     [[unroll]] for (uint w = 0; w < 4u; w++) {
                         sh[o + w] = rq[set][j][w] & 0x0F0F0F0Fu;
                         sh[o + TILE + w] = (rq[set][j][w] >> 4) & 0x0F0F0F0Fu;
@@ -250,15 +244,15 @@ void main()
             }
             [[unroll]] for (uint j = 0; j < NH; j++) {
                 uint u = ln + j * LANES;
-                if (u < 8u * RT * SBS) {
-                    // row r's factors of local sub-blocks 2 p and 2 p + 1
-                    uint r = u / (SBS / 2u), p = u % (SBS / 2u);
+                if (u < 32u * RT) {
+                    // row u / 2's factors of local sub-blocks 2 (u % 2) and 2 (u % 2) + 1
+                    uint r = u >> 1, p = u & 1u;
                     uvec2 sc, mn;
                     hk_q4k_scales8(rh[set][j], sc, mn);
                     vec2 dm = unpackHalf2x16(rh[set][j].x);
                     [[unroll]] for (uint i = 0; i < 2u; i++) {
-                        uvec2 f = hk_q4k_scale_of(sc, mn, SBS * st + 2u * p + i);
-                        uint o = base + FAC + 2u * (SBS * r + 2u * p + i); // r runs on into tile 2
+                        uvec2 f = hk_q4k_scale_of(sc, mn, 4u * h + 2u * p + i);
+                        uint o = base + FAC + 2u * (4u * r + 2u * p + i); // r runs on into tile 2
                         sh[o] = floatBitsToUint(dm.x * float(f.x));
                         sh[o + 1u] = floatBitsToUint(-dm.y * float(f.y));
                     }
@@ -266,31 +260,34 @@ void main()
             }
             [[unroll]] for (uint j = 0; j < NX; j++) {
                 uint u = ln + j * LANES;
-                if (u < 8u * SBS) {
-                    // token u / SBS's block u % SBS: its d (the s half is never read) and its quants
+                if (u < 32u) {
+                    // token u / 4's block u % 4: its d (the s half is never read) and its quants
                     sh[base + XD + u] = floatBitsToUint(unpackHalf2x16(rx[set][j][0]).x);
                     [[unroll]] for (uint w = 0; w < 8u; w++)
-                        sh[base + XB + (u / SBS) * XS + 8u * (u % SBS) + w] = rx[set][j][1u + w];
+                        sh[base + XB + (u >> 2) * XS + 8u * (u & 3u) + w] = rx[set][j][1u + w];
                 }
             }
             WARP_BARRIER();
-            // the step SETS ahead into the set just staged
-            if (st + SETS < STEPS)
-                LOAD(set, st + SETS, sb)
+            // the next loads into the set just staged: with two sets the same half of the next
+            // super-block, with one the other half
+            if (SETS == 2u)
+                LOAD(set, h, sb + WARPS)
+            else if (h == 0u)
+                LOAD(set, 1, sb)
             else
-                LOAD(set, st + SETS - STEPS, sb + WARPS)
+                LOAD(set, 0, sb + WARPS)
             if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
-                [[unroll]] for (uint b = 0; b < SBS; b++) {
+                [[unroll]] for (uint b = 0; b < 4u; b++) {
                     MAT_B xt = load_b(base + XB + 8u * b);
                     MAT_C s = mma(ONES(), xt);
                     [[unroll]] for (uint g = 0; g < RT; g++) {
-                        MAT_C c = mma(load_a(base + (SBS * g + b) * TILE), xt);
+                        MAT_C c = mma(load_a(base + (4u * g + b) * TILE), xt);
                         [[unroll]] for (uint e = 0; e < L; e++) {
-                            uint r = el_row(e), t = el_col(e), f = base + FAC + 32u * SBS * g + 2u * (SBS * r + b);
+                            uint r = el_row(e), t = el_col(e), f = base + FAC + 128u * g + 2u * (4u * r + b);
                             // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
                             part[g][e] = fma(fma(hk_biased_float(ELEM(c, e)), uintBitsToFloat(sh[f]),
                                                  uintBitsToFloat(sh[f + 1u]) * hk_biased_float(ELEM(s, e))),
-                                             uintBitsToFloat(sh[base + XD + SBS * t + b]), part[g][e]);
+                                             uintBitsToFloat(sh[base + XD + 4u * t + b]), part[g][e]);
                         }
                     }
                 }

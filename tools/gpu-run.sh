@@ -2,8 +2,9 @@
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
-# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [sass] (default: the first
-# three). few: hk_mmq's few-token kernel at 8x4096x4096 and 8x14336x4096 under a set of its
+# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [sass] (default: the
+# first three). stage: hk_mmq and hk_mmq_id under a set of tiles (HK_MMQ_TILE, _ID_TILE, _PREFETCH),
+# with registers. few: hk_mmq's few-token kernel at 8x4096x4096 and 8x14336x4096 under a set of its
 # HK_MMQ_FEW_* settings, with registers (a build with CMake HK_MMQ_PROBES=ON; others ignore them).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
@@ -74,21 +75,36 @@ if [[ " $steps " == *" tuned-bench "* ]]; then
 fi
 if [[ " $steps " == *" few "* ]]; then
     grep -q "HK_MMQ_PROBES:BOOL=ON" CMakeCache.txt || echo "few: this build has no probes; every row is the default"
-    # step sets row-tiles warps: the default, then quarter steps with 8 and 4 warps
-    while read -r step sets tiles warps; do
-        echo "== HK_MMQ_FEW_STEP=$step SETS=$sets ROW_TILES=$tiles WARPS=${warps:-default}"
-        env HK_MMQ_FEW_STEP="$step" HK_MMQ_FEW_SETS="$sets" HK_MMQ_FEW_ROW_TILES="$tiles" \
-            ${warps:+HK_MMQ_FEW_WARPS=$warps} HK_PIPELINE_STATS=1 HK_PIPELINE_CACHE_DIR="$OUT/few-pc-$step$sets$tiles$warps" \
+    # register sets, row tiles, warps: the default first
+    while read -r sets tiles warps; do
+        echo "== HK_MMQ_FEW_SETS=$sets ROW_TILES=$tiles WARPS=${warps:-default}"
+        env HK_MMQ_FEW_SETS="$sets" HK_MMQ_FEW_ROW_TILES="$tiles" \
+            ${warps:+HK_MMQ_FEW_WARPS=$warps} HK_PIPELINE_STATS=1 HK_PIPELINE_CACHE_DIR="$OUT/few-pc-$sets$tiles$warps" \
             ./hk-bench --only mmq --shapes 8x4096x4096,8x14336x4096 2>&1 | grep -E "^mmq |pipeline mmq_few" | cut -c1-160
     done <<'FEW' | tee "$OUT/few.log"
-4 2 2
-2 2 2 8
-2 4 2 8
-2 1 2 8
-2 4 2 4
-2 4 2 2
-2 2 1 8
+2 2
+1 2
+2 2 2
+2 2 1
+2 1 4
 FEW
+fi
+if [[ " $steps " == *" stage "* ]]; then
+    # hk_mmq and hk_mmq_id under tiles and stagings, with registers; each line: kernels,
+    # shapes, settings (the first the defaults)
+    while read -r only shapes settings; do
+        echo "== $only $shapes $settings"
+        env $settings HK_PIPELINE_STATS=1 ./hk-bench --only "$only" --shapes "$shapes" 2>&1 |
+            grep -E "^mmq|pipeline mmq" | sed -e 's/Binary Size.*//' | cut -c1-150
+    done <<'STAGE' | tee "$OUT/stage.log"
+mmq,mmq_id 512x4096x4096,512x14336x4096,128x768x2048,128x2048x768 HK_MMQ_PREFETCH=0
+mmq 512x4096x4096,512x14336x4096 HK_MMQ_TILE=2,4,4,2,2
+mmq 512x4096x4096,512x14336x4096 HK_MMQ_PREFETCH=1
+mmq 512x4096x4096 HK_MMQ_TILE=4,4,2,2,2
+mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=1,8,2,1,2
+mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=2,4,1,2,2
+mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=1,4,2,2,2 HK_MMQ_PREFETCH=1
+STAGE
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 tar czf "$ARCHIVE" -C "$OUT" .

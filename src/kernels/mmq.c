@@ -131,17 +131,17 @@ static uint32_t lanes_of(const hk_context *context, int arm)
     return arm == ARM_COOPMAT ? context->caps.subgroup_size : PORTABLE_LANES;
 }
 
-/* Shared memory the shader declares for a tile (mmq.comp; common.glsl adds a float per invocation). */
-static uint64_t tile_shared_bytes(const mmq_tile *tl, int t, int arm, uint32_t lanes)
+/* Shared memory the shader declares for a tile (mmq.comp) of the dense (id 0) or expert-indexed kernel. */
+static uint64_t tile_shared_bytes(const mmq_tile *tl, int id, int t, int arm)
 {
     uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, stride = 8ull * tl->ks + 4;
     /* X quants (Q6_K's blocks staged as 12 words: each half with zeros beside it), W quants, X
-     * scales, W factor pairs, srow */
+     * scales, W factor pairs; the rows' out rows (and X rows, expert-indexed) */
     uint64_t stride_a = (t == 2 ? 12ull : 8ull) * tl->ks + 4;
-    uint64_t words = bm * stride_a + bn * stride + tl->ks * bm + 2ull * tl->ks * bn + bm;
+    uint64_t words = bm * stride_a + bn * stride + tl->ks * bm + 2ull * tl->ks * bn + (id ? 2 : 1) * bm;
     if (arm == ARM_COOPMAT)
         words += 256;
-    return 4 * (words + (uint64_t)tl->wm * tl->wn * lanes);
+    return 4 * words;
 }
 
 /* k steps the staging of a type supports: the K-quants take pairs of blocks (Q4_K chunks of 16
@@ -154,10 +154,10 @@ static int ks_valid(int t, uint32_t ks)
 }
 
 /* 1 if the tile runs on this device for this type; else 0 with the reason. */
-static int tile_fits(const hk_context *context, const mmq_tile *tl, int t, int arm, char *why, size_t why_size)
+static int tile_fits(const hk_context *context, const mmq_tile *tl, int id, int t, int arm, char *why, size_t why_size)
 {
     uint32_t lanes = lanes_of(context, arm), wg = tl->wm * tl->wn * lanes;
-    uint64_t shared = tile_shared_bytes(tl, t, arm, lanes);
+    uint64_t shared = tile_shared_bytes(tl, id, t, arm);
     if (!ks_valid(t, tl->ks)) {
         snprintf(why, why_size, "invalid: a k step of %u blocks (the k-quants take 2 or more)", tl->ks);
         return 0;
@@ -196,7 +196,7 @@ int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint3
         snprintf(why, why_size, "invalid: %u warps (at most 64)", tl.wm * tl.wn);
         return 0;
     }
-    if (!tile_fits(context, &tl, t, pick_arm(context, id, t), why, why_size))
+    if (!tile_fits(context, &tl, id, t, pick_arm(context, id, t), why, why_size))
         return 0;
     sched_of_tile(&tl, sig);
     return 1;
@@ -213,7 +213,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     *plant = 0;
     if (hk__tune_lookup(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, key, &sched, source)) {
         *out = tile_of_sched(sched.v);
-        if (out->wm * out->wn <= 64 && tile_fits(context, out, t, arm, why, sizeof why)) {
+        if (out->wm * out->wn <= 64 && tile_fits(context, out, id, t, arm, why, sizeof why)) {
             *plant = sched.plant;
             return HK_OK;
         }
@@ -253,7 +253,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
         return st;
     if ((pf && *pf) || (ro && *ro))
         *source = HK_SCHED_ENV;
-    if (!tile_fits(context, out, t, arm, why, sizeof why))
+    if (!tile_fits(context, out, id, t, arm, why, sizeof why))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the %s tile %ux%u warps of %ux%u subtiles (k step %u) cannot run on "
                         "device \"%s\": %s", arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks,
                         context->caps.device_name, why);
@@ -295,19 +295,18 @@ typedef struct mmq_params {
 #endif
 static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
 
-/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles, `step` sub-blocks per
- * step: per warp, row tile and sub-block a weight tile of 16 x 12 words and 16 factor pairs; per
- * warp 8 x (8 step + 4) words of token quants and 8 step d; the coopmat arm's 128 element
- * indices. The warp count is picked from the larger one, so that both arms of a device split k
- * alike (and agree bit for bit). */
-static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles, uint32_t step)
+/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles: per warp and row tile 4
+ * weight tiles of 16 x 12 words and 64 factor pairs; per warp 8 x 36 words of token quants and 32 d;
+ * the coopmat arm's 128 element indices. The warp count is picked from the larger one, so that both
+ * arms of a device split k alike (and agree bit for bit). */
+static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles)
 {
-    return 4ull * (warps * (row_tiles * step * (192 + 32) + 8 * (8 * step + 4) + 8 * step) + 128);
+    return 4ull * (warps * (row_tiles * (4 * 192 + 128) + 8 * 36 + 32) + 128);
 }
 
-static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t step, uint32_t lanes)
+static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t lanes)
 {
-    return few_shared_bytes(warps, row_tiles, step) <= context->caps.shared_memory_bytes &&
+    return few_shared_bytes(warps, row_tiles) <= context->caps.shared_memory_bytes &&
            warps * lanes <= context->caps.max_workgroup_size;
 }
 
@@ -323,8 +322,8 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * 4 of them while there are at most 256 workgroups, else 2, so that a larger matrix runs in
      * fewer waves. On the H200 (docs/perf.md): 8 x 4096 x 4096 (128 workgroups) 0.0115 ms with 4
      * warps, 0.0136 with 2; 8 x 14336 x 4096 (448) 0.0383 with 4, 0.0353 with 2, 0.0356 with 1.
-     * HK_MMQ_FEW_ROW_TILES, _WARPS, _STEP and _SETS in probe builds. */
-    uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = 2, step = 4;
+     * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
+    uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = 2;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
@@ -335,24 +334,22 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", warps, 1, 16, 1, &warps);
     if (st == HK_OK)
-        st = hk__env_u32(fn, "HK_MMQ_FEW_STEP", step, 2, 4, 1, &step);
-    if (st == HK_OK)
-        st = hk__env_u32(fn, "HK_MMQ_FEW_SETS", sets, 1, 8 / step, 1, &sets);
+        st = hk__env_u32(fn, "HK_MMQ_FEW_SETS", sets, 1, 2, 0, &sets);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_PROBE", 0, 0, 7, 0, &probe);
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && !few_fits(context, warps, row_tiles, step, lanes))
+    while (warps > 1 && !few_fits(context, warps, row_tiles, lanes))
         warps /= 2;
-    if (!few_fits(context, warps, row_tiles, step, lanes))
+    if (!few_fits(context, warps, row_tiles, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
-                        (unsigned long long)few_shared_bytes(warps, row_tiles, step), warps * lanes);
+                        (unsigned long long)few_shared_bytes(warps, row_tiles), warps * lanes);
 #ifdef HK_MMQ_PROBES
-    uint32_t spec[6] = {warps * lanes, lanes, row_tiles, sets, step, probe};
+    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, probe};
 #else
-    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, step};
+    uint32_t spec[4] = {warps * lanes, lanes, row_tiles, sets};
 #endif
     uint32_t params[3] = {p->m, p->n, p->k};
     hk_dispatch_desc d = {.shader = few_shaders[arm],
