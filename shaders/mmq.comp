@@ -145,11 +145,12 @@ void w_set(uint kk, uint r, vec2 f)
 #endif
 
 // ---- the matrix operations ----
-// A accumulator starts at HK_I2F_BIAS rather than 0 (common.glsl): its int32 sums |v| < 2^22
-// are then the bits of the float 1.5 * 2^23 + v, and hk_biased_float turns them to f32 with one
-// subtraction instead of an int-to-float conversion (a sixteenth-rate instruction on recent
-// NVIDIA GPUs). Block sums stay below 2^22: at most 32 x 128 x 128 (Q8_0), 16 x 32 x 128 per Q6_K
-// half, 32 x 15 x 128 (Q4_K), 32 x 128 for the sum of a block's X quants.
+// A product starts from a zero accumulator and its int32 sums (exact in f32: below 2^24, at most
+// 32 x 128 x 128 for Q8_0) become f32 by a conversion. Not common.glsl's biased start
+// (HK_I2F_BIAS and a subtraction): an accumulator is overwritten by its product, so the compiler
+// writes the bias constant into every product's registers first (4 moves per 16x8x32 product; in
+// the 255-register Q4_K kernel 322 moves per k step, 20% of its multiplies' instructions), and
+// on the H200 the conversion (I2FP, no moves) is 5-6% faster for Q8_0 and Q4_K, 1-2% for Q6_K.
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 16, gl_MatrixUseB>
@@ -168,9 +169,8 @@ MAT_B cm_load_b(uint off)
     return b;
 }
 MAT_B ones;  // every element 1 (set in main)
-MAT_C cbias; // every element HK_I2F_BIAS: one accumulator input that every product reads
 #define cm_ones() ones
-#define cm_mma(a, b) (PROBE_NO_MMA ? MAT_C(int(tid)) : coopMatMulAdd(a, b, cbias))
+#define cm_mma(a, b) (PROBE_NO_MMA ? MAT_C(int(tid)) : coopMatMulAdd(a, b, MAT_C(0)))
 #define cm_elem(c, e) c[e]
 #else
 // a matrix is its place in the staged tile; the product is computed where it is read
@@ -216,7 +216,7 @@ MAT_C cm_mma(MAT_A a, MAT_B b)
     }
     [[unroll]] for (uint e = 0; e < L; e++) {
         uint ra = a.off + el_row(e) * STRIDE_A, rb = b.off + el_col(e) * STRIDE;
-        int s = HK_I2F_BIAS;
+        int s = 0;
         [[unroll]] for (uint w = 0; w < 8u; w++) {
             if ((a.part == 1u && w >= 4u) || (a.part == 2u && w < 4u))
                 continue;
@@ -278,7 +278,7 @@ void x_store()
 float acc[RM * RN * L];
 uint wm0, wn0;
 
-// one element's share of block kk: its int32 sums (biased) and factors
+// one element's share of block kk: its int32 sums and factors
 void epilogue(uint a, int c0, int c1, float xd, float xs, vec2 w)
 {
     if (PROBE_NO_EPILOGUE) {
@@ -286,13 +286,13 @@ void epilogue(uint a, int c0, int c1, float xd, float xs, vec2 w)
         return;
     }
 #if defined(HK_Q8_0)
-    acc[a] = fma(hk_biased_float(c0) * w.x, xd, acc[a]);
+    acc[a] = fma(float(c0) * w.x, xd, acc[a]);
 #elif defined(HK_Q4_K)
     // d*sc*dot - dmin*m*sum(xq) (w.y holds -dmin*m) rounded once where they cancel
-    acc[a] = fma(fma(hk_biased_float(c0), w.x, w.y * xs), xd, acc[a]);
+    acc[a] = fma(fma(float(c0), w.x, w.y * xs), xd, acc[a]);
 #else
     // c0: the low 16 values (first scale), c1 the high 16
-    acc[a] = fma(fma(hk_biased_float(c1), w.y, hk_biased_float(c0) * w.x), xd, acc[a]);
+    acc[a] = fma(fma(float(c1), w.y, float(c0) * w.x), xd, acc[a]);
 #endif
 }
 
@@ -356,8 +356,8 @@ void compute_fixed(uint kk, uint ln)
             xd[2u * im + h] = sxd[kk * BM + wm0 + 16u * im + lr + 8u * h];
 #ifdef HK_Q4_K
         MAT_C s = cm_mma(fa[im], cm_ones());
-        xs[2u * im] = hk_biased_float(cm_elem(s, 0));
-        xs[2u * im + 1u] = hk_biased_float(cm_elem(s, 2));
+        xs[2u * im] = float(cm_elem(s, 0));
+        xs[2u * im + 1u] = float(cm_elem(s, 2));
 #else
         xs[2u * im] = 0.0;
         xs[2u * im + 1u] = 0.0;
@@ -406,7 +406,7 @@ void compute_generic(uint kk)
                 uint row = wm0 + 16u * im + el_row(e), col = wn0 + 16u * jn + el_col(e);
                 vec4 wv = sw4[(kk * BN + col) / 2u];
 #ifdef HK_Q4_K
-                float xs = hk_biased_float(cm_elem(s[im], e));
+                float xs = float(cm_elem(s[im], e));
 #else
                 float xs = 0.0;
 #endif
@@ -515,7 +515,6 @@ void main()
             own_fixed = own_fixed && el_row(e) == fixed_row(ln, e) && el_col(e) == fixed_col(ln, e);
     own_fixed = subgroupAll(own_fixed); // the multiplies below are the subgroup's: one form for all of it
     ones = MAT_B(int8_t(1));
-    cbias = MAT_C(HK_I2F_BIAS);
 #else
     [[unroll]] for (uint e = 0; e < L; e++)
         if (L == 8u)

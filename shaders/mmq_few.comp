@@ -98,7 +98,6 @@ uint rx[SETS][NX][9];
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 8, gl_MatrixUseB>
 #define MAT_C coopmat<int, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
 #define WARP_BARRIER() controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease)
-MAT_C cbias; // every element HK_I2F_BIAS (common.glsl): int32 sums become floats by a subtraction
 MAT_A ones;
 MAT_A load_a(uint off)
 {
@@ -113,7 +112,9 @@ MAT_B load_b(uint off)
     return b;
 }
 #define ONES() ones
-MAT_C mma(MAT_A a, MAT_B b) { return coopMatMulAdd(a, b, cbias); }
+// from a zero accumulator, its int32 sums converted to f32 (as mmq.comp, which says why: no
+// moves of a bias constant into every product's registers)
+MAT_C mma(MAT_A a, MAT_B b) { return coopMatMulAdd(a, b, MAT_C(0)); }
 #define ELEM(c, e) c[e]
 uint epos[L];
 uint el_row(uint e) { return epos[e] >> 3; }
@@ -143,7 +144,7 @@ MAT_C mma(MAT_A a, MAT_B b)
     MAT_C c;
     [[unroll]] for (uint e = 0; e < 4u; e++) {
         uint ra = a.off + el_row(e) * TW, rb = b.off + el_col(e) * XS;
-        int s = HK_I2F_BIAS;
+        int s = 0;
         [[unroll]] for (uint w = 0; w < 8u; w++)
             s += hk_dot4(a.off == NONE ? 0x01010101u : sh[ra + w], sh[rb + w]);
         c.v[e] = s;
@@ -184,7 +185,6 @@ void main()
         [[unroll]] for (uint e = 0; e < L; e++)
             epos[e] = layout_ok ? uint(pat[e]) & 127u : 0u;
     }
-    cbias = MAT_C(HK_I2F_BIAS);
     ones = MAT_A(int8_t(1));
 #endif
 
@@ -285,8 +285,8 @@ void main()
                         [[unroll]] for (uint e = 0; e < L; e++) {
                             uint r = el_row(e), t = el_col(e), f = base + FAC + 128u * g + 2u * (4u * r + b);
                             // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
-                            part[g][e] = fma(fma(hk_biased_float(ELEM(c, e)), uintBitsToFloat(sh[f]),
-                                                 uintBitsToFloat(sh[f + 1u]) * hk_biased_float(ELEM(s, e))),
+                            part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(sh[f]),
+                                                 uintBitsToFloat(sh[f + 1u]) * float(ELEM(s, e))),
                                              uintBitsToFloat(sh[base + XD + 4u * t + b]), part[g][e]);
                         }
                     }
