@@ -73,33 +73,34 @@ if [[ " $steps " == *" tuned-bench "* ]]; then
     HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa,moe_matvec_int8 $HK_BENCH_ARGS 2>&1 |
         tee "$OUT/tuned-bench.log"
 fi
+# sweep LOG: hk-bench under the settings of each line read ("kernels shapes VAR=value ..."), with
+# the pipelines' registers; every line's pipelines compiled afresh (their own pipeline cache)
+sweep() {
+    while read -r only shapes settings; do
+        echo "== $only $shapes $settings"
+        env $settings HK_PIPELINE_STATS=1 HK_PIPELINE_CACHE_DIR="$(mktemp -d)" \
+            ./hk-bench --only "$only" --shapes "$shapes" 2>&1 |
+            grep -E "^mmq|pipeline mmq" | sed -e 's/Binary Size.*//' | cut -c1-150
+    done | tee "$OUT/$1"
+}
 if [[ " $steps " == *" few "* ]]; then
     grep -q "HK_MMQ_PROBES:BOOL=ON" CMakeCache.txt || echo "few: this build has no probes; every row is the default"
     # register sets, row tiles, warps: the default first
-    while read -r sets tiles warps; do
-        echo "== HK_MMQ_FEW_SETS=$sets ROW_TILES=$tiles WARPS=${warps:-default}"
-        env HK_MMQ_FEW_SETS="$sets" HK_MMQ_FEW_ROW_TILES="$tiles" \
-            ${warps:+HK_MMQ_FEW_WARPS=$warps} HK_PIPELINE_STATS=1 HK_PIPELINE_CACHE_DIR="$OUT/few-pc-$sets$tiles$warps" \
-            ./hk-bench --only mmq --shapes 8x4096x4096,8x14336x4096 2>&1 | grep -E "^mmq |pipeline mmq_few" | cut -c1-160
-    done <<'FEW' | tee "$OUT/few.log"
-2 2
-1 2
-2 2 2
-2 2 1
-2 1 4
+    sweep few.log <<'FEW'
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=2
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=1 HK_MMQ_FEW_ROW_TILES=2
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=2 HK_MMQ_FEW_WARPS=2
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=2 HK_MMQ_FEW_WARPS=1
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=1 HK_MMQ_FEW_WARPS=4
 FEW
 fi
 if [[ " $steps " == *" stage "* ]]; then
-    # hk_mmq and hk_mmq_id under tiles and stagings, with registers; each line: kernels,
-    # shapes, settings (the first the defaults)
-    while read -r only shapes settings; do
-        echo "== $only $shapes $settings"
-        env $settings HK_PIPELINE_STATS=1 ./hk-bench --only "$only" --shapes "$shapes" 2>&1 |
-            grep -E "^mmq|pipeline mmq" | sed -e 's/Binary Size.*//' | cut -c1-150
-    done <<'STAGE' | tee "$OUT/stage.log"
+    # hk_mmq and hk_mmq_id under tiles and stagings (the first line the defaults)
+    sweep stage.log <<'STAGE'
 mmq,mmq_id 512x4096x4096,512x14336x4096,128x768x2048,128x2048x768 HK_MMQ_PREFETCH=0
 mmq 512x4096x4096,512x14336x4096 HK_MMQ_TILE=2,4,4,2,2
 mmq 512x4096x4096,512x14336x4096 HK_MMQ_PREFETCH=1
+mmq 512x4096x4096,512x14336x4096 HK_MMQ_ROLLED=1
 mmq 512x4096x4096 HK_MMQ_TILE=4,4,2,2,2
 mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=1,8,2,1,2
 mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=2,4,1,2,2
