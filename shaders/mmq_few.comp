@@ -26,13 +26,16 @@
 //               (NVIDIA's m16n8 ownership: rows lane/4 and lane/4 + 8, columns 2 (lane % 4) + 0,
 //               1) computed with packed int8 dot products (dot.glsl), on warps of 32 invocations
 //               that need not be subgroups (workgroup barriers).
-// Needs a 16-byte aligned view of W (16-byte loads) and a 4-byte aligned one of X; the host sends
-// it 16-byte aligned views of both, mmq.comp the rest.
+// Staging takes 16-byte loads and stores: the tokens' 4 blocks of a half lie in 144 contiguous
+// bytes on a 16-byte boundary (k a multiple of 256), loaded as 9 pieces and sorted into quants and
+// d word by word at the store (on the H200 8 x 14336 x 4096 0.0351 -> 0.0317 ms against a 4-byte
+// load per word: fewer load and store instructions per byte).
+// Needs 16-byte aligned views of W and X (the host sends mmq.comp the rest).
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
-layout(binding = 1) readonly buffer XQ { uint xq[]; };
+layout(binding = 1) readonly buffer XQ128 { uvec4 xq128[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
 
 layout(constant_id = 1) const uint LANES = 32;
@@ -61,37 +64,36 @@ HK_PUSH_BEGIN
     uint k;
 HK_PUSH_END
 
-// A warp's words of shared memory, for one half super-block: per row tile its 4 sub-blocks as
-// 16 x 32 int8 tiles (tile i of row tile g at (4 g + i) TILE), rows TW words apart (32 bytes and 16
-// of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks);
-// the tokens' quants, token t's block b at XB + t * XS + 8 b (XS = 36: the same bank spread); the
-// rows' factor pairs (d*sc, -dmin*m) per sub-block, row r of row tile g at FAC + 128 g + 2 (4 r +
-// b); the tokens' d, at XD + 4 t + b. After the loop its first 128 RT words hold its partial sums.
-const uint TW = 12u;
-const uint TILE = 16u * TW;
+// A warp's weight tiles (shw, in uvec4), for one half super-block: per row tile its 4 sub-blocks as
+// 16 x 32 int8 tiles (tile i of row tile g at (4 g + i) TILE), rows TV uvec4 apart (32 bytes and 16
+// of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks).
+const uint TV = 3u;
+const uint TILE = 16u * TV;
+const uint WSHW = 4u * RT * TILE;
+shared uvec4 shw[WARPS * WSHW];
+// A warp's words of shs, for the same half: the tokens' quants, token t's block b at XB + t * XS +
+// 8 b (XS = 36: the 8 columns of 4 lanes of a matrix load fall into 32 banks); the tokens' d, at
+// XD + 4 t + b; the rows' factor pairs (d*sc, -dmin*m), row r's (over the row tiles) of local
+// sub-block b at FAC + 2 (4 r + b). After the loop its first 128 RT words hold its partial sums.
 const uint XS = 36u;
-const uint XB = 4u * RT * TILE;
-const uint FAC = XB + 8u * XS;
-const uint XD = FAC + 128u * RT;
-const uint WSH = XD + 32u;
-shared uint sh[WARPS * WSH];
+const uint XB = 0u;
+const uint XD = XB + 8u * XS;
+const uint FAC = XD + 32u;
+const uint WSHS = FAC + 128u * RT;
+shared uint shs[WARPS * WSHS];
 #ifdef HK_COOPMAT
 shared int spat[128];
 #endif
 
-// loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row r's quants
-// 16 q .. 16 q + 15 of the half at unit 4 r + q, rows of the row tiles in turn); 32 RT headers (row
-// u / 2, twice: each of the two invocations decodes two of the half's sub-blocks), and the 32 Q8_1
-// blocks of the 8 tokens (unit u: token u / 4's block u % 4 of the half, its 9 words at one
-// address and the next 8). Rows past n, tokens past m and super-blocks past k load the last ones
-// (in bounds; their results are never written).
+// loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row u / 4's quants
+// 16 q .. 16 q + 15 of the half at unit 4 r + q, rows of the row tiles in turn), 32 RT headers
+// (row u / 2, twice: each of the two invocations decodes two of the half's sub-blocks), and the 72
+// 16-byte pieces of the 8 tokens' 4 Q8_1 blocks (token u / 9's piece u % 9). Rows past n, tokens
+// past m and super-blocks past k load the last ones (in bounds; their results are never written).
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
-const uint NX = (32u + LANES - 1u) / LANES;
-// on the H200 (RT 1) two sets took as long as one with 170 registers instead of 154, and four,
-// two super-blocks ahead, as long with 246
-uvec4 rq[SETS][NQ], rh[SETS][NH];
-uint rx[SETS][NX][9];
+const uint NX = (72u + LANES - 1u) / LANES;
+uvec4 rq[SETS][NQ], rh[SETS][NH], rx[SETS][NX];
 
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
@@ -102,13 +104,13 @@ MAT_A ones;
 MAT_A load_a(uint off)
 {
     MAT_A a;
-    coopMatLoad(a, sh, off, TW, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(a, shw, off, TV, gl_CooperativeMatrixLayoutRowMajor);
     return a;
 }
 MAT_B load_b(uint off)
 {
     MAT_B b;
-    coopMatLoad(b, sh, off, XS, gl_CooperativeMatrixLayoutColumnMajor);
+    coopMatLoad(b, shs, off, XS, gl_CooperativeMatrixLayoutColumnMajor);
     return b;
 }
 #define ONES() ones
@@ -141,13 +143,17 @@ uint el_row(uint e) { return (lane >> 2) + 8u * (e >> 1); }
 uint el_col(uint e) { return 2u * (lane & 3u) + (e & 1u); }
 MAT_C mma(MAT_A a, MAT_B b)
 {
+    const uvec4 one = uvec4(0x01010101u);
     MAT_C c;
     [[unroll]] for (uint e = 0; e < 4u; e++) {
-        uint ra = a.off + el_row(e) * TW, rb = b.off + el_col(e) * XS;
-        int s = 0;
-        [[unroll]] for (uint w = 0; w < 8u; w++)
-            s += hk_dot4(a.off == NONE ? 0x01010101u : sh[ra + w], sh[rb + w]);
-        c.v[e] = s;
+        uint rb = b.off + el_col(e) * XS;
+        uvec4 a0 = one, a1 = one;
+        if (a.off != NONE) {
+            a0 = shw[a.off + el_row(e) * TV];
+            a1 = shw[a.off + el_row(e) * TV + 1u];
+        }
+        int s = hk_dot16(a0, uvec4(shs[rb], shs[rb + 1u], shs[rb + 2u], shs[rb + 3u]), 0);
+        c.v[e] = hk_dot16(a1, uvec4(shs[rb + 4u], shs[rb + 5u], shs[rb + 6u], shs[rb + 7u]), s);
     }
     return c;
 }
@@ -166,10 +172,10 @@ void main()
         return;
     const uint KB = pc.k / 32u, SB = pc.k / 256u, iters = (SB + WARPS - 1u) / WARPS;
     const uint w0 = pc.view_offset[0] / 16u + n0 * SB * 9u; // row n0's first 16-byte chunk
-    const uint x0 = pc.view_offset[1] / 4u;
+    const uint x0 = pc.view_offset[1] / 16u;
     const uint y0 = pc.view_offset[2] / 4u;
     const uint last_row = pc.n - 1u - n0, last_token = pc.m - 1u;
-    const uint base = warp * WSH;
+    const uint bw = warp * WSHW, bs = warp * WSHS;
 
     bool layout_ok = true;
 #ifdef HK_COOPMAT
@@ -196,7 +202,7 @@ void main()
     // half h of super-block sb into register set `set`
 #define LOAD(set, h, sb)                                                                      \
     {                                                                                         \
-        const uint wsb = w0 + min(sb, SB - 1u) * 9u; /* row n0's super-block sb */            \
+        const uint sbc = min(sb, SB - 1u), wsb = w0 + sbc * 9u; /* row n0's super-block */    \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
             uint u = ln + j * LANES, r = min(u >> 2, last_row);                               \
             if (u < 64u * RT)                                                                 \
@@ -208,11 +214,9 @@ void main()
                 rh[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u];                \
         }                                                                                     \
         [[unroll]] for (uint j = 0; j < NX; j++) {                                            \
-            uint u = ln + j * LANES, t = min(u >> 2, last_token);                             \
-            uint xb = x0 + (t * KB + min(sb, SB - 1u) * 8u + 4u * (h) + (u & 3u)) * 9u;       \
-            if (u < 32u)                                                                      \
-                [[unroll]] for (uint w = 0; w < 9u; w++)                                      \
-                    rx[set][j][w] = PROBE_NO_X ? 0u : xq[xb + w];                             \
+            uint u = ln + j * LANES, t = min(u / 9u, last_token);                             \
+            if (u < 72u) /* token t's blocks 8 sbc + 4 h ..: 144 bytes on a 16-byte boundary */ \
+                rx[set][j] = PROBE_NO_X ? uvec4(0u) : xq128[x0 + t * (KB / 4u) * 9u + sbc * 18u + 9u * (h) + u % 9u]; \
         }                                                                                     \
     }
 
@@ -232,14 +236,12 @@ void main()
             [[unroll]] for (uint j = 0; j < NQ; j++) {
                 uint u = ln + j * LANES;
                 if (u < 64u * RT) {
-                    // piece q of row r (of row tile g): its low nibbles are values 16 (q % 2) ..
-                    // of local sub-block 2 (q / 2), its high nibbles the same values of the next
-                    uint g = u >> 6, r = (u >> 2) & 15u, q = u & 3u;
-                    uint o = base + (4u * g + 2u * (q >> 1)) * TILE + r * TW + 4u * (q & 1u);
-                    [[unroll]] for (uint w = 0; w < 4u; w++) {
-                        sh[o + w] = rq[set][j][w] & 0x0F0F0F0Fu;
-                        sh[o + TILE + w] = (rq[set][j][w] >> 4) & 0x0F0F0F0Fu;
-                    }
+                    // piece q of row r: its low nibbles are values 16 (q % 2) .. of local sub-block
+                    // 2 (q / 2), its high nibbles the same values of the next
+                    uint r = u >> 2, q = u & 3u;
+                    uint o = bw + (4u * (r >> 4) + 2u * (q >> 1)) * TILE + (r & 15u) * TV + (q & 1u);
+                    shw[o] = rq[set][j] & 0x0F0F0F0Fu;
+                    shw[o + TILE] = (rq[set][j] >> 4) & 0x0F0F0F0Fu;
                 }
             }
             [[unroll]] for (uint j = 0; j < NH; j++) {
@@ -252,19 +254,24 @@ void main()
                     vec2 dm = unpackHalf2x16(rh[set][j].x);
                     [[unroll]] for (uint i = 0; i < 2u; i++) {
                         uvec2 f = hk_q4k_scale_of(sc, mn, 4u * h + 2u * p + i);
-                        uint o = base + FAC + 2u * (4u * r + 2u * p + i); // r runs on into tile 2
-                        sh[o] = floatBitsToUint(dm.x * float(f.x));
-                        sh[o + 1u] = floatBitsToUint(-dm.y * float(f.y));
+                        uint o = bs + FAC + 2u * (4u * r + 2u * p + i);
+                        shs[o] = floatBitsToUint(dm.x * float(f.x));
+                        shs[o + 1u] = floatBitsToUint(-dm.y * float(f.y));
                     }
                 }
             }
             [[unroll]] for (uint j = 0; j < NX; j++) {
                 uint u = ln + j * LANES;
-                if (u < 32u) {
-                    // token u / 4's block u % 4: its d (the s half is never read) and its quants
-                    sh[base + XD + u] = floatBitsToUint(unpackHalf2x16(rx[set][j][0]).x);
-                    [[unroll]] for (uint w = 0; w < 8u; w++)
-                        sh[base + XB + (u >> 2) * XS + 8u * (u & 3u) + w] = rx[set][j][1u + w];
+                if (u < 72u) {
+                    // word i of token t's 4 blocks: block i / 9's d (word 0; the s half is never
+                    // read) or its quant word i % 9 - 1
+                    uint t = u / 9u;
+                    [[unroll]] for (uint w = 0; w < 4u; w++) {
+                        uint i = 4u * (u - 9u * t) + w, b = i / 9u, pos = i - 9u * b;
+                        uint v = rx[set][j][w];
+                        shs[bs + (pos == 0u ? XD + 4u * t + b : XB + t * XS + 8u * b + pos - 1u)] =
+                            pos == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
+                    }
                 }
             }
             WARP_BARRIER();
@@ -278,16 +285,16 @@ void main()
                 LOAD(set, 0, sb + WARPS)
             if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
                 [[unroll]] for (uint b = 0; b < 4u; b++) {
-                    MAT_B xt = load_b(base + XB + 8u * b);
+                    MAT_B xt = load_b(bs + XB + 8u * b);
                     MAT_C s = mma(ONES(), xt);
                     [[unroll]] for (uint g = 0; g < RT; g++) {
-                        MAT_C c = mma(load_a(base + (4u * g + b) * TILE), xt);
+                        MAT_C c = mma(load_a(bw + (4u * g + b) * TILE), xt);
                         [[unroll]] for (uint e = 0; e < L; e++) {
-                            uint r = el_row(e), t = el_col(e), f = base + FAC + 128u * g + 2u * (4u * r + b);
+                            uint r = 16u * g + el_row(e), t = el_col(e), f = bs + FAC + 2u * (4u * r + b);
                             // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
-                            part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(sh[f]),
-                                                 uintBitsToFloat(sh[f + 1u]) * float(ELEM(s, e))),
-                                             uintBitsToFloat(sh[base + XD + 4u * t + b]), part[g][e]);
+                            part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(shs[f]),
+                                                 uintBitsToFloat(shs[f + 1u]) * float(ELEM(s, e))),
+                                             uintBitsToFloat(shs[bs + XD + 4u * t + b]), part[g][e]);
                         }
                     }
                 }
@@ -301,13 +308,13 @@ void main()
     barrier(); // every warp is done with its tiles
     [[unroll]] for (uint g = 0; g < RT; g++)
         [[unroll]] for (uint e = 0; e < L; e++)
-            sh[base + 128u * g + el_row(e) * 8u + el_col(e)] = floatBitsToUint(acc[g][e]);
+            shs[bs + 128u * g + el_row(e) * 8u + el_col(e)] = floatBitsToUint(acc[g][e]);
     barrier();
     for (uint i = tid; i < 128u * RT; i += WG) {
         uint r = i / 8u, t = i % 8u; // r: the workgroup's row, over its row tiles
         float sum = 0.0;
         for (uint w = 0; w < WARPS; w++)
-            sum += uintBitsToFloat(sh[w * WSH + i]);
+            sum += uintBitsToFloat(shs[w * WSHS + i]);
         if (t < pc.m && n0 + r < pc.n)
             y[y0 + t * pc.n + n0 + r] = layout_ok ? sum : uintBitsToFloat(0x7FC00000u);
     }
