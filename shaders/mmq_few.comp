@@ -96,6 +96,8 @@ shared int spat[128];
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
 const uint NX = (72u + LANES - 1u) / LANES;
+// on the H200 one register set was slower than two (8x4096x4096 / 8x14336x4096: 0.0129 / 0.0381
+// ms against 0.0125 / 0.0369, 196 registers against 220; docs/perf.md, fifth session)
 uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
 
 #ifdef HK_COOPMAT
