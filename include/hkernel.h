@@ -285,8 +285,9 @@ HK_API void hk_context_desc_init_sized(hk_context_desc *desc, size_t desc_size);
  * every pipeline says its storage-buffer loads need no bounds checks (the kernels keep their reads
  * inside their views themselves); the environment variable HK_PIPELINE_ROBUSTNESS=default leaves
  * the driver's default instead. A borrowed device always runs the driver's default. desc may be
- * NULL (defaults); else desc->struct_size must be set (hk_context_desc_init): 0 or a size smaller than any version's is HK_ERROR_INVALID_ARGUMENT, and
- * bytes past this version's fields must be zero. HK_ERROR_NOT_FOUND when there is no Vulkan
+ * NULL (defaults); else desc->struct_size must be set (hk_context_desc_init): 0 or a size smaller
+ * than any version's is HK_ERROR_INVALID_ARGUMENT, and bytes past this version's fields must be
+ * zero. HK_ERROR_NOT_FOUND when there is no Vulkan
  * loader, no Vulkan driver (the loader finds no ICD: install one, e.g. mesa-vulkan-drivers for
  * lavapipe on the CPU), no device, or not the device asked for. Pipelines are built on first use;
  * hk_context_prepare builds them ahead of time. */

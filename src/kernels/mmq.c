@@ -322,7 +322,8 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * 4 of them while there are at most 256 workgroups, else 2, so that a larger matrix runs in
      * fewer waves. On the H200 (docs/perf.md): 8 x 4096 x 4096 (128 workgroups) 0.0115 ms with 4
      * warps, 0.0136 with 2; 8 x 14336 x 4096 (448) 0.0383 with 4, 0.0353 with 2, 0.0356 with 1
-     * (the staging of then; with today's 16-byte token loads the defaults take 0.0111 / 0.0317).
+     * (the staging of then; with the 16-byte token loads of the fifth session the defaults take
+     * 0.0110 / 0.0319).
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
     uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = 2;
 #ifdef HK_MMQ_PROBES
