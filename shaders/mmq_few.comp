@@ -29,7 +29,11 @@
 // Staging takes 16-byte loads and stores: the tokens' 4 blocks of a half lie in 144 contiguous
 // bytes on a 16-byte boundary (k a multiple of 256), loaded as 9 pieces and sorted into quants and
 // d word by word at the store (on the H200 8 x 14336 x 4096 0.0351 -> 0.0317 ms against a 4-byte
-// load per word: fewer load and store instructions per byte).
+// load per word: fewer load and store instructions per byte). Every address an invocation stages
+// to is fixed for the whole loop (computed once, before it: no divisions by 9 in the loop), and
+// the stores and the epilogue's reads of shared memory are free of bank conflicts (on the H200
+// 8 x 4096 x 4096 0.0110 -> 0.0095 ms, 8 x 14336 x 4096 0.0320 -> 0.0265 at 2 warps; docs/perf.md,
+// sixth session).
 // Needs 16-byte aligned views of W and X (the host sends mmq.comp the rest).
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
@@ -66,28 +70,36 @@ HK_PUSH_END
 
 // A warp's weight tiles (shw, in uvec4), for one half super-block: per row tile its 4 sub-blocks as
 // 16 x 32 int8 tiles (tile i of row tile g at (4 g + i) TILE), rows TV uvec4 apart (32 bytes and 16
-// of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks).
+// of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks),
+// tiles one uvec4 more than 16 rows apart: a store instruction's 8-invocation phase writes rows x
+// and x + 4 (wrow) into tiles 2 apart, 32 bytes apart in the banks, so its 8 pieces fill all 32
+// (on the H200 8 x 14336 x 4096 0.0320 -> 0.0314 ms against rows x, x + 1 and tiles 0 apart).
 const uint TV = 3u;
-const uint TILE = 16u * TV;
+const uint TILE = 16u * TV + 1u;
 const uint WSHW = 4u * RT * TILE;
 shared uvec4 shw[WARPS * WSHW];
-// A warp's words of shs, for the same half: the tokens' quants, token t's block b at XB + t * XS +
-// 8 b (XS = 36: the 8 columns of 4 lanes of a matrix load fall into 32 banks); the tokens' d, at
-// XD + 4 t + b; the rows' factor pairs (d*sc, -dmin*m), row r's (over the row tiles) of local
-// sub-block b at FAC + 2 (4 r + b). After the loop its first 128 RT words hold its partial sums.
+// A warp's words of shs, for the same half: token t's row at t * XS (XS = 36: the 8 columns of 4
+// lanes of a matrix load fall into 32 banks) holds its block b's quants at 8 b and the block's
+// first word (f16 d, f16 s; s is never read) at 32 + b; the rows' factor pairs (d*sc, -dmin*m),
+// row r's (over the row tiles) of local sub-blocks 2 c and 2 c + 1 at FAC + 8 r + 4 (c ^ (r / 4 %
+// 2)): a row's 16 bytes for the two sub-blocks the epilogue reads together, and rows x and x + 4
+// in different banks. After the loop its first 128 RT words hold its partial sums. WSHS is a
+// multiple of 4, so that every warp's token rows start on 16 bytes, as matrix loads need.
 const uint XS = 36u;
-const uint XB = 0u;
-const uint XD = XB + 8u * XS;
-const uint FAC = XD + 32u;
+const uint FAC = 8u * XS;
 const uint WSHS = FAC + 128u * RT;
 shared uint shs[WARPS * WSHS];
+uint fac_word(uint r, uint b) { return FAC + 8u * r + 4u * ((b >> 1) ^ ((r >> 2) & 1u)) + 2u * (b & 1u); }
+// the weight row that invocation u's piece of a half belongs to: rows x and x + 4 (not x + 1) in
+// each 8-invocation phase of a store, within the same 8 rows
+uint wrow(uint u) { uint v = u >> 2; return (v & ~7u) | ((v & 1u) << 2) | ((v >> 1) & 3u); }
 #ifdef HK_COOPMAT
 shared int spat[128];
 #endif
 
-// loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row u / 4's quants
-// 16 q .. 16 q + 15 of the half at unit 4 r + q, rows of the row tiles in turn) and the 72 16-byte
-// pieces of the 8 tokens' 4 Q8_1 blocks (token u / 9's piece u % 9); and once per super-block its
+// loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row wrow(u)'s
+// quants 16 q .. 16 q + 15 of the half, q = u % 4) and the 72 16-byte pieces of the 8 tokens' 4
+// Q8_1 blocks (TPL tokens per load: token TPL j + ln / 9's piece ln % 9); and once per super-block its
 // 32 RT headers (row u / 2, twice: in each half each of the two invocations decodes two of the
 // half's sub-blocks), in one set of registers, loaded right after the second half's decode (on the
 // H200 8x4096x4096 0.0111 -> 0.0110 ms against a load per half; 8x14336x4096 the same). Rows past
@@ -95,7 +107,8 @@ shared int spat[128];
 // written).
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
-const uint NX = (72u + LANES - 1u) / LANES;
+const uint TPL = LANES / 9u;
+const uint NX = (8u + TPL - 1u) / TPL;
 // on the H200 one register set was slower than two (8x4096x4096 / 8x14336x4096: 0.0129 / 0.0381
 // ms against 0.0125 / 0.0369, 196 registers against 220; docs/perf.md, fifth session)
 uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
@@ -204,12 +217,27 @@ void main()
         [[unroll]] for (uint e = 0; e < L; e++)
             acc[g][e] = 0.0;
 
+    // where this invocation stages to, the same at every half: its weight pieces' first tile (the
+    // high nibbles go one tile on); its tokens' words: word w of piece v = ln % 9 (group word i =
+    // 4 v + w of the 4 blocks' 36) goes to token TPL j + ln / 9's row, at xst[w] + TPL j XS: a
+    // quant word of block i / 9 or the block's first word (i % 9 == 0)
+    uint wst[NQ], xst[4];
+    [[unroll]] for (uint j = 0; j < NQ; j++) {
+        uint u = ln + j * LANES, r = wrow(u), q = u & 3u;
+        wst[j] = bw + (4u * (r >> 4) + 2u * (q >> 1)) * TILE + (r & 15u) * TV + (q & 1u);
+    }
+    const uint xa = ln / 9u, xv = ln - 9u * xa;
+    [[unroll]] for (uint w = 0; w < 4u; w++) {
+        uint i = 4u * xv + w, b = i / 9u, pos = i - 9u * b;
+        xst[w] = bs + xa * XS + (pos == 0u ? 32u + b : 8u * b + pos - 1u);
+    }
+
     // half h of super-block sb into register set `set`, and with hdr the super-block's headers
 #define LOAD(set, h, sb, hdr)                                                                 \
     {                                                                                         \
         const uint sbc = min(sb, SB - 1u), wsb = w0 + sbc * 9u; /* row n0's super-block */    \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
-            uint u = ln + j * LANES, r = min(u >> 2, last_row);                               \
+            uint u = ln + j * LANES, r = min(wrow(u), last_row);                              \
             if (u < 64u * RT)                                                                 \
                 rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u + 1u + 4u * (h) + (u & 3u)]; \
         }                                                                                     \
@@ -220,9 +248,9 @@ void main()
                     rh[j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u];                 \
             }                                                                                 \
         [[unroll]] for (uint j = 0; j < NX; j++) {                                            \
-            uint u = ln + j * LANES, t = min(u / 9u, last_token);                             \
-            if (u < 72u) /* token t's blocks 8 sbc + 4 h ..: 144 bytes on a 16-byte boundary */ \
-                rx[set][j] = PROBE_NO_X ? uvec4(0u) : xq128[x0 + t * (KB / 4u) * 9u + sbc * 18u + 9u * (h) + u % 9u]; \
+            uint t = min(TPL * j + xa, last_token);                                           \
+            if (xa < TPL && TPL * j + xa < 8u) /* token t's blocks 8 sbc + 4 h ..: 144 bytes on a 16-byte boundary */ \
+                rx[set][j] = PROBE_NO_X ? uvec4(0u) : xq128[x0 + t * (KB / 4u) * 9u + sbc * 18u + 9u * (h) + xv]; \
         }                                                                                     \
     }
 
@@ -240,46 +268,32 @@ void main()
             const uint set = h % SETS;
             WARP_BARRIER(); // the warp is done with its tiles' last half
             [[unroll]] for (uint j = 0; j < NQ; j++) {
-                uint u = ln + j * LANES;
-                if (u < 64u * RT) {
-                    // piece q of row r: its low nibbles are values 16 (q % 2) .. of local sub-block
-                    // 2 (q / 2), its high nibbles the same values of the next
-                    uint r = u >> 2, q = u & 3u;
-                    uint o = bw + (4u * (r >> 4) + 2u * (q >> 1)) * TILE + (r & 15u) * TV + (q & 1u);
-                    shw[o] = rq[set][j] & 0x0F0F0F0Fu;
-                    shw[o + TILE] = (rq[set][j] >> 4) & 0x0F0F0F0Fu;
+                // piece q of a row: its low nibbles are values 16 (q % 2) .. of local sub-block
+                // 2 (q / 2), its high nibbles the same values of the next
+                if (ln + j * LANES < 64u * RT) {
+                    shw[wst[j]] = rq[set][j] & 0x0F0F0F0Fu;
+                    shw[wst[j] + TILE] = (rq[set][j] >> 4) & 0x0F0F0F0Fu;
                 }
             }
             [[unroll]] for (uint j = 0; j < NH; j++) {
                 uint u = ln + j * LANES;
                 if (u < 32u * RT) {
                     // row u / 2's factors of local sub-blocks 2 (u % 2) and 2 (u % 2) + 1
-                    uint r = u >> 1, p = u & 1u;
+                    uint r = u >> 1, p = u & 1u, o = bs + fac_word(r, 2u * p);
                     uvec2 sc, mn;
                     hk_q4k_scales8(rh[j], sc, mn);
                     vec2 dm = unpackHalf2x16(rh[j].x);
                     [[unroll]] for (uint i = 0; i < 2u; i++) {
                         uvec2 f = hk_q4k_scale_of(sc, mn, 4u * h + 2u * p + i);
-                        uint o = bs + FAC + 2u * (4u * r + 2u * p + i);
-                        shs[o] = floatBitsToUint(dm.x * float(f.x));
-                        shs[o + 1u] = floatBitsToUint(-dm.y * float(f.y));
+                        shs[o + 2u * i] = floatBitsToUint(dm.x * float(f.x));
+                        shs[o + 2u * i + 1u] = floatBitsToUint(-dm.y * float(f.y));
                     }
                 }
             }
-            [[unroll]] for (uint j = 0; j < NX; j++) {
-                uint u = ln + j * LANES;
-                if (u < 72u) {
-                    // word i of token t's 4 blocks: block i / 9's d (word 0; the s half is never
-                    // read) or its quant word i % 9 - 1
-                    uint t = u / 9u;
-                    [[unroll]] for (uint w = 0; w < 4u; w++) {
-                        uint i = 4u * (u - 9u * t) + w, b = i / 9u, pos = i - 9u * b;
-                        uint v = rx[set][j][w];
-                        shs[bs + (pos == 0u ? XD + 4u * t + b : XB + t * XS + 8u * b + pos - 1u)] =
-                            pos == 0u ? floatBitsToUint(unpackHalf2x16(v).x) : v;
-                    }
-                }
-            }
+            [[unroll]] for (uint j = 0; j < NX; j++)
+                if (xa < TPL && TPL * j + xa < 8u)
+                    [[unroll]] for (uint w = 0; w < 4u; w++)
+                        shs[xst[w] + TPL * j * XS] = rx[set][j][w];
             WARP_BARRIER();
             // the next loads into the set just staged: with two sets the same half of the next
             // super-block, with one the other half; the next super-block's headers once this one's
@@ -292,16 +306,16 @@ void main()
                 LOAD(set, 0, sb + WARPS, true)
             if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
                 [[unroll]] for (uint b = 0; b < 4u; b++) {
-                    MAT_B xt = load_b(bs + XB + 8u * b);
+                    MAT_B xt = load_b(bs + 8u * b);
                     MAT_C s = mma(ONES(), xt);
                     [[unroll]] for (uint g = 0; g < RT; g++) {
                         MAT_C c = mma(load_a(bw + (4u * g + b) * TILE), xt);
                         [[unroll]] for (uint e = 0; e < L; e++) {
-                            uint r = 16u * g + el_row(e), t = el_col(e), f = bs + FAC + 2u * (4u * r + b);
+                            uint f = bs + fac_word(16u * g + el_row(e), b), t = el_col(e);
                             // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
                             part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(shs[f]),
                                                  uintBitsToFloat(shs[f + 1u]) * float(ELEM(s, e))),
-                                             uintBitsToFloat(shs[bs + XD + 4u * t + b]), part[g][e]);
+                                             unpackHalf2x16(shs[bs + t * XS + 32u + b]).x, part[g][e]);
                         }
                     }
                 }

@@ -787,9 +787,10 @@ static void run_suite(int full)
     test_mmq(HK_TYPE_Q4_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 7, 16, 768, 1, X_QUANTIZED, 3, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 8, 40, 2816, 0, X_QUANTIZED, 0, ++seed, 0);
+    /* the warp count from the workgroups against the device's schedulers (mmq.c record_few; 512
+     * where the device does not say): 129 workgroups of 32 rows, 2 warps where 512 (4 on the
+     * H200's 528); 257, 1 warp (2 on the H200), the last workgroup 8 rows */
     test_mmq(HK_TYPE_Q4_K, 6, 4100, 1280, 1, X_GPU_QUANTIZED, 3, ++seed, 0);
-    /* more than 256 workgroups of 32 rows: 2 warps split k (3 super-blocks), the last
-     * workgroup 8 rows */
     test_mmq(HK_TYPE_Q4_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
     if (full) {
         test_mmq(HK_TYPE_Q4_K, 8, 130, 4096, 0, X_QUANTIZED, 0, ++seed, 0);

@@ -158,6 +158,7 @@ static const hk_case_shape mmq_full[] = {
     {Q6, {512, 4096, 4096}, 1, 0},     {Q4, {2048, 4096, 4096}, 1, 0},
     /* 8 tokens (the few-token kernel), beside llama.cpp-vk's 8-token matvec */
     {Q4, {8, 4096, 4096}, 1, 0.159},   {Q4, {8, 14336, 4096}, 1, 0.423},
+    {Q4, {8, 4096, 14336}, 1, 0},
 };
 
 const hk_case hk_case_mmq = {

@@ -296,12 +296,12 @@ typedef struct mmq_params {
 static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
 
 /* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles: per warp and row tile 4
- * weight tiles of 16 x 12 words and 64 factor pairs; per warp 8 x 36 words of token quants and 32 d;
+ * weight tiles of 16 x 12 words and 4 more, and 64 factor pairs; per warp 8 token rows of 36 words;
  * the coopmat arm's 128 element indices. The warp count is picked from the larger one, so that both
  * arms of a device split k alike (and agree bit for bit). */
 static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles)
 {
-    return 4ull * (warps * (row_tiles * (4 * 192 + 128) + 8 * 36 + 32) + 128);
+    return 4ull * (warps * (row_tiles * (4 * 196 + 128) + 8 * 36) + 128);
 }
 
 static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t lanes)
@@ -314,16 +314,19 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
                             const mmq_params *p)
 {
     int arm = ARM_SCALAR;
-    if (few_shaders[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, 8))
+    /* a subgroup loads whole tokens' pieces (9 invocations each) */
+    if (few_shaders[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, 8) && context->caps.subgroup_size >= 16)
         arm = ARM_COOPMAT;
     else if (few_shaders[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
-    /* Workgroups of 32 rows (two row tiles per warp) and two register sets. The warps split k:
-     * 4 of them while there are at most 256 workgroups, else 2, so that a larger matrix runs in
-     * fewer waves. On the H200 (docs/perf.md): 8 x 4096 x 4096 (128 workgroups) 0.0115 ms with 4
-     * warps, 0.0136 with 2; 8 x 14336 x 4096 (448) 0.0383 with 4, 0.0353 with 2, 0.0356 with 1
-     * (the staging of then; with the 16-byte token loads of the fifth session the defaults take
-     * 0.0110 / 0.0319).
+    /* Workgroups of 32 rows (two row tiles per warp) and two register sets. The warps split k: 4,
+     * 2 or 1 of them, the most that keep the grid's warps within one per scheduler of the device
+     * (caps.schedulers, else 512): a warp runs fastest alone on its scheduler, and splitting k
+     * pays only where the rows alone leave schedulers idle. On the H200 (528 schedulers,
+     * docs/perf.md, sixth session), ms at 8 tokens with 1 / 2 / 4 warps: 4096 x 4096 (128
+     * workgroups) 0.0206 / 0.0130 / 0.0094, 8192 x 4096 (256) 0.0214 / 0.0147 / 0.0162, 11008 x
+     * 4096 (344) 0.0225 / 0.0256 / 0.0226, 14336 x 4096 (448) 0.0247 / 0.0261 / 0.0292, 4096 x 14336
+     * (128) 0.0652 / 0.0365 / 0.0229.
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
     uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = 2;
 #ifdef HK_MMQ_PROBES
@@ -331,7 +334,10 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
 #endif
     const uint32_t groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles);
-    uint32_t warps = groups <= 256 ? 4 : 2;
+    const uint64_t schedulers = context->caps.schedulers ? context->caps.schedulers : 512;
+    uint32_t warps = 4;
+    while (warps > 1 && (uint64_t)groups * warps > schedulers)
+        warps /= 2;
 #ifdef HK_MMQ_PROBES
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_FEW_WARPS", warps, 1, 16, 1, &warps);

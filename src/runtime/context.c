@@ -491,6 +491,17 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     vkGetPhysicalDeviceProperties(pd, &base);
     if (base.apiVersion >= VK_API_VERSION_1_3)
         p2.pNext = &dot;
+    /* the scheduler count: a property of an extension the device lists (not enabled) */
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceShaderCorePropertiesAMD core = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+    if (device_has_extension(pd, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+        sm.pNext = p2.pNext;
+        p2.pNext = &sm;
+    } else if (device_has_extension(pd, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+        core.pNext = p2.pNext;
+        p2.pNext = &core;
+    }
     vkGetPhysicalDeviceProperties2(pd, &p2);
     const VkPhysicalDeviceProperties *p = &p2.properties;
 
@@ -510,6 +521,11 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     caps->subgroup_arithmetic = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                                 (v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
     caps->shared_memory_bytes = p->limits.maxComputeSharedMemorySize;
+    /* NVIDIA's SMs have had 4 schedulers since Volta */
+    uint64_t schedulers = sm.shaderSMCount ? 4ull * sm.shaderSMCount
+                                           : (uint64_t)core.shaderEngineCount * core.shaderArraysPerEngineCount *
+                                                 core.computeUnitsPerShaderArray * core.simdPerComputeUnit;
+    caps->schedulers = schedulers <= UINT32_MAX ? (uint32_t)schedulers : 0;
     caps->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     caps->min_storage_offset_alignment = p->limits.minStorageBufferOffsetAlignment;
