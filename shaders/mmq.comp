@@ -44,8 +44,8 @@
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
-layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // pc.wload 1: 4-byte aligned view
-layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // pc.wload 2: 16-byte aligned view
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // WLOAD 1: 4-byte aligned rows
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // WLOAD 2: 16-byte aligned view
 layout(binding = 1) readonly buffer XQ { uint xq[]; };            // Q8_1 blocks of 9 words
 layout(binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };         // FLAGS X16
 layout(binding = 2) writeonly buffer Out { float y[]; };
@@ -90,6 +90,10 @@ const bool FORCE_GENERIC = (FLAGS & 2u) != 0u;
 const bool TWO_LEVEL = (FLAGS & 4u) != 0u;
 const bool X16 = (FLAGS & 8u) != 0u;
 const bool ROLLED = (FLAGS & 128u) != 0u;
+// bits 8-9 WLOAD: the weight loads' width (mmq_weights.glsl), from the view's alignment: Q4_K 2
+// 16-byte, 1 32-bit, 0 16-bit; Q8_0 and Q6_K 1 32-bit (every row on 4 bytes), else 0. A constant,
+// so that each pipeline holds only its own loads.
+const uint WLOAD = (FLAGS >> 8) & 3u;
 const uint GROUP_STAGES = KS < 32u ? 32u / KS : 1u; // k steps summed before adding into the total
 #ifdef HK_MMQ_PROBES
 // development builds only (CMake HK_MMQ_PROBES, HK_MMQ_PROBE=bits): parts of the work left out, to
@@ -109,7 +113,6 @@ HK_PUSH_BEGIN
     uint n_tiles;
     uint n_experts;       // HK_MMQ_ID
     uint slots_per_x_row; // HK_MMQ_ID
-    uint wload;           // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
 HK_PUSH_END
 
 shared uint sa[BM * STRIDE_A]; // X quants: row r, block kk at word r * STRIDE_A + A_BLOCK kk

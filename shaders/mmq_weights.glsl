@@ -10,9 +10,12 @@
 //   Q6_K: wa * q_i for i < 16, wb * q_i for i >= 16 (d times the two 16-value scales)
 // Consecutive invocations load consecutive bytes of a row (the loads of a subgroup cover a few
 // contiguous runs, not one cache line per lane); rows past n stage zeros. GGUF blocks are only
-// 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K in 16-byte chunks as the
-// view's alignment allows (pc.wload). Needs w16/w32/w128, sb, w_set, STRIDE, BN, KS, WG, tid,
-// n0, w_row0 (the tile's first row's first 16-bit word), row_u16, pc.n, KB.
+// 2-byte aligned: the loads are as wide as the view's alignment allows (WLOAD, a constant): Q4_K
+// 16-byte chunks, Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes, else 16-bit
+// words. On the H200 at 512 x 4096 x 4096 (docs/perf.md, eighth session) Q8_0 0.195 -> 0.177 ms
+// and Q6_K 0.314 -> 0.301 against 16-bit words throughout; the width as a constant rather than a
+// branch on a push constant took Q4_K 0.169 -> 0.161. Needs w16/w32/w128, sb, w_set, STRIDE, BN,
+// KS, WG, tid, n0, w_row0 (the tile's first row's first 16-bit word), row_u16, pc.n, KB.
 #define HK_WIDE_WEIGHT_LOADS
 #include "gemm_q4k.glsl"
 #include "w16.glsl"
@@ -23,23 +26,44 @@ uint hk_mmq_pair(uint i16) { return uint(w16[i16]) | (uint(w16[i16 + 1u]) << 16)
 #if defined(HK_Q8_0)
 #define HK_MMQ_BLOCK_VALUES 32u
 #define HK_MMQ_BLOCK_U16 17u
-// Q8_0: block of 32 = f16 d, i8 qs[32] (17 u16). A unit is two quant words (8 values: 4 u16) of
-// one block, and the block's d for the first unit of the block.
-const uint WU = (BN * KS * 4u + WG - 1u) / WG;
-uvec2 wq_raw[WU];
+// Q8_0: block of 32 = f16 d, i8 qs[32] (34 bytes, 17 u16). A unit is half a block (4 quant words:
+// 16 values) and, for the first half, the block's d. With WLOAD 1 (the view 4-byte aligned and
+// k / 32 even, so that every row starts on 4 bytes) an even block starts on 4 bytes and an odd one
+// 2 bytes past: each unit takes four aligned words and one 16-bit word (an even block's quants
+// are the words shifted by 2 bytes, the last two bytes from the 16-bit word, so that nothing past
+// the block is read; an odd block's d is the 16-bit word), 5 loads against 9 through 16-bit words.
+const uint WU = (BN * KS * 2u + WG - 1u) / WG;
+uvec4 wq_raw[WU];
 uint wd_raw[WU];
+
+uint hk_mmq_funnel(uint lo, uint hi) { return (lo >> 16) | (hi << 16); }
 
 void w_load(uint st)
 {
     [[unroll]] for (uint j = 0; j < WU; j++) {
-        uint it = tid + j * WG, r = it / (KS * 4u), kk = (it / 4u) % KS, p = it % 4u, kb = st * KS + kk;
-        uvec2 q = uvec2(0u);
+        uint it = tid + j * WG, r = it / (KS * 2u), kk = (it / 2u) % KS, p = it % 2u, kb = st * KS + kk;
+        uvec4 q = uvec4(0u);
         uint d = 0u;
-        if (it < BN * KS * 4u && n0 + r < pc.n && kb < KB && !PROBE_NO_GLOBAL) {
-            uint b = w_row0 + r * row_u16 + kb * 17u, q16 = b + 1u + 4u * p;
-            q = uvec2(hk_mmq_pair(q16), hk_mmq_pair(q16 + 2u));
-            if (p == 0u)
-                d = uint(w16[b]);
+        if (it < BN * KS * 2u && n0 + r < pc.n && kb < KB && !PROBE_NO_GLOBAL) {
+            uint b = w_row0 + r * row_u16 + kb * 17u;
+            if (WLOAD == 1u) {
+                uint odd = kb & 1u, a0 = ((b + odd) >> 1) + 4u * p;
+                uvec4 a = uvec4(w32[a0], w32[a0 + 1u], w32[a0 + 2u], w32[a0 + 3u]);
+                uint e = uint(w16[odd != 0u ? b : b + 8u * p + 8u]);
+                if (odd != 0u) {
+                    q = a;
+                    d = e;
+                } else {
+                    q = uvec4(hk_mmq_funnel(a.x, a.y), hk_mmq_funnel(a.y, a.z), hk_mmq_funnel(a.z, a.w),
+                              hk_mmq_funnel(a.w, e));
+                    d = a.x & 0xFFFFu;
+                }
+            } else {
+                uint q16 = b + 1u + 8u * p;
+                q = uvec4(hk_mmq_pair(q16), hk_mmq_pair(q16 + 2u), hk_mmq_pair(q16 + 4u), hk_mmq_pair(q16 + 6u));
+                if (p == 0u)
+                    d = uint(w16[b]);
+            }
         }
         wq_raw[j] = q;
         wd_raw[j] = d;
@@ -49,10 +73,11 @@ void w_load(uint st)
 void w_store(uint st)
 {
     [[unroll]] for (uint j = 0; j < WU; j++) {
-        uint it = tid + j * WG, r = it / (KS * 4u), kk = (it / 4u) % KS, p = it % 4u;
-        if (it < BN * KS * 4u) {
-            sb[r * STRIDE + kk * 8u + 2u * p] = wq_raw[j].x;
-            sb[r * STRIDE + kk * 8u + 2u * p + 1u] = wq_raw[j].y;
+        uint it = tid + j * WG, r = it / (KS * 2u), kk = (it / 2u) % KS, p = it % 2u;
+        if (it < BN * KS * 2u) {
+            uint o = r * STRIDE + kk * 8u + 4u * p;
+            [[unroll]] for (uint w = 0; w < 4u; w++)
+                sb[o + w] = wq_raw[j][w];
             if (p == 0u)
                 w_set(kk, r, vec2(hk_half(wd_raw[j]), 0.0));
         }
@@ -80,9 +105,9 @@ void w_load(uint st)
         uvec4 h = uvec4(0u), c0 = uvec4(0u), c1 = uvec4(0u);
         if (it < BN * KS / 2u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint b = w_row0 + r * row_u16 + sbk * 72u, c = b + 8u * (1u + j0 + 2u * p);
-            h = hk_w_ld16(b, pc.wload);
-            c0 = hk_w_ld16(c, pc.wload);
-            c1 = hk_w_ld16(c + 8u, pc.wload);
+            h = hk_w_ld16(b, WLOAD);
+            c0 = hk_w_ld16(c, WLOAD);
+            c1 = hk_w_ld16(c + 8u, WLOAD);
         }
         wh_raw[j] = h;
         wc_raw[j][0] = c0;
@@ -125,7 +150,8 @@ void w_store(uint st)
 // scales[8h + 2g + 1]. The four blocks of a half share their bytes: a unit is values l = 4p ..
 // 4p+3 (p: 0..7) of the step's blocks of one half (QG of them from block g0), from two ql words
 // and one qh word, and the half's scales and d for p = 0. A step is two blocks of a half (KS 2),
-// one half (KS 4) or both (KS 8).
+// one half (KS 4) or both (KS 8). With WLOAD 1 (the view on 4 bytes, k / 256 even: every row
+// on 4 bytes) the even super-blocks (210 bytes each) start on 4 bytes and are read in 32-bit words.
 const uint QH = KS >= 4u ? KS / 4u : 1u; // halves per step
 const uint QG = KS >= 4u ? 4u : KS;      // blocks per half and step
 const uint WU = (BN * QH * 8u + WG - 1u) / WG;
@@ -143,11 +169,22 @@ void w_load(uint st)
         uint d = 0u;
         if (it < BN * QH * 8u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint h = h0 + hs, b = w_row0 + r * row_u16 + sbk * 105u;
-            q = uvec3(hk_mmq_pair(b + 32u * h + 2u * p), hk_mmq_pair(b + 32u * h + 16u + 2u * p),
-                      hk_mmq_pair(b + 64u + 16u * h + 2u * p));
-            if (p == 0u) {
-                s = uvec2(hk_mmq_pair(b + 96u + 4u * h), hk_mmq_pair(b + 98u + 4u * h));
-                d = uint(w16[b + 104u]);
+            // d loaded inside each branch: with one load after both, the H200 ran the expert-
+            // indexed Q6_K kernel (k 768, always the 16-bit branch) 7% slower (0.557 -> 0.598 ms)
+            if (WLOAD == 1u && (sbk & 1u) == 0u) { // the super-block on 4 bytes: 32-bit words
+                uint b2 = b >> 1;
+                q = uvec3(w32[b2 + 16u * h + p], w32[b2 + 16u * h + 8u + p], w32[b2 + 32u + 8u * h + p]);
+                if (p == 0u) {
+                    s = uvec2(w32[b2 + 48u + 2u * h], w32[b2 + 49u + 2u * h]);
+                    d = uint(w16[b + 104u]);
+                }
+            } else {
+                q = uvec3(hk_mmq_pair(b + 32u * h + 2u * p), hk_mmq_pair(b + 32u * h + 16u + 2u * p),
+                          hk_mmq_pair(b + 64u + 16u * h + 2u * p));
+                if (p == 0u) {
+                    s = uvec2(hk_mmq_pair(b + 96u + 4u * h), hk_mmq_pair(b + 98u + 4u * h));
+                    d = uint(w16[b + 104u]);
+                }
             }
         }
         wq_raw[j] = q;

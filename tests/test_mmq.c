@@ -771,6 +771,10 @@ static void run_suite(int full)
         test_mmq(ty, 17, 7, 256, 0, X_RAW_BLOCKS, 0, ++seed, 0);
         test_mmq(ty, 100, 257, 512, 1, X_QUANTIZED, 1, ++seed, 0);
         test_mmq(ty, 64, 64, 2048, 0, X_GPU_QUANTIZED, 0, ++seed, 0);
+        /* the weights' 32-bit loads (mmq_weights.glsl WLOAD 1: Q8_0 and Q6_K rows on 4 bytes, an
+         * even k / block count; Q8_0's even blocks shifted by 2 bytes, Q6_K's odd super-blocks
+         * read as 16-bit words), flush against the end */
+        test_mmq(ty, 19, 45, 1024, 1, X_QUANTIZED, 2, ++seed, 0);
         if (full) {
             test_mmq(ty, 33, 130, 256, 1, X_GPU_QUANTIZED, 1, ++seed, 0);
             test_mmq(ty, 5, 300, 1024, 0, X_RAW_BLOCKS, 1, ++seed, 0);

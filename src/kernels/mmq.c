@@ -57,7 +57,7 @@ static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), 
 #define ROWS_MAX_SLOTS 262144u
 
 /* mmq.comp's FLAGS (specialization constant 7) */
-enum { FLAG_PREFETCH = 1, FLAG_GENERIC = 2, FLAG_TWO_LEVEL = 4, FLAG_X16 = 8, FLAG_ROLLED = 128 };
+enum { FLAG_PREFETCH = 1, FLAG_GENERIC = 2, FLAG_TWO_LEVEL = 4, FLAG_X16 = 8, FLAG_ROLLED = 128, FLAG_WLOAD_SHIFT = 8 };
 
 /* warp grid (wm x wn), subtiles per warp (rm x rn), 32-value blocks per k step (ks), whether the
  * next step's loads are issued before the current step's multiplies (prefetch), and whether the
@@ -275,7 +275,7 @@ static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
 }
 
 typedef struct mmq_params {
-    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row, wload;
+    uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
 } mmq_params;
 
 /* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 8 on Q4_K weights, 16-byte aligned views.
@@ -372,7 +372,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     return hk__dispatch(context, stream, fn, &d);
 }
 
-/* w and xq as bound (b[0], b[1]): their alignment picks the load widths (flags, p->wload) */
+/* w and xq as bound (b[0], b[1]): their alignment picks the load widths (flags) */
 static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
                         uint32_t count, mmq_params *p, uint64_t m_rows_max, const char *key)
 {
@@ -420,7 +420,13 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
      * power of two of at least 16, so the offset tells */
     if (b[1].view.offset % 16 == 0 && (p->k / 32) % 4 == 0 && tl.ks % 4 == 0)
         flags |= FLAG_X16;
-    p->wload = t != 1 ? 0 : b[0].view.offset % 16 == 0 ? 2 : b[0].view.offset % 4 == 0 ? 1 : 0;
+    /* the weight loads' width (mmq_weights.glsl WLOAD): Q4_K 16-byte chunks as aligned as the
+     * view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (rows of 34 k / 32 and
+     * 210 k / 256 bytes) */
+    uint32_t wload = b[0].view.offset % 16 == 0 ? 2 : b[0].view.offset % 4 == 0 ? 1 : 0;
+    if (t != 1)
+        wload = wload && (p->k / (t == 0 ? 32 : 256)) % 2 == 0;
+    flags |= wload << FLAG_WLOAD_SHIFT;
     uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
     p->n_tiles = (p->n + bn - 1) / bn;
     uint64_t groups;
@@ -482,7 +488,7 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    mmq_params p = {m, n, k, 0, 0, 0, 0, 0};
+    mmq_params p = {m, n, k, 0, 0, 0, 0};
     char key[HK_TUNE_SHAPE_CHARS];
     hk__tune_key_gemm(key, wtype, m, n, k);
     return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m, key);
@@ -521,7 +527,7 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     st = hk__check_bindings(context, stream, fn, names, b, 5);
     if (st != HK_OK)
         return st;
-    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row, 0};
+    mmq_params p = {s->n_slots, s->n, s->k, 0, 0, s->n_experts, s->slots_per_x_row};
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
     char key[HK_TUNE_SHAPE_CHARS];
