@@ -87,7 +87,16 @@ static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
 /* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
 #define MMQ_BIG_TILE_MIN_TILES 96u
 
-static int type_index(hk_type t) { return t == HK_TYPE_Q8_0 ? 0 : t == HK_TYPE_Q4_K ? 1 : t == HK_TYPE_Q6_K ? 2 : -1; }
+/* the MMQ weight types, in the order of the shader and tile tables (the type index t) */
+static const hk_type mmq_types[3] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+
+static int type_index(hk_type t)
+{
+    for (int i = 0; i < 3; i++)
+        if (mmq_types[i] == t)
+            return i;
+    return -1;
+}
 
 /* The device offers s8 x s8 -> s32 16 x n x 32 subgroup matrices (not saturating), with full
  * subgroups of its size, and the int8 arithmetic the matrix types need. */
@@ -421,11 +430,11 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     if (b[1].view.offset % 16 == 0 && (p->k / 32) % 4 == 0 && tl.ks % 4 == 0)
         flags |= FLAG_X16;
     /* the weight loads' width (mmq_weights.glsl WLOAD): Q4_K 16-byte chunks as aligned as the
-     * view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (rows of 34 k / 32 and
-     * 210 k / 256 bytes) */
+     * view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (their blocks of 34 and
+     * 210 bytes: an even count of them per row) */
     uint32_t wload = b[0].view.offset % 16 == 0 ? 2 : b[0].view.offset % 4 == 0 ? 1 : 0;
     if (t != 1)
-        wload = wload && (p->k / (t == 0 ? 32 : 256)) % 2 == 0;
+        wload = wload && (p->k / hk_type_block_values(mmq_types[t])) % 2 == 0;
     flags |= wload << FLAG_WLOAD_SHIFT;
     uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
     p->n_tiles = (p->n + bn - 1) / bn;
