@@ -7,7 +7,7 @@
 //                      of row r), dequantized in f32 and rounded once to f16
 // Consecutive invocations take consecutive bytes of a row; rows past n stage zeros. GGUF blocks
 // are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K in 16-byte chunks as
-// the view's alignment allows (pc.wload). Needs w16/w32/w128, tiles, SB0, SS, BN, BK, WG, tid,
+// the view's alignment allows (WLOAD). Needs w16/w32/w128, tiles, SB0, SS, BN, BK, WG, WLOAD, tid,
 // pc.k, pc.n, pc.view_offset[0].
 #define HK_WIDE_WEIGHT_LOADS
 #include "gemm_q4k.glsl"
@@ -75,8 +75,8 @@ void gw_load(uint col0, uint k0)
         if (it < BN * NCH && col0 + r < pc.n) {
             uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 256u) + k0 / 256u) * 72u;
             uint q = BK >= 64u ? g_j0 + c : (g_j0 & ~1u) + c;
-            h = hk_w_ld16(b, pc.wload);
-            v = hk_w_ld16(b + 8u * (1u + q), pc.wload);
+            h = hk_w_ld16(b, WLOAD);
+            v = hk_w_ld16(b + 8u * (1u + q), WLOAD);
         }
         gh_raw[j] = h;
         gc_raw[j] = v;

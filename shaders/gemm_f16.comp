@@ -32,8 +32,8 @@
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
-layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // pc.wload 1: 4-byte aligned view
-layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // pc.wload 2: 16-byte aligned view
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // WLOAD 1: 4-byte aligned view
+layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; }; // WLOAD 2: 16-byte aligned view
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2) buffer Out { float outv[]; };
@@ -44,7 +44,7 @@ layout(constant_id = 2) const uint WN = 2;   // warps along n
 layout(constant_id = 3) const uint RM = 2;   // 16x16 tiles per warp along m
 layout(constant_id = 4) const uint RN = 2;   // 16x16 tiles per warp along n
 layout(constant_id = 5) const uint BK = 32;  // k per step: a multiple of 32 dividing 256
-layout(constant_id = 6) const uint FLAGS = 0; // bit 0 PREFETCH
+layout(constant_id = 6) const uint FLAGS = 0; // bit 0 PREFETCH, bits 8-9 WLOAD
 
 const uint LANES = WG / (WM * WN);  // invocations per warp (coopmat: the subgroup size)
 const uint E = 256u / LANES;        // elements of a 16x16 tile per lane
@@ -54,6 +54,10 @@ const uint KV = BK / 8u;            // 8-value items (uvec4 of f16) per staged r
 const uint SS = KV + 1u;            // shared row stride in uvec4: BK + 8 halves
 const uint SB0 = BM * SS;           // the W tile's first uvec4 in `tiles`
 const bool PREFETCH = (FLAGS & 1u) != 0u; // next step's loads before this step's multiplies
+// Q4_K weight chunks as wide as the view's alignment allows (gemm_q4k.glsl's hk_w_ld16): 2 one
+// 16-byte load, 1 four 32-bit, 0 eight 16-bit. A constant, so that each pipeline holds only its
+// own loads.
+const uint WLOAD = (FLAGS >> 8) & 3u;
 
 HK_PUSH_BEGIN
     uint m;
@@ -63,8 +67,7 @@ HK_PUSH_BEGIN
     uint k_end;
     uint accumulate; // 1: add to out (passes after the first)
     uint tiles_n;    // workgroups along n
-    // load widths the views' alignment allows (uniform branches: one pipeline for every alignment)
-    uint wload;      // Q4_K weight chunks: 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit
+    // x's load width: a uniform branch, so that one pipeline serves either alignment of x
     uint xv4;        // 1: x is 16-byte aligned, read as vec4
 HK_PUSH_END
 

@@ -22,8 +22,9 @@ uvec2 hk_q4k_scale_of(uvec2 sc, uvec2 mn, uint j)
 // 16 weight bytes at u16 index b16 of the weight view as four little-endian words, loaded as the
 // view's alignment allows: wload 2 one 16-byte load (b16 a multiple of 8 past a 16-byte aligned
 // view), 1 four 32-bit loads (b16 even past a 4-byte aligned view), 0 eight 16-bit loads (whose
-// halves are joined here: a prefetch through that path waits for them). wload is uniform (a push
-// constant), so one pipeline serves every alignment. Needs w16[], w32[], w128[] on the weights.
+// halves are joined here: a prefetch through that path waits for them). The caller passes a
+// constant (mmq's WLOAD, gemm_f16's WLOAD: specialization constants), so that a pipeline holds only
+// its own loads. Needs w16[], w32[], w128[] on the weights.
 #ifdef HK_WIDE_WEIGHT_LOADS
 uvec4 hk_w_ld16(uint b16, uint wload)
 {

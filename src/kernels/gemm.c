@@ -32,7 +32,8 @@ static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
 #define PORTABLE_LANES 32u
 
 /* gemm_f16.comp's FLAGS (specialization constant 6) */
-#define FLAG_PREFETCH 1u /* register double buffering of the k steps */
+#define FLAG_PREFETCH 1u   /* register double buffering of the k steps */
+#define FLAG_WLOAD_SHIFT 8 /* bits 8-9: the Q4_K weight loads' width (WLOAD) */
 
 /* Loop bounds. lavapipe ends a shader's loops after 65535 iterations in total per invocation.
  * Counting every loop iteration of gemm_f16.comp as if nothing were unrolled, one k step costs
@@ -292,17 +293,19 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     /* x is read 16 bytes per load when its offset keeps them 16-byte aligned (the descriptor
      * base is aligned to a power of two, so offset % 16 == 0 suffices; k is a multiple of 32);
-     * Q4_K super-blocks (144 = 9 x 16 bytes) are as aligned as the weight view. Push constants,
-     * so that one pipeline serves every alignment. */
+     * Q4_K super-blocks (144 = 9 x 16 bytes) are as aligned as the weight view. x's width is a
+     * push constant (one pipeline for either alignment); the weights' a specialization constant,
+     * so that a pipeline holds only its own loads (as mmq's). */
     uint32_t wload = 0, xv4 = 0;
     if (env_flag("HK_GEMM_WIDE", 1)) {
         xv4 = x.offset % 16 == 0;
         if (t == 1)
             wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
     }
-    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, prefetch ? FLAG_PREFETCH : 0};
+    uint32_t flags = (prefetch ? FLAG_PREFETCH : 0) | (wload << FLAG_WLOAD_SHIFT);
+    uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, flags};
     hk_dispatch_desc d = {.shader = portable_shaders[t], .spec = spec, .spec_count = 7, .bindings = b,
-                          .binding_count = 3, .params_bytes = 9 * 4,
+                          .binding_count = 3, .params_bytes = 8 * 4,
                           .groups = (uint64_t)ceil_div(m, bm) * tiles_n};
 #if GEMM_COOPMAT_BUILT
     if (p.coopmat) {
@@ -317,7 +320,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     uint32_t m_run = tuned && sched.plant ? (m + 1) / 2 : m;
     for (uint32_t k0 = 0; k0 < k && st == HK_OK; k0 += k_per_dispatch) {
         uint32_t k1 = k - k0 < k_per_dispatch ? k : k0 + k_per_dispatch;
-        uint32_t params[9] = {m_run, n, k, k0, k1, k0 > 0, tiles_n, wload, xv4};
+        uint32_t params[8] = {m_run, n, k, k0, k1, k0 > 0, tiles_n, xv4};
         d.params = params;
         st = hk__dispatch(context, s, fn, &d);
     }

@@ -247,6 +247,12 @@ static hk_status prep_gemm_f16(prep *p)
             x.offset += aligned ? 0 : 4;
             TRY(hk_gemm_f16(p->ctx, p->s, weight_types[t], view(p, 0), x, view(p, 2), 64, 64, k));
         }
+    /* Q4_K weights on 4 and 2 bytes: the narrower loads are specializations of their own */
+    for (uint64_t skew = 2; skew <= 4; skew += 2) {
+        hk_view w = view(p, 0);
+        w.offset += skew;
+        TRY(hk_gemm_f16(p->ctx, p->s, HK_TYPE_Q4_K, w, view(p, 1), view(p, 2), 64, 64, 256));
+    }
     return HK_OK;
 }
 
