@@ -340,9 +340,11 @@ HK_API int hk_context_validation_active(const hk_context *context);
  * every call that needs the device fails with HK_ERROR_DEVICE_LOST. */
 HK_API int hk_context_device_lost(const hk_context *context);
 
-/* Builds, ahead of time, the pipelines the named kernels need for typical model shapes (decode,
- * hk_mmq's 8-token Q4_K kernel and 64-token prefill chunks, the KV types and head sizes
- * 64/128/256, GQA groups of 2; the matvec row classes; every weight type), so that a first recording does not compile them mid-decode
+/* Builds, ahead of time, the pipelines the named kernels need for typical model shapes (decode;
+ * prefill of 64 and 512 tokens at k 4096 and 14336 and hk_mmq's 8-token Q4_K kernel, on aligned
+ * views as GGUF tensors are; MoE prefill at Qwen3-30B-A3B's expert shapes; the KV types and head
+ * sizes 64/128/256, GQA groups of 2; the matvec row classes; every weight type), so that a first
+ * recording does not compile them mid-decode
  * (28-36 ms for a decode step's kernels on an H200). Kernels whose variants follow the exact shape
  * (head size, GQA group, tile) may still build one for a shape outside that list: for exactly the
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)

@@ -1277,6 +1277,44 @@ static uint32_t record_every_case(hk_context *c, hk_stream *s, uint32_t *late)
     return recorded;
 }
 
+/* What hk_context_prepare promises for hk_mmq (include/hkernel.h): models' prefill shapes (64 and
+ * 512 tokens, k 4096 and 14336, every weight type) and Q4_K at 8 tokens over model row counts, on
+ * aligned views as GGUF tensors are. After it, recording them builds nothing. */
+static void prepared_model_shapes(hk_context *c, const char *label)
+{
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const uint32_t shapes[][3] = {{64, 4096, 4096}, {512, 4096, 4096}, {64, 4096, 14336},
+                                         {512, 4096, 14336}, {8, 4096, 4096},  {8, 14336, 4096}};
+    const uint64_t mib = 1 << 20;
+    hk_buffer *buf = NULL;
+    hk_stream *ps = NULL;
+    char name[160];
+    /* weights (Q8_0 4096 x 14336: 62 MiB) at 0, x at 64 MiB, out at 80 MiB */
+    if (hk_buffer_create(c, 96 * mib, &buf) != HK_OK || hk_stream_create_prepare(c, &ps) != HK_OK) {
+        hk_check(0, "prepared model shapes: a buffer and a prepare stream", "%s", hk_last_error());
+        hk_stream_destroy(ps);
+        hk_buffer_destroy(buf);
+        return;
+    }
+    uint32_t before = hk_context_pipeline_count(c), calls = 0, refused = 0;
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            if (shapes[i][0] == 8 && types[t] != HK_TYPE_Q4_K)
+                continue;
+            hk_view w = {buf, 0}, x = {buf, 64 * mib}, out = {buf, 80 * mib};
+            if (hk_mmq(c, ps, types[t], w, x, out, shapes[i][0], shapes[i][1], shapes[i][2]) == HK_OK)
+                calls++;
+            else
+                refused++;
+        }
+    snprintf(name, sizeof name, "hk_mmq at models' shapes after hk_context_prepare builds nothing (%s)", label);
+    hk_check(refused == 0 && calls > 0 && hk_context_pipeline_count(c) == before, name,
+             "%u calls, %u refused (%s), %u pipelines built", calls, refused, refused ? hk_last_error() : "",
+             hk_context_pipeline_count(c) - before);
+    hk_stream_destroy(ps);
+    hk_buffer_destroy(buf);
+}
+
 static void prepare_case(hk_context *c, const char *label)
 {
     char name[160];
@@ -1293,6 +1331,7 @@ static void prepare_case(hk_context *c, const char *label)
     hk_context_prepare(c, NULL);
     snprintf(name, sizeof name, "hk_context_prepare again builds nothing (%s)", label);
     hk_check(hk_context_pipeline_count(c) == prepared, name, NULL);
+    prepared_model_shapes(c, label);
     /* the exact shapes: every case recorded into a prepare stream records nothing and builds what
      * it needs; recorded for real afterwards, nothing more is built */
     hk_stream *ps = NULL, *s = NULL;

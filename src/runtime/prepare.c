@@ -210,15 +210,24 @@ static hk_status prep_rope(prep *p)
 }
 
 /* Prefill: the int8 GEMM dense (and Q4_K's few-token kernel) and expert-indexed per weight type,
- * the slot grouping, the f16 GEMM per weight type with 16-byte aligned x and not. */
+ * the slot grouping, the f16 GEMM per weight type with 16-byte aligned x and not. The int8 GEMM's
+ * pipelines follow the shape and the views (mmq.c record): the tile (64-token chunks take the small
+ * one, 512 tokens the big one), f32 sums per 32 blocks past k = 4096, X rows read 16 bytes at a time
+ * where k is a multiple of 128, and the widest weight loads every row's alignment allows (Q8_0 and
+ * Q6_K words only for an even count of blocks per row). So the shapes are models': k 4096 and 14336
+ * (Llama-3-8B's), on aligned views as GGUF tensors are. */
 static hk_status prep_mmq(prep *p)
 {
-    for (int t = 0; t < 3; t++) {
-        uint32_t k = hk_type_block_values(weight_types[t]);
-        TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), 64, 64, k));
-    }
-    /* a few tokens (speculative decoding): Q4_K's own kernel */
-    TRY(hk_mmq(p->ctx, p->s, HK_TYPE_Q4_K, view(p, 0), view(p, 1), view(p, 2), 8, 64, 256));
+    static const uint32_t tokens[] = {64, 512}, ks[] = {4096, 14336};
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), tokens[i], 4096, ks[j]));
+    /* a few tokens (speculative decoding): Q4_K's own kernel, whose warps per workgroup follow the
+     * rows against the device's schedulers */
+    static const uint32_t rows[] = {64, 4096, 8192, 14336};
+    for (int i = 0; i < 4; i++)
+        TRY(hk_mmq(p->ctx, p->s, HK_TYPE_Q4_K, view(p, 0), view(p, 1), view(p, 2), 8, rows[i], 4096));
     return HK_OK;
 }
 
@@ -228,13 +237,18 @@ static hk_status prep_moe_expert_rows(prep *p)
     return HK_OK;
 }
 
+/* MoE prefill: Qwen3-30B-A3B's experts (768 x 2048, top-8, 512 tokens), gate/up (k 2048) and down
+ * (k 768: Q6_K's 3 super-blocks per row take 16-bit weight loads) in every weight type; 16 of its
+ * 128 experts (the count is no part of the pipeline, and 16 keep a bank within what lavapipe binds) */
 static hk_status prep_mmq_id(prep *p)
 {
-    for (int t = 0; t < 3; t++) {
-        hk_mmq_id_shape shape = {8, 64, hk_type_block_values(weight_types[t]), 64, 8};
-        TRY(hk_mmq_id(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), view(p, 3), view(p, 4),
-                      &shape));
-    }
+    static const uint32_t ks[] = {2048, 768};
+    for (int t = 0; t < 3; t++)
+        for (int j = 0; j < 2; j++) {
+            hk_mmq_id_shape shape = {16, ks[j] == 2048 ? 768 : 2048, ks[j], 512 * 8, j ? 1 : 8};
+            TRY(hk_mmq_id(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), view(p, 3), view(p, 4),
+                          &shape));
+        }
     return HK_OK;
 }
 
