@@ -300,7 +300,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     if (env_flag("HK_GEMM_WIDE", 1)) {
         xv4 = x.offset % 16 == 0;
         if (t == 1)
-            wload = w.offset % 16 == 0 ? 2 : w.offset % 4 == 0 ? 1 : 0;
+            wload = hk__load_width(w.offset);
     }
     uint32_t flags = (prefetch ? FLAG_PREFETCH : 0) | (wload << FLAG_WLOAD_SHIFT);
     uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, flags};

@@ -432,7 +432,7 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     /* the weight loads' width (mmq_weights.glsl WLOAD): Q4_K 16-byte chunks as aligned as the
      * view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (their blocks of 34 and
      * 210 bytes: an even count of them per row) */
-    uint32_t wload = b[0].view.offset % 16 == 0 ? 2 : b[0].view.offset % 4 == 0 ? 1 : 0;
+    uint32_t wload = hk__load_width(b[0].view.offset);
     if (t != 1)
         wload = wload && (p->k / hk_type_block_values(mmq_types[t])) % 2 == 0;
     flags |= wload << FLAG_WLOAD_SHIFT;

@@ -184,6 +184,11 @@ typedef struct hk_binding {
 hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char *fn, const char *const *names,
                              const hk_binding *bindings, uint32_t count);
 
+/* The widest loads a view's offset allows, as shaders/gemm_q4k.glsl's hk_w_ld16 counts them (its
+ * wload): 2 one 16-byte load, 1 32-bit words, 0 16-bit words. The descriptor base is aligned to a
+ * power of two of at least 16, so the offset tells. */
+static inline uint32_t hk__load_width(uint64_t offset) { return offset % 16 == 0 ? 2 : offset % 4 == 0 ? 1 : 0; }
+
 /* ---- dispatch (stream.c): the one way every kernel is recorded ---- */
 struct hk_dispatch_desc {
     int shader;

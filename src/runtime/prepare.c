@@ -242,13 +242,12 @@ static hk_status prep_moe_expert_rows(prep *p)
  * 128 experts (the count is no part of the pipeline, and 16 keep a bank within what lavapipe binds) */
 static hk_status prep_mmq_id(prep *p)
 {
-    static const uint32_t ks[] = {2048, 768};
+    /* experts, n, k, slots, slots per x row: gate/up read x per token, down per slot */
+    static const hk_mmq_id_shape shapes[] = {{16, 768, 2048, 512 * 8, 8}, {16, 2048, 768, 512 * 8, 1}};
     for (int t = 0; t < 3; t++)
-        for (int j = 0; j < 2; j++) {
-            hk_mmq_id_shape shape = {16, ks[j] == 2048 ? 768 : 2048, ks[j], 512 * 8, j ? 1 : 8};
+        for (int j = 0; j < 2; j++)
             TRY(hk_mmq_id(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), view(p, 3), view(p, 4),
-                          &shape));
-        }
+                          &shapes[j]));
     return HK_OK;
 }
 
