@@ -574,6 +574,38 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
     mmq_free(&c);
 }
 
+/* hk_mmq at a few tokens hands the call to hk_matvec_int8_tokens's kernel (Q4_K past the few-token
+ * kernel's 8 tokens, every type of m <= 16): the same bits as that call, and at the MMQ gate */
+static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t seed)
+{
+    mmq_case c;
+    mmq_build(&c, type, m, n, k, 1, X_RAW_BLOCKS, seed);
+    hk_buffer *wb, *xb;
+    hk_view wv = input_at(c.w, c.w_bytes, 32, 1, &wb);
+    hk_view xv = input_at(c.x, c.x_bytes, 16, 1, &xb);
+    out_buffer ym = out_create((size_t)m * n), yt = out_create((size_t)m * n);
+    char name[200];
+    snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u == hk_matvec_int8_tokens", hk_type_name(type), m, n, k);
+    hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&ym));
+    if (st == HK_OK)
+        st = hk_matvec_int8_tokens(ctx, NULL, type, wv, xv, out_view(&yt), n, k, m);
+    if (st != HK_OK) {
+        hk_check(0, name, "%s", hk_last_error());
+    } else {
+        const float *a = out_read(&ym, name), *b = out_read(&yt, name);
+        uint32_t differ = 0;
+        for (size_t e = 0; e < (size_t)m * n; e++)
+            differ += memcmp(&a[e], &b[e], 4) != 0;
+        hk_check(differ == 0, name, "%u of %zu values differ in their bits", differ, (size_t)m * n);
+        mmq_compare(name, &c, a);
+    }
+    out_destroy(&ym);
+    out_destroy(&yt);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(xb);
+    mmq_free(&c);
+}
+
 /* The arms of two contexts (on a device with int8 matrices: coopmat and dot) on one case: both at
  * the gate, and to each other (their int32 block sums are exact and the f32 epilogue is one code,
  * so they should agree in every bit; the count of values that do not is printed). */
@@ -801,6 +833,11 @@ static void run_suite(int full)
         test_mmq(HK_TYPE_Q4_K, 1, 300, 256, 1, X_RAW_BLOCKS, 3, ++seed, 0);
         test_mmq(HK_TYPE_Q4_K, 5, 3, 65536, 1, X_QUANTIZED, 3, ++seed, 0); /* the k limit */
     }
+    /* a few tokens otherwise: hk_matvec_int8_tokens's kernel (one token: hk_matvec_int8's) */
+    test_tokens_route(HK_TYPE_Q8_0, 8, 37, 1024, ++seed);
+    test_tokens_route(HK_TYPE_Q6_K, 16, 20, 512, ++seed);
+    test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, ++seed);
+    test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, ++seed);
     /* grouping: uneven loads, empty experts, all slots on one expert, out-of-range ids; the
      * Qwen3-30B-A3B prefill shape (512 tokens, top-8 of 128) */
     test_rows(37, 4, 8, ROUTE_RANDOM, ++seed);

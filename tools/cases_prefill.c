@@ -159,6 +159,9 @@ static const hk_case_shape mmq_full[] = {
     /* 8 tokens (the few-token kernel), beside llama.cpp-vk's 8-token matvec */
     {Q4, {8, 4096, 4096}, 1, 0.159},   {Q4, {8, 14336, 4096}, 1, 0.423},
     {Q4, {8, 4096, 14336}, 1, 0},
+    /* a few tokens of the other types and past the few-token kernel's 8 */
+    {Q8, {8, 4096, 4096}, 1, 0},       {Q6, {8, 4096, 4096}, 1, 0},       {Q4, {16, 4096, 4096}, 1, 0},
+    {Q4, {4, 4096, 4096}, 1, 0},
 };
 
 const hk_case hk_case_mmq = {

@@ -702,6 +702,27 @@ hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type 
     return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL);
 }
 
+/* what matvec() refuses for the int8 kernels, as a test without a message */
+int hk__matvec_tokens_takes(const hk_context *context, hk_type wtype, hk_view w, uint32_t rows, uint32_t k,
+                            uint32_t tokens)
+{
+    uint32_t block = wtype == HK_TYPE_Q8_0 || wtype == HK_TYPE_Q4_K || wtype == HK_TYPE_Q6_K
+                         ? hk_type_block_values(wtype)
+                         : 0;
+    uint64_t row_blocks_k = (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k;
+    return block && rows && tokens && tokens <= HK_MATVEC_MAX_TOKENS && k && k % block == 0 &&
+           k <= HK_MATVEC_MAX_K && rows <= HK_MATVEC_MAX_ROWS && row_blocks_k <= HK_MATVEC_MAX_K_ROW_BLOCKS &&
+           (tokens == 1 || row_blocks_k * (tokens + 1) <= HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS) &&
+           (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0) && (context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) &&
+           context->caps.subgroup_size * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size;
+}
+
+hk_status hk__matvec_tokens(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, hk_view w,
+                            hk_view xq, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens)
+{
+    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL);
+}
+
 hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
                          uint32_t k)
 {

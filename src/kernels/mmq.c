@@ -413,9 +413,18 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         return st;
     flags |= probe << 4;
 #endif
-    if (!id && t == 1 && p->m <= FEW_MAX_M && b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0) {
-        /* the tile does not apply; the tuner's family still notes it (every schedule runs this) */
-        st = record_few(context, stream, fn, b, p);
+    /* A few tokens: the tile does not apply; the tuner's family still notes it (every schedule
+     * runs this). Q4_K up to 8 on 16-byte views: the few-token kernel. Otherwise up to 16 (other
+     * types, Q4_K past 8): the tokens matvec, which reads each weight once for all of them where
+     * the tiles would run a handful of workgroups mostly on rows past m (on the H200 at 8 x 4096 x
+     * 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; Q4_K at 16 tokens 0.067 -> 0.035;
+     * docs/perf.md, tenth session). */
+    int few = t == 1 && p->m <= FEW_MAX_M && b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0;
+    if (!id && (few || (p->m <= HK_MATVEC_MAX_TOKENS &&
+                        hk__matvec_tokens_takes(context, mmq_types[t], b[0].view, p->n, p->k, p->m)))) {
+        st = few ? record_few(context, stream, fn, b, p)
+                 : hk__matvec_tokens(context, stream, fn, mmq_types[t], b[0].view, b[1].view, b[2].view, p->n,
+                                     p->k, p->m);
         p->n = n;
         if (st == HK_OK) {
             uint32_t served[MQ_PARAMS];
