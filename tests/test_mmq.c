@@ -182,6 +182,15 @@ static hk_status mmq_record(hk_stream *s, const mmq_case *c, hk_view w, hk_view 
     return hk_mmq(ctx, s, c->type, w, x, out, c->m, c->n, c->k);
 }
 
+/* values of a and b that differ in their bits */
+static uint32_t bits_differ(const float *a, const float *b, size_t count)
+{
+    uint32_t differ = 0;
+    for (size_t e = 0; e < count; e++)
+        differ += memcmp(&a[e], &b[e], 4) != 0;
+    return differ;
+}
+
 static int mmq_compare(const char *name, const mmq_case *c, const float *got)
 {
     return hk_check_close(name, got, c->ref, (size_t)c->m * c->n, gate);
@@ -557,9 +566,7 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
         hk_check(0, name, "%s", hk_last_error());
     } else {
         const float *d = out_read(&yd, name), *i = out_read(&yi, name);
-        uint32_t differ = 0;
-        for (size_t e = 0; e < (size_t)m * n; e++)
-            differ += memcmp(&d[e], &i[e], 4) != 0;
+        uint32_t differ = bits_differ(d, i, (size_t)m * n);
         hk_check(differ == 0, name, "%u of %zu values differ in their bits", differ, (size_t)m * n);
         mmq_compare(name, &c, i);
     }
@@ -593,9 +600,7 @@ static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, 
         hk_check(0, name, "%s", hk_last_error());
     } else {
         const float *a = out_read(&ym, name), *b = out_read(&yt, name);
-        uint32_t differ = 0;
-        for (size_t e = 0; e < (size_t)m * n; e++)
-            differ += memcmp(&a[e], &b[e], 4) != 0;
+        uint32_t differ = bits_differ(a, b, (size_t)m * n);
         hk_check(differ == 0, name, "%u of %zu values differ in their bits", differ, (size_t)m * n);
         mmq_compare(name, &c, a);
     }
@@ -623,10 +628,8 @@ static void test_arms_agree(hk_context *a, hk_context *b, hk_type type, uint32_t
     snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u: %s arm vs %s arm", hk_type_name(type), m, n, k,
              hk_mmq_path(a, type), hk_mmq_path(b, type));
     if (out[0] && out[1]) {
-        size_t differ = 0, count = (size_t)m * n;
-        for (size_t e = 0; e < count; e++)
-            differ += memcmp(&out[0][e], &out[1][e], 4) != 0;
-        printf("%s: %zu of %zu values differ in their bits\n", name, differ, count);
+        size_t count = (size_t)m * n;
+        printf("%s: %u of %zu values differ in their bits\n", name, bits_differ(out[0], out[1], count), count);
         hk_check_close(name, out[0], out[1], count, HK_GATE_MMQ);
     } else {
         hk_check(0, name, "a run failed");

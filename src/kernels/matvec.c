@@ -559,6 +559,41 @@ static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const c
 }
 
 /* tokens: 1, or (dense int8 only) 2..HK_MATVEC_MAX_TOKENS, x [tokens, k/32] and y [tokens, rows] */
+/* The loop limits a call must keep (hkernel.h, HK_MATVEC_MAX_*), as names, values and bounds, so
+ * that matvec() reports the first one broken and hk__matvec_tokens_takes tests them all. */
+typedef struct matvec_limit {
+    const char *name;
+    uint64_t value, limit;
+} matvec_limit;
+
+static uint32_t matvec_limits(uint32_t rows, uint32_t k, uint32_t tokens, int moe, matvec_limit out[4])
+{
+    uint64_t row_blocks_k = (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k;
+    uint32_t n = 0;
+    out[n++] = (matvec_limit){"k", k, HK_MATVEC_MAX_K};
+    out[n++] = (matvec_limit){moe ? "slots*n" : "rows", rows, HK_MATVEC_MAX_ROWS};
+    out[n++] = (matvec_limit){moe ? "ceil(slots*n/32768)*k" : "ceil(rows/32768)*k", row_blocks_k,
+                              HK_MATVEC_MAX_K_ROW_BLOCKS};
+    if (tokens > 1)
+        out[n++] = (matvec_limit){"ceil(rows/32768)*k*(tokens+1)", row_blocks_k * (tokens + 1),
+                                  HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS};
+    return n;
+}
+
+/* the subgroup-rows layout: full subgroups of a known size, MATVEC_SUBGROUPS of them per workgroup */
+static int rows_layout_ok(const hk_context *context)
+{
+    return (context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) &&
+           context->caps.subgroup_size * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size;
+}
+
+/* the weight view's alignment: the int8 Q4_K kernel reads weights 16 bytes at a time, and so do the
+ * f32 MoE kernels, which have no portable twin; the dense f32 path falls back instead */
+static uint32_t weight_align(int int8, int moe, hk_type wtype)
+{
+    return (int8 || moe) && wtype == HK_TYPE_Q4_K ? 16 : 2;
+}
+
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
                         hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
 {
@@ -572,21 +607,13 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (k == 0 || k % block)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a positive multiple of %u (%s block)", k, block,
                         hk_type_name(wtype));
-    hk_status st = hk__check_limit(fn, "k", k, HK_MATVEC_MAX_K);
-    if (st == HK_OK)
-        st = hk__check_limit(fn, moe ? "slots*n" : "rows", rows, HK_MATVEC_MAX_ROWS);
-    uint64_t row_blocks_k = (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k;
-    if (st == HK_OK)
-        st = hk__check_limit(fn, moe ? "ceil(slots*n/32768)*k" : "ceil(rows/32768)*k", row_blocks_k,
-                             HK_MATVEC_MAX_K_ROW_BLOCKS);
-    if (st == HK_OK && tokens > 1)
-        st = hk__check_limit(fn, "ceil(rows/32768)*k*(tokens+1)", row_blocks_k * (tokens + 1),
-                             HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS);
+    matvec_limit limits[4];
+    hk_status st = HK_OK;
+    for (uint32_t i = 0, n = matvec_limits(rows, k, tokens, moe != NULL, limits); i < n && st == HK_OK; i++)
+        st = hk__check_limit(fn, limits[i].name, limits[i].value, limits[i].limit);
     if (st != HK_OK)
         return st;
-    /* the int8 Q4_K kernel reads weights 16 bytes at a time, and so do the f32 MoE kernels, which
-     * have no portable twin; the dense f32 path falls back instead */
-    uint32_t w_align = (int8 || moe) && wtype == HK_TYPE_Q4_K ? 16 : 2;
+    uint32_t w_align = weight_align(int8, moe != NULL, wtype);
     uint64_t x_bytes = int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
     uint64_t w_rows = moe ? (uint64_t)moe->shape->n_experts * moe->shape->n : rows;
     uint32_t slots = moe ? moe->shape->slots : 0;
@@ -601,8 +628,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (st != HK_OK)
         return st;
     uint32_t sg = context->caps.subgroup_size, wg;
-    int rows_layout = (context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) &&
-                      sg * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size;
+    int rows_layout = rows_layout_ok(context);
     if ((int8 || moe) && !rows_layout) /* no portable twin for these */
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
                         context->caps.device_name);
@@ -702,19 +728,17 @@ hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type 
     return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL);
 }
 
-/* what matvec() refuses for the int8 kernels, as a test without a message */
+/* what matvec() refuses for the int8 tokens kernels past hk_mmq's own checks (type, k a multiple of
+ * the block, sizes positive), as a test without a message */
 int hk__matvec_tokens_takes(const hk_context *context, hk_type wtype, hk_view w, uint32_t rows, uint32_t k,
                             uint32_t tokens)
 {
-    uint32_t block = wtype == HK_TYPE_Q8_0 || wtype == HK_TYPE_Q4_K || wtype == HK_TYPE_Q6_K
-                         ? hk_type_block_values(wtype)
-                         : 0;
-    uint64_t row_blocks_k = (rows + (uint64_t)MATVEC_ROW_BLOCK - 1) / MATVEC_ROW_BLOCK * k;
-    return block && rows && tokens && tokens <= HK_MATVEC_MAX_TOKENS && k && k % block == 0 &&
-           k <= HK_MATVEC_MAX_K && rows <= HK_MATVEC_MAX_ROWS && row_blocks_k <= HK_MATVEC_MAX_K_ROW_BLOCKS &&
-           (tokens == 1 || row_blocks_k * (tokens + 1) <= HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS) &&
-           (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0) && (context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL) &&
-           context->caps.subgroup_size * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size;
+    matvec_limit limits[4];
+    uint32_t n = matvec_limits(rows, k, tokens, 0, limits);
+    for (uint32_t i = 0; i < n; i++)
+        if (limits[i].value > limits[i].limit)
+            return 0;
+    return tokens <= HK_MATVEC_MAX_TOKENS && w.offset % weight_align(1, 0, wtype) == 0 && rows_layout_ok(context);
 }
 
 hk_status hk__matvec_tokens(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, hk_view w,
