@@ -8,24 +8,24 @@
 #elif !defined(HK_SCALAR_DOT)
 #extension GL_EXT_spirv_intrinsics : require
 #endif
-// hk_mmq for a few tokens (m <= 8) and Q4_K weights: out[t, j] = X[t, :] . W[j, :] as mmq.comp
+// hk_mmq for a few tokens (m <= 16) and Q4_K weights: out[t, j] = X[t, :] . W[j, :] as mmq.comp
 // computes it (int8 sums exact per 32-value block, Q4_K's d*sc*dot - dmin*m*sum(xq) in f32), laid
 // out for a weight stream rather than for reuse: a workgroup owns RT row tiles of 16 weight rows
-// and all 8 token columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...),
+// and all TOKENS (8 or 16) token columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...),
 // and each warp works alone through its own half super-blocks (16 RT rows x 128 values, and the 8
 // tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it (a set of registers
 // per half), unpacks it into its own tiles in shared memory, and multiplies: per 32-value
-// sub-block each row tile's 16 x 32 weight tile by the 32 x 8 tile of the tokens (W as A, X as B:
-// int8 16x8x32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of
+// sub-block each row tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W as A, X
+// as B: int8 16xTOKENSx32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of
 // quants, in the accumulator's own ownership; the row tiles share it and the tokens' staging). At
 // the end the warps' partial sums are added in warp order (deterministic) and written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
 //               16 x 8 result an invocation holds is learnt by loading a matrix of indices. A warp
 //               only waits for itself (subgroup-scope barriers) until the final sum.
 //   default     the same tiles as views of shared memory, each element an invocation holds
-//               (NVIDIA's m16n8 ownership: rows lane/4 and lane/4 + 8, columns 2 (lane % 4) + 0,
-//               1) computed with packed int8 dot products (dot.glsl), on warps of 32 invocations
-//               that need not be subgroups (workgroup barriers).
+//               (NVIDIA's m16n8 ownership, per 8 columns: rows lane/4 and lane/4 + 8, columns
+//               2 (lane % 4) + 0, 1) computed with packed int8 dot products (dot.glsl), on warps of
+//               32 invocations that need not be subgroups (workgroup barriers).
 // Staging takes 16-byte loads and stores: the tokens' 4 blocks of a half lie in 144 contiguous
 // bytes on a 16-byte boundary (k a multiple of 256), loaded as 9 pieces and sorted into quants and
 // d word by word at the store (on the H200 8 x 14336 x 4096 0.0351 -> 0.0317 ms against a 4-byte
@@ -49,10 +49,12 @@ layout(constant_id = 2) const uint RT = 2;
 // register sets of loads (1 or 2): with two a warp's loads fly a super-block ahead of its products,
 // with one half a super-block
 layout(constant_id = 3) const uint SETS = 2;
+// token columns: 8 (m <= 8) or 16 (the products 16x16x32, twice the token staging and sums)
+layout(constant_id = 4) const uint TOKENS = 8;
 #ifdef HK_MMQ_PROBES
 // development builds only (CMake HK_MMQ_PROBES, HK_MMQ_FEW_PROBE=bits): parts of the work left
 // out, to time the rest (wrong results)
-layout(constant_id = 4) const uint PROBE = 0;
+layout(constant_id = 5) const uint PROBE = 0;
 #else
 const uint PROBE = 0;
 #endif
@@ -60,7 +62,7 @@ const bool PROBE_NO_X = (PROBE & 1u) != 0u;   // the tokens' blocks not loaded (
 const bool PROBE_NO_W = (PROBE & 2u) != 0u;   // the weights not loaded (zeros staged)
 const bool PROBE_NO_MMA = (PROBE & 4u) != 0u; // no products and no epilogue
 const uint WARPS = WG / LANES;
-const uint L = 128u / LANES; // elements of a 16 x 8 result per invocation
+const uint L = 16u * TOKENS / LANES; // elements of a 16 x TOKENS result per invocation
 
 HK_PUSH_BEGIN
     uint m;
@@ -83,10 +85,10 @@ shared uvec4 shw[WARPS * WSHW];
 // first word (f16 d, f16 s; s is never read) at 32 + b; the rows' factor pairs (d*sc, -dmin*m),
 // row r's (over the row tiles) of local sub-blocks 2 c and 2 c + 1 at FAC + 8 r + 4 (c ^ (r / 4 %
 // 2)): a row's 16 bytes for the two sub-blocks the epilogue reads together, and rows x and x + 4
-// in different banks. After the loop its first 128 RT words hold its partial sums. WSHS is a
+// in different banks. After the loop its first 16 TOKENS RT words hold its partial sums. WSHS is a
 // multiple of 4, so that every warp's token rows start on 16 bytes, as matrix loads need.
 const uint XS = 36u;
-const uint FAC = 8u * XS;
+const uint FAC = TOKENS * XS;
 const uint WSHS = FAC + 128u * RT;
 shared uint shs[WARPS * WSHS];
 uint fac_word(uint r, uint b) { return FAC + 8u * r + 4u * ((b >> 1) ^ ((r >> 2) & 1u)) + 2u * (b & 1u); }
@@ -94,11 +96,11 @@ uint fac_word(uint r, uint b) { return FAC + 8u * r + 4u * ((b >> 1) ^ ((r >> 2)
 // each 8-invocation phase of a store, within the same 8 rows
 uint wrow(uint u) { uint v = u >> 2; return (v & ~7u) | ((v & 1u) << 2) | ((v >> 1) & 3u); }
 #ifdef HK_COOPMAT
-shared int spat[128];
+shared int spat[16u * TOKENS];
 #endif
 
 // loads of one half super-block per invocation: its 64 RT 16-byte weight pieces (row wrow(u)'s
-// quants 16 q .. 16 q + 15 of the half, q = u % 4) and the 72 16-byte pieces of the 8 tokens' 4
+// quants 16 q .. 16 q + 15 of the half, q = u % 4) and the 9 TOKENS 16-byte pieces of the tokens' 4
 // Q8_1 blocks (TPL tokens per load: token TPL j + ln / 9's piece ln % 9); and once per super-block its
 // 32 RT headers (row u / 2, twice: in each half each of the two invocations decodes two of the
 // half's sub-blocks), in one set of registers, loaded right after the second half's decode (on the
@@ -108,15 +110,15 @@ shared int spat[128];
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
 const uint TPL = LANES / 9u;
-const uint NX = (8u + TPL - 1u) / TPL;
+const uint NX = (TOKENS + TPL - 1u) / TPL;
 // on the H200 one register set was slower than two (8x4096x4096 / 8x14336x4096: 0.0129 / 0.0381
 // ms against 0.0125 / 0.0369, 196 registers against 220; docs/perf.md, fifth session)
 uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
 
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
-#define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 8, gl_MatrixUseB>
-#define MAT_C coopmat<int, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
+#define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, TOKENS, gl_MatrixUseB>
+#define MAT_C coopmat<int, gl_ScopeSubgroup, 16, TOKENS, gl_MatrixUseAccumulator>
 #define WARP_BARRIER() controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease)
 MAT_A ones;
 MAT_A load_a(uint off)
@@ -137,8 +139,8 @@ MAT_B load_b(uint off)
 MAT_C mma(MAT_A a, MAT_B b) { return coopMatMulAdd(a, b, MAT_C(0)); }
 #define ELEM(c, e) c[e]
 uint epos[L];
-uint el_row(uint e) { return epos[e] >> 3; }
-uint el_col(uint e) { return epos[e] & 7u; }
+uint el_row(uint e) { return epos[e] / TOKENS; }
+uint el_col(uint e) { return epos[e] % TOKENS; }
 #else
 #include "dot.glsl"
 #define WARP_BARRIER() barrier()
@@ -150,20 +152,20 @@ struct MAT_B {
     uint off;
 };
 struct MAT_C {
-    int v[4]; // the host runs this arm on warps of 32 invocations: L = 4
+    int v[8]; // the host runs this arm on warps of 32 invocations: L = TOKENS / 2 of them
 };
 MAT_A load_a(uint off) { return MAT_A(off); }
 MAT_B load_b(uint off) { return MAT_B(off); }
 #define ONES() MAT_A(NONE)
 #define ELEM(c, e) c.v[e]
 uint lane;
-uint el_row(uint e) { return (lane >> 2) + 8u * (e >> 1); }
-uint el_col(uint e) { return 2u * (lane & 3u) + (e & 1u); }
+uint el_row(uint e) { return (lane >> 2) + 8u * ((e >> 1) & 1u); }
+uint el_col(uint e) { return 2u * (lane & 3u) + (e & 1u) + 8u * (e >> 2); }
 MAT_C mma(MAT_A a, MAT_B b)
 {
     const uvec4 one = uvec4(0x01010101u);
     MAT_C c;
-    [[unroll]] for (uint e = 0; e < 4u; e++) {
+    [[unroll]] for (uint e = 0; e < L; e++) {
         uint rb = b.off + el_col(e) * XS;
         uvec4 a0 = one, a1 = one;
         if (a.off != NONE) {
@@ -197,17 +199,17 @@ void main()
 
     bool layout_ok = true;
 #ifdef HK_COOPMAT
-    for (uint i = tid; i < 128u; i += WG)
+    for (uint i = tid; i < 16u * TOKENS; i += WG)
         spat[i] = int(i);
     barrier();
     {
         MAT_C pat;
-        coopMatLoad(pat, spat, 0, 8, gl_CooperativeMatrixLayoutRowMajor);
-        // an implementation that spreads a 16 x 8 matrix otherwise writes NaN below rather than
-        // a partial answer
+        coopMatLoad(pat, spat, 0, TOKENS, gl_CooperativeMatrixLayoutRowMajor);
+        // an implementation that spreads a 16 x TOKENS matrix otherwise writes NaN below rather
+        // than a partial answer
         layout_ok = pat.length() == int(L);
         [[unroll]] for (uint e = 0; e < L; e++)
-            epos[e] = layout_ok ? uint(pat[e]) & 127u : 0u;
+            epos[e] = layout_ok ? uint(pat[e]) & (16u * TOKENS - 1u) : 0u;
     }
     ones = MAT_A(int8_t(1));
 #endif
@@ -249,7 +251,7 @@ void main()
             }                                                                                 \
         [[unroll]] for (uint j = 0; j < NX; j++) {                                            \
             uint t = min(TPL * j + xa, last_token);                                           \
-            if (xa < TPL && TPL * j + xa < 8u) /* token t's blocks 8 sbc + 4 h ..: 144 bytes on a 16-byte boundary */ \
+            if (xa < TPL && TPL * j + xa < TOKENS) /* token t's blocks 8 sbc + 4 h ..: 144 bytes on 16 bytes */ \
                 rx[set][j] = PROBE_NO_X ? uvec4(0u) : xq128[x0 + t * (KB / 4u) * 9u + sbc * 18u + 9u * (h) + xv]; \
         }                                                                                     \
     }
@@ -291,7 +293,7 @@ void main()
                 }
             }
             [[unroll]] for (uint j = 0; j < NX; j++)
-                if (xa < TPL && TPL * j + xa < 8u)
+                if (xa < TPL && TPL * j + xa < TOKENS)
                     [[unroll]] for (uint w = 0; w < 4u; w++)
                         shs[xst[w] + TPL * j * XS] = rx[set][j][w];
             WARP_BARRIER();
@@ -329,10 +331,10 @@ void main()
     barrier(); // every warp is done with its tiles
     [[unroll]] for (uint g = 0; g < RT; g++)
         [[unroll]] for (uint e = 0; e < L; e++)
-            shs[bs + 128u * g + el_row(e) * 8u + el_col(e)] = floatBitsToUint(acc[g][e]);
+            shs[bs + 16u * TOKENS * g + el_row(e) * TOKENS + el_col(e)] = floatBitsToUint(acc[g][e]);
     barrier();
-    for (uint i = tid; i < 128u * RT; i += WG) {
-        uint r = i / 8u, t = i % 8u; // r: the workgroup's row, over its row tiles
+    for (uint i = tid; i < 16u * TOKENS * RT; i += WG) {
+        uint r = i / TOKENS, t = i % TOKENS; // r: the workgroup's row, over its row tiles
         float sum = 0.0;
         for (uint w = 0; w < WARPS; w++)
             sum += uintBitsToFloat(shs[w * WSHS + i]);

@@ -581,18 +581,20 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
     mmq_free(&c);
 }
 
-/* hk_mmq at a few tokens hands the call to hk_matvec_int8_tokens's kernel (Q4_K past the few-token
- * kernel's 8 tokens, every type of m <= 16): the same bits as that call, and at the MMQ gate */
-static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t seed)
+/* hk_mmq at a few tokens (m <= 16) that the few-token kernel does not take hands the call to
+ * hk_matvec_int8_tokens's kernel (Q8_0, Q6_K; Q4_K where x is not on 16 bytes): the same bits as
+ * that call, and at the MMQ gate. x at x_offset. */
+static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t x_offset, uint64_t seed)
 {
     mmq_case c;
     mmq_build(&c, type, m, n, k, 1, X_RAW_BLOCKS, seed);
     hk_buffer *wb, *xb;
     hk_view wv = input_at(c.w, c.w_bytes, 32, 1, &wb);
-    hk_view xv = input_at(c.x, c.x_bytes, 16, 1, &xb);
+    hk_view xv = input_at(c.x, c.x_bytes, x_offset, 1, &xb);
     out_buffer ym = out_create((size_t)m * n), yt = out_create((size_t)m * n);
     char name[200];
-    snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u == hk_matvec_int8_tokens", hk_type_name(type), m, n, k);
+    snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u (x at %llu) == hk_matvec_int8_tokens", hk_type_name(type), m,
+             n, k, (unsigned long long)x_offset);
     hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&ym));
     if (st == HK_OK)
         st = hk_matvec_int8_tokens(ctx, NULL, type, wv, xv, out_view(&yt), n, k, m);
@@ -818,14 +820,17 @@ static void run_suite(int full)
             test_mmq(ty, 3, 5, 65536, 1, X_QUANTIZED, 1, ++seed, 0); /* the k limit */
         }
     }
-    /* Q4_K at m <= 8 on 16-byte aligned views: the few-token kernel (mmq_few.comp), its k split
-     * over the warps of a workgroup (k = 768: 3 super-blocks, fewer than the warps; 2816: 11, not
-     * a multiple of them), tails in n (workgroups of 32 rows) and m, every x producer, flush
-     * against the end */
+    /* Q4_K at m <= 16 on 16-byte aligned views: the few-token kernel (mmq_few.comp; 8 token
+     * columns up to 8 tokens, 16 past), its k split over the warps of a workgroup (k = 768: 3
+     * super-blocks, fewer than the warps; 2816: 11, not a multiple of them), tails in n
+     * (workgroups of 32 rows) and m, every x producer, flush against the end */
     test_mmq(HK_TYPE_Q4_K, 8, 70, 512, 1, X_RAW_BLOCKS, 0, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 7, 16, 768, 1, X_QUANTIZED, 3, ++seed, 0);
     test_mmq(HK_TYPE_Q4_K, 8, 40, 2816, 0, X_QUANTIZED, 0, ++seed, 0);
+    test_mmq(HK_TYPE_Q4_K, 16, 70, 512, 1, X_RAW_BLOCKS, 3, ++seed, 0);
+    test_mmq(HK_TYPE_Q4_K, 9, 33, 768, 0, X_GPU_QUANTIZED, 0, ++seed, 0);
+    test_mmq(HK_TYPE_Q4_K, 13, 48, 2816, 1, X_QUANTIZED, 3, ++seed, 0);
     /* the warp count from the workgroups against the device's schedulers (mmq.c record_few; 512
      * where the device does not say): 129 workgroups of 32 rows, 2 warps where 512 (4 on the
      * H200's 528); 257, 1 warp (2 on the H200), the last workgroup 8 rows */
@@ -833,14 +838,16 @@ static void run_suite(int full)
     test_mmq(HK_TYPE_Q4_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
     if (full) {
         test_mmq(HK_TYPE_Q4_K, 8, 130, 4096, 0, X_QUANTIZED, 0, ++seed, 0);
+        test_mmq(HK_TYPE_Q4_K, 16, 4100, 1280, 1, X_GPU_QUANTIZED, 3, ++seed, 0);
+        test_mmq(HK_TYPE_Q4_K, 11, 3, 65536, 0, X_QUANTIZED, 0, ++seed, 0); /* the k limit */
         test_mmq(HK_TYPE_Q4_K, 1, 300, 256, 1, X_RAW_BLOCKS, 3, ++seed, 0);
         test_mmq(HK_TYPE_Q4_K, 5, 3, 65536, 1, X_QUANTIZED, 3, ++seed, 0); /* the k limit */
     }
     /* a few tokens otherwise: hk_matvec_int8_tokens's kernel (one token: hk_matvec_int8's) */
-    test_tokens_route(HK_TYPE_Q8_0, 8, 37, 1024, ++seed);
-    test_tokens_route(HK_TYPE_Q6_K, 16, 20, 512, ++seed);
-    test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, ++seed);
-    test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, ++seed);
+    test_tokens_route(HK_TYPE_Q8_0, 8, 37, 1024, 16, ++seed);
+    test_tokens_route(HK_TYPE_Q6_K, 16, 20, 512, 16, ++seed);
+    test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, 20, ++seed);
+    test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, 16, ++seed);
     /* grouping: uneven loads, empty experts, all slots on one expert, out-of-range ids; the
      * Qwen3-30B-A3B prefill shape (512 tokens, top-8 of 128) */
     test_rows(37, 4, 8, ROUTE_RANDOM, ++seed);
@@ -928,6 +935,7 @@ int main(int argc, char **argv)
         run_suite(0);
         test_arms_agree(full, c, HK_TYPE_Q4_K, 100, 130, 1024, 77);
         test_arms_agree(full, c, HK_TYPE_Q4_K, 8, 70, 1024, 80); /* the few-token kernel */
+        test_arms_agree(full, c, HK_TYPE_Q4_K, 14, 70, 1024, 81); /* its 16 token columns */
         test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
         test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
         uint32_t messages = hk_context_validation_messages(ctx);

@@ -148,7 +148,8 @@ static const hk_case_shape mmq_tests[] = {
     {Q4, {1, 7, 256}, 1, 0},   {Q4, {17, 64, 512}, 0, 0}, {Q4, {100, 130, 1024}, 1, 0},
     {Q6, {1, 33, 256}, 0, 0},  {Q6, {70, 64, 512}, 1, 0}, {Q8, {33, 200, 320}, 1, 0},
     {Q8, {64, 1, 32}, 0, 0},   {Q8, {5, 257, 2048}, 0, 0},
-    {Q4, {8, 40, 768}, 1, 0}, /* m <= 8: the few-token kernel where the views are 16-byte aligned */
+    {Q4, {8, 40, 768}, 1, 0}, /* m <= 16: the few-token kernel where the views are 16-byte aligned */
+    {Q4, {13, 40, 768}, 1, 0},
 };
 static const hk_case_shape mmq_quick[] = {{Q4, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0},
                                           {Q6, {64, 512, 2048}, 1, 0}};
@@ -159,9 +160,9 @@ static const hk_case_shape mmq_full[] = {
     /* 8 tokens (the few-token kernel), beside llama.cpp-vk's 8-token matvec */
     {Q4, {8, 4096, 4096}, 1, 0.159},   {Q4, {8, 14336, 4096}, 1, 0.423},
     {Q4, {8, 4096, 14336}, 1, 0},
-    /* a few tokens of the other types and past the few-token kernel's 8 */
+    /* a few tokens of the other types, and Q4_K at 16 token columns */
     {Q8, {8, 4096, 4096}, 1, 0},       {Q6, {8, 4096, 4096}, 1, 0},       {Q4, {16, 4096, 4096}, 1, 0},
-    {Q4, {4, 4096, 4096}, 1, 0},
+    {Q4, {4, 4096, 4096}, 1, 0},       {Q4, {16, 14336, 4096}, 1, 0},     {Q4, {12, 4096, 4096}, 1, 0},
 };
 
 const hk_case hk_case_mmq = {

@@ -287,11 +287,12 @@ typedef struct mmq_params {
     uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
 } mmq_params;
 
-/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 8 on Q4_K weights, 16-byte aligned views.
+/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K weights, 16-byte aligned views.
  * A workgroup owns 16 or 32 weight rows and its warps split k, each staging its own super-blocks, so
- * the weights stream with every load in flight; the 16 x 8 x 32 int8 matrices where the device
- * lists them, else the same tiles with packed dot products (warps of 32). ---- */
-#define FEW_MAX_M 8u
+ * the weights stream with every load in flight; 8 token columns up to 8 tokens, else 16; the
+ * 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them, else the same tiles with
+ * packed dot products (warps of 32). ---- */
+#define FEW_MAX_M 16u
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_CM
 #define FEW_CM HK_SHADER_MMQ_FEW_Q4_K_CM
 #else
@@ -304,18 +305,18 @@ typedef struct mmq_params {
 #endif
 static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
 
-/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles: per warp and row tile 4
- * weight tiles of 16 x 12 words and 4 more, and 64 factor pairs; per warp 8 token rows of 36 words;
- * the coopmat arm's 128 element indices. The warp count is picked from the larger one, so that both
- * arms of a device split k alike (and agree bit for bit). */
-static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles)
+/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles and `tokens` columns:
+ * per warp and row tile 4 weight tiles of 16 x 12 words and 4 more, and 64 factor pairs; per warp
+ * `tokens` token rows of 36 words; the coopmat arm's 16 x tokens element indices. The warp count is
+ * picked from the larger one, so that both arms of a device split k alike (and agree bit for bit). */
+static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles, uint32_t tokens)
 {
-    return 4ull * (warps * (row_tiles * (4 * 196 + 128) + 8 * 36) + 128);
+    return 4ull * (warps * (row_tiles * (4 * 196 + 128) + tokens * 36) + 16 * tokens);
 }
 
-static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t lanes)
+static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t tokens, uint32_t lanes)
 {
-    return few_shared_bytes(warps, row_tiles) <= context->caps.shared_memory_bytes &&
+    return few_shared_bytes(warps, row_tiles, tokens) <= context->caps.shared_memory_bytes &&
            warps * lanes <= context->caps.max_workgroup_size;
 }
 
@@ -323,12 +324,17 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
                             const mmq_params *p)
 {
     int arm = ARM_SCALAR;
+    const uint32_t tokens = p->m <= 8 ? 8 : 16;
     /* a subgroup loads whole tokens' pieces (9 invocations each) */
-    if (few_shaders[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, 8) && context->caps.subgroup_size >= 16)
+    if (few_shaders[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16)
         arm = ARM_COOPMAT;
     else if (few_shaders[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
-    /* Workgroups of 32 rows (two row tiles per warp) and two register sets. The warps split k: 4,
+    /* Workgroups of 32 rows (two row tiles per warp); two register sets at 8 token columns, one at
+     * 16, whose products and sums take the registers of the second (on the H200, 16 x 4096 x 4096
+     * / 16 x 14336 x 4096: 0.0128 / 0.0360 ms against 0.0150 / 0.0480 with two sets, which spill;
+     * at 8 tokens one set is slower, 0.0097 / 0.0267 against 0.0094 / 0.0247; docs/perf.md,
+     * eleventh session). The warps split k: 4,
      * 2 or 1 of them, the most that keep the grid's warps within one per scheduler of the device
      * (caps.schedulers, else 512): a warp runs fastest alone on its scheduler, and splitting k
      * pays only where the rows alone leave schedulers idle. On the H200 (528 schedulers,
@@ -337,7 +343,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * 4096 (344) 0.0225 / 0.0256 / 0.0226, 14336 x 4096 (448) 0.0247 / 0.0261 / 0.0292, 4096 x 14336
      * (128) 0.0652 / 0.0365 / 0.0229.
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
-    uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = 2;
+    uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = tokens == 8 ? 2 : 1;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
@@ -357,16 +363,16 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && !few_fits(context, warps, row_tiles, lanes))
+    while (warps > 1 && !few_fits(context, warps, row_tiles, tokens, lanes))
         warps /= 2;
-    if (!few_fits(context, warps, row_tiles, lanes))
+    if (!few_fits(context, warps, row_tiles, tokens, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
-                        (unsigned long long)few_shared_bytes(warps, row_tiles), warps * lanes);
+                        (unsigned long long)few_shared_bytes(warps, row_tiles, tokens), warps * lanes);
 #ifdef HK_MMQ_PROBES
-    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, probe};
+    uint32_t spec[6] = {warps * lanes, lanes, row_tiles, sets, tokens, probe};
 #else
-    uint32_t spec[4] = {warps * lanes, lanes, row_tiles, sets};
+    uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, tokens};
 #endif
     uint32_t params[3] = {p->m, p->n, p->k};
     hk_dispatch_desc d = {.shader = few_shaders[arm],
@@ -414,11 +420,11 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     flags |= probe << 4;
 #endif
     /* A few tokens: the tile does not apply; the tuner's family still notes it (every schedule
-     * runs this). Q4_K up to 8 on 16-byte views: the few-token kernel. Otherwise up to 16 (other
-     * types, Q4_K past 8): the tokens matvec, which reads each weight once for all of them where
-     * the tiles would run a handful of workgroups mostly on rows past m (on the H200 at 8 x 4096 x
-     * 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; Q4_K at 16 tokens 0.067 -> 0.035;
-     * docs/perf.md, tenth session). */
+     * runs this). Q4_K up to 16 on 16-byte views: the few-token kernel (on the H200 at 16 x 4096
+     * x 4096 0.0128 ms against the tokens matvec's 0.0346; eleventh session). Otherwise up to 16
+     * (other types, Q4_K's x off 16 bytes): the tokens matvec, which reads each weight once for
+     * all of them where the tiles would run a handful of workgroups mostly on rows past m (on the
+     * H200 at 8 x 4096 x 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; tenth session). */
     int few = t == 1 && p->m <= FEW_MAX_M && b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0;
     if (!id && (few || (p->m <= HK_MATVEC_MAX_TOKENS &&
                         hk__matvec_tokens_takes(context, mmq_types[t], b[0].view, p->n, p->k, p->m)))) {
