@@ -5,6 +5,8 @@
 #   ./hk.sh test         install what is missing, build, run the test suite (ctest)
 #   ./hk.sh test-asan    the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./hk.sh test-gpuav   the kernel tests once more under GPU-assisted validation (slow on lavapipe)
+#   ./hk.sh build-fallback  build with Debian's glslang, as where PyPI is unavailable (no KHR
+#                        cooperative-matrix variants), warning-free: CI keeps that path building
 #   ./hk.sh deps         only install the dependencies
 #
 # Dependencies: Debian packages (Vulkan headers and loader, volk, lavapipe, the validation layer,
@@ -52,11 +54,12 @@ cmeel_prefix() {
     if [ -x "$tools/venv/bin/python" ]; then "$tools/venv/bin/python" -m cmeel cmake 2>/dev/null || true; fi
 }
 
-build() { # build-dir [cmake args...]
-    local dir=$1
+build() { # build-dir [cmake args...]; HK_SHADER_PREFIX set (even empty) replaces the PyPI toolchain's
+    local dir=$1 prefix
     shift
+    prefix=${HK_SHADER_PREFIX-$(cmeel_prefix)}
     # the configure output says which shader toolchain and which shader features were found
-    cmake -S "$top" -B "$dir" -DHK_CMEEL_PREFIX="$(cmeel_prefix)" -DHK_WERROR=ON "$@" | grep "hkernel:" || true
+    cmake -S "$top" -B "$dir" -DHK_CMEEL_PREFIX="$prefix" -DHK_WERROR=ON "$@" | grep "hkernel:" || true
     cmake --build "$dir" -j "$(nproc)"
 }
 
@@ -79,13 +82,17 @@ test-gpuav)
     build "$top/build" -DCMAKE_BUILD_TYPE=Release
     ctest --test-dir "$top/build" --output-on-failure -j "$(nproc)" -L gpuav
     ;;
+build-fallback)
+    deps
+    HK_SHADER_PREFIX= build "$top/build-fallback" -DCMAKE_BUILD_TYPE=Release
+    ;;
 test-asan)
     deps
     build "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON -DHK_BUILD_TOOLS=OFF
     ctest --test-dir "$top/build-asan" --output-on-failure -j "$(nproc)"
     ;;
 *)
-    echo "usage: ./hk.sh check|test|test-asan|test-gpuav|deps" >&2
+    echo "usage: ./hk.sh check|test|test-asan|test-gpuav|build-fallback|deps" >&2
     exit 2
     ;;
 esac

@@ -27,9 +27,11 @@ typedef struct flash_tile {
  * 128: two workgroups fit an SM even where the driver gives a workgroup's SM only 64 KiB); Q in
  * shared memory and smaller tiles where registers or shared memory are short (head_dim above
  * 160: the O accumulators alone take 128 registers). HK_FLASH_TILE replaces them. */
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16 /* the matrix-core arm's (a toolchain without it builds the rest) */
 static const flash_tile coop_defaults[] = {
     {8, 1, 32, 32, 1, 1}, {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
 };
+#endif
 /* The emulated arm (testing, HK_FLASH_EMULATE_COOPMAT="1"): a tile that fits lavapipe's 32 KiB. */
 static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};
 /* The twin: 64 invocations, 16 rows (4 invocations per row; 8 rows at head_dim 256 where the
@@ -108,6 +110,7 @@ static const char *coop_tile_problem(const hk_context *context, uint32_t d, cons
     return NULL;
 }
 
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
 /* Registers a subgroup lane would hold across the loop, roughly: O, Q, S, the prefetched tile,
  * the softmax's keys and ~24 of addressing. Defaults keep it under 224 (no spills at 255). */
 static uint32_t coop_registers(uint32_t d, const flash_tile *t, uint32_t sg)
@@ -116,6 +119,7 @@ static uint32_t coop_registers(uint32_t d, const flash_tile *t, uint32_t sg)
     return t->mr * (d / 16) * 256 / sg + (t->qreg ? t->mr * (d / 16) * 128 / sg : 0) +
            t->mr * (t->bc / 16) * 256 / sg + (t->prefetch ? 8 * per : 0) + t->bc / tpr + 24;
 }
+#endif
 
 /* "nsg,mr,bc,bkv,qreg,prefetch" from the environment variable `var`, if set: 1 with *t set, 0 if
  * unset, -1 (message in p->bad_env) if malformed. */
@@ -135,6 +139,7 @@ static int env_tile(const char *var, flash_tile *t, flash_plan *p)
     return 1;
 }
 
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
 /* The device lists 16x16x16 f16 x f16 -> f32 at subgroup scope (VkComponentTypeKHR: FLOAT16 0,
  * FLOAT32 1; VkScopeKHR: SUBGROUP 3). */
 static int coop_tile_listed(const hk_caps *caps)
@@ -147,6 +152,7 @@ static int coop_tile_listed(const hk_caps *caps)
     }
     return 0;
 }
+#endif
 
 static void set_tile(flash_plan *p, const flash_tile *t, uint32_t sg)
 {
