@@ -20,7 +20,7 @@
 // quants, in the accumulator's own ownership; the row tiles share it and the tokens' staging). At
 // the end the warps' partial sums are added in warp order (deterministic) and written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
-//               16 x 8 result an invocation holds is learnt by loading a matrix of indices. A warp
+//               16 x TOKENS result an invocation holds is learnt by loading a matrix of indices. A warp
 //               only waits for itself (subgroup-scope barriers) until the final sum.
 //   default     the same tiles as views of shared memory, each element an invocation holds
 //               (NVIDIA's m16n8 ownership, per 8 columns: rows lane/4 and lane/4 + 8, columns
