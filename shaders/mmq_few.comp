@@ -11,14 +11,14 @@
 // hk_mmq for a few tokens (m <= 16) and Q4_K weights: out[t, j] = X[t, :] . W[j, :] as mmq.comp
 // computes it (int8 sums exact per 32-value block, Q4_K's d*sc*dot - dmin*m*sum(xq) in f32), laid
 // out for a weight stream rather than for reuse: a workgroup owns RT row tiles of 16 weight rows
-// and all TOKENS (8 or 16) token columns, its WARPS warps split k (warp w takes super-blocks w, w + WARPS, ...),
-// and each warp works alone through its own half super-blocks (16 RT rows x 128 values, and the 8
-// tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it (a set of registers
-// per half), unpacks it into its own tiles in shared memory, and multiplies: per 32-value
-// sub-block each row tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W as A, X
-// as B: int8 16xTOKENSx32 -> int32), and a tile of ones by the tokens' tile (each token's exact sum of
-// quants, in the accumulator's own ownership; the row tiles share it and the tokens' staging). At
-// the end the warps' partial sums are added in warp order (deterministic) and written.
+// and all TOKENS (8 or 16) token columns, its WARPS warps split k (warp w takes super-blocks w,
+// w + WARPS, ...), and each warp works alone through its own half super-blocks (16 RT rows x 128
+// values, and the tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it (a
+// set of registers per half), unpacks it into its own tiles in shared memory, and multiplies: per
+// 32-value sub-block each row tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W
+// as A, X as B: int8 16xTOKENSx32 -> int32), and a tile of ones by the tokens' tile (each token's
+// exact sum of quants, in the accumulator's own ownership; the row tiles share it and the tokens'
+// staging). At the end the warps' partial sums are added in warp order (deterministic) and written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
 //               16 x TOKENS result an invocation holds is learnt by loading a matrix of indices. A warp
 //               only waits for itself (subgroup-scope barriers) until the final sum.

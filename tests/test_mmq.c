@@ -196,6 +196,21 @@ static int mmq_compare(const char *name, const mmq_case *c, const float *got)
     return hk_check_close(name, got, c->ref, (size_t)c->m * c->n, gate);
 }
 
+/* After a call under test (into `tested`) and its twin (into `twin`), st the first failure: the
+ * tested output at the gate, and the same bits as the twin's. */
+static void check_same_bits(const char *name, const mmq_case *c, hk_status st, out_buffer *tested, out_buffer *twin)
+{
+    if (st != HK_OK) {
+        hk_check(0, name, "%s", hk_last_error());
+        return;
+    }
+    size_t count = (size_t)c->m * c->n;
+    const float *a = out_read(twin, name), *b = out_read(tested, name);
+    uint32_t differ = bits_differ(a, b, count);
+    hk_check(differ == 0, name, "%u of %zu values differ in their bits", differ, count);
+    mmq_compare(name, c, b);
+}
+
 static void mmq_free(mmq_case *c)
 {
     free(c->w);
@@ -562,14 +577,7 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
     hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&yd));
     if (st == HK_OK)
         st = hk_mmq_id(ctx, NULL, type, wv, xv, ov, sv, out_view(&yi), &shape);
-    if (st != HK_OK) {
-        hk_check(0, name, "%s", hk_last_error());
-    } else {
-        const float *d = out_read(&yd, name), *i = out_read(&yi, name);
-        uint32_t differ = bits_differ(d, i, (size_t)m * n);
-        hk_check(differ == 0, name, "%u of %zu values differ in their bits", differ, (size_t)m * n);
-        mmq_compare(name, &c, i);
-    }
+    check_same_bits(name, &c, st, &yi, &yd);
     out_destroy(&yd);
     out_destroy(&yi);
     hk_buffer_destroy(wb);
@@ -598,14 +606,7 @@ static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, 
     hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&ym));
     if (st == HK_OK)
         st = hk_matvec_int8_tokens(ctx, NULL, type, wv, xv, out_view(&yt), n, k, m);
-    if (st != HK_OK) {
-        hk_check(0, name, "%s", hk_last_error());
-    } else {
-        const float *a = out_read(&ym, name), *b = out_read(&yt, name);
-        uint32_t differ = bits_differ(a, b, (size_t)m * n);
-        hk_check(differ == 0, name, "%u of %zu values differ in their bits", differ, (size_t)m * n);
-        mmq_compare(name, &c, a);
-    }
+    check_same_bits(name, &c, st, &ym, &yt);
     out_destroy(&ym);
     out_destroy(&yt);
     hk_buffer_destroy(wb);
