@@ -124,12 +124,11 @@ void w_store(uint st)
             // sub-block 2p at words o .. o + 7 (chunk 2p's low nibbles, then chunk 2p + 1's), 2p + 1
             // at o + 8 .. o + 15 (their high nibbles)
             uint o = r * STRIDE + 16u * p;
-            [[unroll]] for (uint w = 0; w < 4u; w++) {
-                sb[o + w] = wc_raw[j][0][w] & 0x0F0F0F0Fu;
-                sb[o + 4u + w] = wc_raw[j][1][w] & 0x0F0F0F0Fu;
-                sb[o + 8u + w] = (wc_raw[j][0][w] >> 4) & 0x0F0F0F0Fu;
-                sb[o + 12u + w] = (wc_raw[j][1][w] >> 4) & 0x0F0F0F0Fu;
-            }
+            uvec4 q[4] = uvec4[4](wc_raw[j][0] & 0x0F0F0F0Fu, wc_raw[j][1] & 0x0F0F0F0Fu,
+                                  (wc_raw[j][0] >> 4) & 0x0F0F0F0Fu, (wc_raw[j][1] >> 4) & 0x0F0F0F0Fu);
+            [[unroll]] for (uint i = 0; i < 4u; i++)
+                [[unroll]] for (uint w = 0; w < 4u; w++)
+                    sb[o + 4u * i + w] = q[i][w];
             uvec4 h = wh_raw[j];
             uvec2 sc, mn;
             hk_q4k_scales8(h, sc, mn);
@@ -147,40 +146,56 @@ void w_store(uint st)
 // Q6_K: super-block of 256 = u8 ql[128], u8 qh[64], i8 scales[16], f16 d (105 u16). Value l of
 // 32-value block 4h + g (h: half 0..1, g: 0..3) is (ql[64h + 32(g&1) + l] nibble g>>1) |
 // ((qh[32h + l] >> 2g) & 3) << 4, minus 32; its scales are scales[8h + 2g] (l < 16) and
-// scales[8h + 2g + 1]. The four blocks of a half share their bytes: a unit is values l = 4p ..
-// 4p+3 (p: 0..7) of the step's blocks of one half (QG of them from block g0), from two ql words
-// and one qh word, and the half's scales and d for p = 0. A step is two blocks of a half (KS 2),
-// one half (KS 4) or both (KS 8). With WLOAD 1 (the view on 4 bytes, k / 256 even: every row
-// on 4 bytes) the even super-blocks (210 bytes each) start on 4 bytes and are read in 32-bit words.
+// scales[8h + 2g + 1]. The four blocks of a half share their bytes: a unit is values l = 4 QW p
+// .. 4 QW p + 4 QW - 1 (p < 8 / QW) of the step's blocks of one half (QG of them from block g0),
+// from QW words of each 32 ql bytes and QW qh words, and the half's scales and d for p = 0; it
+// stores QW consecutive words of each block at once. QW is the widest of 4, 2, 1 that leaves no
+// invocation without a unit. On the H200 against QW 1 (512 x 4096 x 4096 / the expert-indexed
+// down projection, ms): QW 4 everywhere 0.300 -> 0.311 / 0.554 -> 0.520 (the dense tile's 512
+// invocations then stage 256 units); Q4_K's stores in 4-word groups took 0.160 -> 0.155. A step
+// is two blocks of a half (KS 2), one half (KS 4) or both (KS 8). With WLOAD 1 (the view on 4
+// bytes, k / 256 even: every row on 4 bytes) the even super-blocks (210 bytes each) start on 4
+// bytes and are read in 32-bit words.
 const uint QH = KS >= 4u ? KS / 4u : 1u; // halves per step
 const uint QG = KS >= 4u ? 4u : KS;      // blocks per half and step
-const uint WU = (BN * QH * 8u + WG - 1u) / WG;
-uvec3 wq_raw[WU]; // ql bytes 4p of the half's first 32, of its second 32, qh bytes 4p
-uvec2 ws_raw[WU]; // scales[8h .. 8h+7] as two words (p = 0)
-uint wd_raw[WU];  // d (p = 0)
+const uint QW = BN * QH * 2u >= WG ? 4u : BN * QH * 4u >= WG ? 2u : 1u;
+const uint UP = 8u / QW; // units per half of a row
+const uint WU = (BN * QH * UP + WG - 1u) / WG;
+uint wq_raw[WU][3][QW]; // ql words QW p .. of the half's first 32 bytes, of its second 32, qh words
+uvec2 ws_raw[WU];       // scales[8h .. 8h+7] as two words (p = 0)
+uint wd_raw[WU];        // d (p = 0)
 
 void w_load(uint st)
 {
     uint sbk = (st * KS) / 8u, h0 = ((st * KS) % 8u) / 4u;
     [[unroll]] for (uint j = 0; j < WU; j++) {
-        uint it = tid + j * WG, r = it / (QH * 8u), hs = (it / 8u) % QH, p = it % 8u;
-        uvec3 q = uvec3(0u);
+        uint it = tid + j * WG, r = it / (QH * UP), hs = (it / UP) % QH, p = it % UP;
+        uint q[3][QW];
+        [[unroll]] for (uint a = 0; a < 3u; a++)
+            [[unroll]] for (uint w = 0; w < QW; w++)
+                q[a][w] = 0u;
         uvec2 s = uvec2(0u);
         uint d = 0u;
-        if (it < BN * QH * 8u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
+        if (it < BN * QH * UP && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint h = h0 + hs, b = w_row0 + r * row_u16 + sbk * 105u;
             // d loaded inside each branch: with one load after both, the H200 ran the expert-
             // indexed Q6_K kernel (k 768, always the 16-bit branch) 7% slower (0.557 -> 0.598 ms)
             if (WLOAD == 1u && (sbk & 1u) == 0u) { // the super-block on 4 bytes: 32-bit words
                 uint b2 = b >> 1;
-                q = uvec3(w32[b2 + 16u * h + p], w32[b2 + 16u * h + 8u + p], w32[b2 + 32u + 8u * h + p]);
+                const uint o[3] = uint[3](16u * h + QW * p, 16u * h + 8u + QW * p, 32u + 8u * h + QW * p);
+                [[unroll]] for (uint a = 0; a < 3u; a++)
+                    [[unroll]] for (uint w = 0; w < QW; w++)
+                        q[a][w] = w32[b2 + o[a] + w];
                 if (p == 0u) {
                     s = uvec2(w32[b2 + 48u + 2u * h], w32[b2 + 49u + 2u * h]);
                     d = uint(w16[b + 104u]);
                 }
             } else {
-                q = uvec3(hk_mmq_pair(b + 32u * h + 2u * p), hk_mmq_pair(b + 32u * h + 16u + 2u * p),
-                          hk_mmq_pair(b + 64u + 16u * h + 2u * p));
+                const uint o[3] = uint[3](32u * h + 2u * QW * p, 32u * h + 16u + 2u * QW * p,
+                                          64u + 16u * h + 2u * QW * p);
+                [[unroll]] for (uint a = 0; a < 3u; a++)
+                    [[unroll]] for (uint w = 0; w < QW; w++)
+                        q[a][w] = hk_mmq_pair(b + o[a] + 2u * w);
                 if (p == 0u) {
                     s = uvec2(hk_mmq_pair(b + 96u + 4u * h), hk_mmq_pair(b + 98u + 4u * h));
                     d = uint(w16[b + 104u]);
@@ -197,16 +212,17 @@ void w_store(uint st)
 {
     uint g0 = (st * KS) % 4u; // the step's first block in its half (KS 2: 0 or 2)
     [[unroll]] for (uint j = 0; j < WU; j++) {
-        uint it = tid + j * WG, r = it / (QH * 8u), hs = (it / 8u) % QH, p = it % 8u;
-        if (it < BN * QH * 8u) {
-            uvec3 raw = wq_raw[j];
+        uint it = tid + j * WG, r = it / (QH * UP), hs = (it / UP) % QH, p = it % UP;
+        if (it < BN * QH * UP) {
             [[unroll]] for (uint g = 0; g < QG; g++) {
-                uint gh = g0 + g; // the block in its half
-                uint q = (((gh & 1u) != 0u ? raw.y : raw.x) >> (4u * (gh >> 1))) & 0x0F0F0F0Fu;
-                q |= ((raw.z >> (2u * gh)) & 0x03030303u) << 4;
-                // q - 32 per byte without borrows: flip bit 5, then copy it into bits 6 and 7
-                q ^= 0x20202020u;
-                sb[r * STRIDE + (QG * hs + g) * 8u + p] = q | ((q & 0x20202020u) * 6u);
+                uint gh = g0 + g, o = r * STRIDE + (QG * hs + g) * 8u + QW * p; // gh: the block in its half
+                [[unroll]] for (uint w = 0; w < QW; w++) {
+                    uint q = (((gh & 1u) != 0u ? wq_raw[j][1][w] : wq_raw[j][0][w]) >> (4u * (gh >> 1))) & 0x0F0F0F0Fu;
+                    q |= ((wq_raw[j][2][w] >> (2u * gh)) & 0x03030303u) << 4;
+                    // q - 32 per byte without borrows: flip bit 5, then copy it into bits 6 and 7
+                    q ^= 0x20202020u;
+                    sb[o + w] = q | ((q & 0x20202020u) * 6u);
+                }
             }
             if (p == 0u) {
                 float d = hk_half(wd_raw[j]);

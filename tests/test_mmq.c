@@ -759,6 +759,8 @@ static void test_schedules(void)
         {"HK_MMQ_TILE", "1,4,1,2,2", 2, 0},   {"HK_MMQ_TILE", "2,4,4,2,4", 4, 0},
         {"HK_MMQ_TILE", "1,1,1,1,1", 1, 0},   {"HK_MMQ_TILE", "1,2,2,2,2", 2, 0},
         {"HK_MMQ_TILE", "1,4,2,1,2", 2, 0},   {"HK_MMQ_PREFETCH", "0", 4, 1},
+        /* Q6_K's staging units of 1 and 2 words (mmq_weights.glsl QW; 4 at 1,1,1,1,4) */
+        {"HK_MMQ_TILE", "4,1,1,1,2", 2, 1},   {"HK_MMQ_TILE", "2,1,1,1,2", 2, 1},
         {"HK_MMQ_ROLLED", "1", 4, 1},         {"HK_MMQ_LAYOUT", "generic", 4, 0},
         {"HK_MMQ_ROLLED", "0", 4, 1}, /* the default on CPU devices is the rolled loop */
         {"HK_MMQ_EMULATE_GENERIC", "1", 4, 1},
