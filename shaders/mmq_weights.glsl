@@ -150,9 +150,10 @@ void w_store(uint st)
 // .. 4 QW p + 4 QW - 1 (p < 8 / QW) of the step's blocks of one half (QG of them from block g0),
 // from QW words of each 32 ql bytes and QW qh words, and the half's scales and d for p = 0; it
 // stores QW consecutive words of each block at once. QW is the widest of 4, 2, 1 that leaves no
-// invocation without a unit. On the H200 against QW 1 (512 x 4096 x 4096 / the expert-indexed
-// down projection, ms): QW 4 everywhere 0.300 -> 0.311 / 0.554 -> 0.520 (the dense tile's 512
-// invocations then stage 256 units); Q4_K's stores in 4-word groups took 0.160 -> 0.155. A step
+// invocation without a unit. On the H200 against units of one word (512 x 4096 x 4096 / the
+// expert-indexed down projection, ms): 0.300 -> 0.283 / 0.556 -> 0.521 (QW 2 / 4; QW 4 in the
+// dense tile too: 0.311, half its 512 invocations idle); Q4_K's stores in runs of 4 words rather
+// than interleaved took 0.160 -> 0.155 (docs/perf.md, twelfth session). A step
 // is two blocks of a half (KS 2), one half (KS 4) or both (KS 8). With WLOAD 1 (the view on 4
 // bytes, k / 256 even: every row on 4 bytes) the even super-blocks (210 bytes each) start on 4
 // bytes and are read in 32-bit words.
@@ -215,9 +216,11 @@ void w_store(uint st)
         uint it = tid + j * WG, r = it / (QH * UP), hs = (it / UP) % QH, p = it % UP;
         if (it < BN * QH * UP) {
             [[unroll]] for (uint g = 0; g < QG; g++) {
-                uint gh = g0 + g, o = r * STRIDE + (QG * hs + g) * 8u + QW * p; // gh: the block in its half
+                uint gh = g0 + g; // the block in its half
+                uint o = r * STRIDE + (QG * hs + g) * 8u + QW * p;
                 [[unroll]] for (uint w = 0; w < QW; w++) {
-                    uint q = (((gh & 1u) != 0u ? wq_raw[j][1][w] : wq_raw[j][0][w]) >> (4u * (gh >> 1))) & 0x0F0F0F0Fu;
+                    uint ql = (gh & 1u) != 0u ? wq_raw[j][1][w] : wq_raw[j][0][w];
+                    uint q = (ql >> (4u * (gh >> 1))) & 0x0F0F0F0Fu;
                     q |= ((wq_raw[j][2][w] >> (2u * gh)) & 0x03030303u) << 4;
                     // q - 32 per byte without borrows: flip bit 5, then copy it into bits 6 and 7
                     q ^= 0x20202020u;
