@@ -179,11 +179,13 @@ void w_load(uint st)
         uint d = 0u;
         if (it < BN * QH * UP && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
             uint h = h0 + hs, b = w_row0 + r * row_u16 + sbk * 105u;
+            // the unit's first words in the super-block (its ql runs, its qh run; the scales at
+            // word 48 + 2h), read as words or as pairs of 16-bit words
+            const uint o[3] = uint[3](16u * h + QW * p, 16u * h + 8u + QW * p, 32u + 8u * h + QW * p);
             // d loaded inside each branch: with one load after both, the H200 ran the expert-
             // indexed Q6_K kernel (k 768, always the 16-bit branch) 7% slower (0.557 -> 0.598 ms)
             if (WLOAD == 1u && (sbk & 1u) == 0u) { // the super-block on 4 bytes: 32-bit words
                 uint b2 = b >> 1;
-                const uint o[3] = uint[3](16u * h + QW * p, 16u * h + 8u + QW * p, 32u + 8u * h + QW * p);
                 [[unroll]] for (uint a = 0; a < 3u; a++)
                     [[unroll]] for (uint w = 0; w < QW; w++)
                         q[a][w] = w32[b2 + o[a] + w];
@@ -192,13 +194,11 @@ void w_load(uint st)
                     d = uint(w16[b + 104u]);
                 }
             } else {
-                const uint o[3] = uint[3](32u * h + 2u * QW * p, 32u * h + 16u + 2u * QW * p,
-                                          64u + 16u * h + 2u * QW * p);
                 [[unroll]] for (uint a = 0; a < 3u; a++)
                     [[unroll]] for (uint w = 0; w < QW; w++)
-                        q[a][w] = hk_mmq_pair(b + o[a] + 2u * w);
+                        q[a][w] = hk_mmq_pair(b + 2u * (o[a] + w));
                 if (p == 0u) {
-                    s = uvec2(hk_mmq_pair(b + 96u + 4u * h), hk_mmq_pair(b + 98u + 4u * h));
+                    s = uvec2(hk_mmq_pair(b + 2u * (48u + 2u * h)), hk_mmq_pair(b + 2u * (49u + 2u * h)));
                     d = uint(w16[b + 104u]);
                 }
             }
