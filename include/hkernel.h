@@ -964,15 +964,16 @@ HK_API const char *hk_mmq_path(hk_context *context, hk_type wtype);
  * blocks (xq, offset a multiple of 4); W n contiguous GGUF rows of k values of wtype (Q8_0, Q4_K or
  * Q6_K; offset a multiple of 2); out f32 [m, n] row-major. m, n >= 1 (any values: tails are
  * guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q6_K).
- * A few tokens (m <= 16) of Q4_K with w and xq at offsets that are multiples of 16 take a kernel
- * built for streaming the weights (32 rows per workgroup, k split over its warps; int8 16x8x32
- * matrices up to 8 tokens and 16x16x32 past them where the device lists them, else packed dot
- * products): the speculative-decoding and small-batch case, the matrix-unit counterpart of
- * hk_matvec_int8_tokens (whose sums it matches at the MMQ gates, not bit for bit). The tile hooks
- * do not apply to it. Any other call of m <= 16 (HK_MATVEC_MAX_TOKENS: Q8_0 and Q6_K, Q4_K at
- * other offsets) that hk_matvec_int8_tokens takes (its Q4_K views on 16 bytes, its loop limits)
- * is that call, bit for bit: the GEMM's tiles would spend most of their work on rows past m (on
- * the H200 at 8 x 4096 x 4096, Q8_0 0.130 against 0.023 ms). */
+ * A few tokens (m <= 16) of Q4_K or Q8_0 with w and xq at offsets that are multiples of 16 and k
+ * a multiple of 256 take a kernel built for streaming the weights (32 Q4_K or 16 Q8_0 rows per
+ * workgroup, k split over its warps; int8 16x8x32 matrices up to 8 tokens and 16x16x32 past them
+ * where the device lists them, else packed dot products): the speculative-decoding and
+ * small-batch case, the matrix-unit counterpart of hk_matvec_int8_tokens (whose sums it matches
+ * at the MMQ gates, not bit for bit). The tile hooks do not apply to it. Any other call of m <= 16
+ * (HK_MATVEC_MAX_TOKENS: Q6_K, Q4_K and Q8_0 at other offsets or k) that hk_matvec_int8_tokens
+ * takes (its Q4_K views on 16 bytes, its loop limits) is that call, bit for bit: the GEMM's tiles
+ * would spend most of their work on rows past m (on the H200 at 8 x 4096 x 4096, Q6_K 0.187
+ * against 0.024 ms). */
 HK_API hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
                         uint32_t m, uint32_t n, uint32_t k);
 

@@ -8,17 +8,19 @@
 #elif !defined(HK_SCALAR_DOT)
 #extension GL_EXT_spirv_intrinsics : require
 #endif
-// hk_mmq for a few tokens (m <= 16) and Q4_K weights: out[t, j] = X[t, :] . W[j, :] as mmq.comp
-// computes it (int8 sums exact per 32-value block, Q4_K's d*sc*dot - dmin*m*sum(xq) in f32), laid
-// out for a weight stream rather than for reuse: a workgroup owns RT row tiles of 16 weight rows
-// and all TOKENS (8 or 16) token columns, its WARPS warps split k (warp w takes super-blocks w,
-// w + WARPS, ...), and each warp works alone through its own half super-blocks (16 RT rows x 128
-// values, and the tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it (a
-// set of registers per half), unpacks it into its own tiles in shared memory, and multiplies: per
-// 32-value sub-block each row tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W
-// as A, X as B: int8 16xTOKENSx32 -> int32), and a tile of ones by the tokens' tile (each token's
-// exact sum of quants, in the accumulator's own ownership; the row tiles share it and the tokens'
-// staging). At the end the warps' partial sums are added in warp order (deterministic) and written.
+// hk_mmq for a few tokens (m <= 16) and Q4_K or Q8_0 weights (HK_Q8_0): out[t, j] = X[t, :] . W[j, :]
+// as mmq.comp computes it (int8 sums exact per 32-value block; Q4_K's d*sc*dot - dmin*m*sum(xq),
+// Q8_0's d*dot in f32), laid out for a weight stream rather than for reuse: a workgroup owns RT row
+// tiles of 16 weight rows and all TOKENS (8 or 16) token columns, its WARPS warps split k by
+// super-blocks of 256 values (warp w takes super-blocks w, w + WARPS, ...; for Q8_0 a super-block
+// is 8 blocks, 272 bytes), and each warp works alone through its own half super-blocks (16 RT rows x
+// 128 values, and the tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it
+// (a set of registers per half), unpacks it into its own tiles in shared memory, and multiplies:
+// per 32-value block each row tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W
+// as A, X as B: int8 16xTOKENSx32 -> int32); for Q4_K also a tile of ones by the tokens' tile (each
+// token's exact sum of quants, in the accumulator's own ownership; the row tiles share it and the
+// tokens' staging). At the end the warps' partial sums are added in warp order (deterministic) and
+// written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
 //               16 x TOKENS result an invocation holds is learnt by loading a matrix of indices. A warp
 //               only waits for itself (subgroup-scope barriers) until the final sum.
@@ -34,11 +36,21 @@
 // the stores and the epilogue's reads of shared memory are free of bank conflicts (on the H200
 // 8 x 4096 x 4096 0.0110 -> 0.0095 ms, 8 x 14336 x 4096 0.0320 -> 0.0265 at 2 warps; docs/perf.md,
 // sixth session).
-// Needs 16-byte aligned views of W and X (the host sends mmq.comp the rest).
+// Q8_0's blocks lie on 2 bytes, their quants on 4 (odd blocks) or 2 (even ones); its weights are
+// still read in 16-byte pieces of the rows, 9 per half super-block, so the stream takes as few load
+// instructions per byte as Q4_K's: which of a piece's 4 words start a block's quant word, which of
+// them are shifted by 2 bytes (the quant word its high half and the next word's low half; for the
+// last word of a piece the next piece's first word, loaded apart), and which hold a d is fixed by
+// the piece's place in the super-block, so each invocation works it out once, before the loop
+// (q8_plan).
+// Needs 16-byte aligned views of W and X and k a multiple of 256 (the host sends mmq.comp the rest).
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
+#ifdef HK_Q8_0
+layout(binding = 0) readonly buffer Weights32 { uint w32[]; };
+#endif
 layout(binding = 1) readonly buffer XQ128 { uvec4 xq128[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
 
@@ -63,6 +75,7 @@ const bool PROBE_NO_W = (PROBE & 2u) != 0u;   // the weights not loaded (zeros s
 const bool PROBE_NO_MMA = (PROBE & 4u) != 0u; // no products and no epilogue
 const uint WARPS = WG / LANES;
 const uint L = 16u * TOKENS / LANES; // elements of a 16 x TOKENS result per invocation
+const uint NONE = 0xFFFFFFFFu;
 
 HK_PUSH_BEGIN
     uint m;
@@ -76,20 +89,41 @@ HK_PUSH_END
 // tiles one uvec4 more than 16 rows apart: a store instruction's 8-invocation phase writes rows x
 // and x + 4 (wrow) into tiles 2 apart, 32 bytes apart in the banks, so its 8 pieces fill all 32
 // (on the H200 8 x 14336 x 4096 0.0320 -> 0.0314 ms against rows x, x + 1 and tiles 0 apart).
+// Q8_0's quant words are stored one by one (8 invocations per row, 4 rows a store): with tiles 4
+// uvec4 more than 16 rows apart a store instruction meets at most 2-way bank conflicts (1 apart: 3).
 const uint TV = 3u;
+#ifdef HK_Q8_0
+const uint TILE = 16u * TV + 4u;
+#else
 const uint TILE = 16u * TV + 1u;
+#endif
 const uint WSHW = 4u * RT * TILE;
+// Q8_0 stores its tiles word by word, so they are an array of words there (offsets below stay in
+// uvec4, SHW_WORDS words each)
+#ifdef HK_Q8_0
+const uint SHW_WORDS = 4u;
+shared uint shw[WARPS * WSHW * 4u];
+uvec4 shw_vec(uint i) { return uvec4(shw[4u * i], shw[4u * i + 1u], shw[4u * i + 2u], shw[4u * i + 3u]); }
+#else
+const uint SHW_WORDS = 1u;
 shared uvec4 shw[WARPS * WSHW];
+uvec4 shw_vec(uint i) { return shw[i]; }
+#endif
 // A warp's words of shs, for the same half: token t's row at t * XS (XS = 36: the 8 columns of 4
 // lanes of a matrix load fall into 32 banks) holds its block b's quants at 8 b and the block's
-// first word (f16 d, f16 s; s is never read) at 32 + b; the rows' factor pairs (d*sc, -dmin*m),
+// first word (f16 d, f16 s; s is never read) at 32 + b; Q4_K's factor pairs (d*sc, -dmin*m),
 // row r's (over the row tiles) of local sub-blocks 2 c and 2 c + 1 at FAC + 8 r + 4 (c ^ (r / 4 %
 // 2)): a row's 16 bytes for the two sub-blocks the epilogue reads together, and rows x and x + 4
-// in different banks. After the loop its first 16 TOKENS RT words hold its partial sums. WSHS is a
-// multiple of 4, so that every warp's token rows start on 16 bytes, as matrix loads need.
+// in different banks; Q8_0's d of row r's local block b (f32) at FAC + 4 r + b. After the loop its
+// first 16 TOKENS RT words hold its partial sums. WSHS is a multiple of 4, so that every warp's
+// token rows start on 16 bytes, as matrix loads need.
 const uint XS = 36u;
 const uint FAC = TOKENS * XS;
+#ifdef HK_Q8_0
+const uint WSHS = FAC + 64u * RT;
+#else
 const uint WSHS = FAC + 128u * RT;
+#endif
 shared uint shs[WARPS * WSHS];
 uint fac_word(uint r, uint b) { return FAC + 8u * r + 4u * ((b >> 1) ^ ((r >> 2) & 1u)) + 2u * (b & 1u); }
 // the weight row that invocation u's piece of a half belongs to: rows x and x + 4 (not x + 1) in
@@ -107,13 +141,23 @@ shared int spat[16u * TOKENS];
 // H200 8x4096x4096 0.0111 -> 0.0110 ms against a load per half; 8x14336x4096 the same). Rows past
 // n, tokens past m and super-blocks past k load the last ones (in bounds; their results are never
 // written).
-const uint NQ = (64u * RT + LANES - 1u) / LANES;
-const uint NH = (32u * RT + LANES - 1u) / LANES;
+// Q8_0: a half's pieces 0 .. 7 of each row, 8 invocations per row (piece u % 8 of row u / 8), with
+// the words after them that a shifted last word needs (rn), and its ninth piece (one invocation per
+// row; it never needs the next word): 9 loads of 16 bytes per row where Q4_K takes 4 and a header.
 const uint TPL = LANES / 9u;
 const uint NX = (TOKENS + TPL - 1u) / TPL;
+#ifdef HK_Q8_0
+const uint NQ = (128u * RT + LANES - 1u) / LANES;
+const uint N9 = (16u * RT + LANES - 1u) / LANES;
+uvec4 rq[SETS][NQ + N9], rx[SETS][NX];
+uint rn[SETS][NQ];
+#else
+const uint NQ = (64u * RT + LANES - 1u) / LANES;
+const uint NH = (32u * RT + LANES - 1u) / LANES;
 // on the H200 one register set was slower than two (8x4096x4096 / 8x14336x4096: 0.0129 / 0.0381
 // ms against 0.0125 / 0.0369, 196 registers against 220; docs/perf.md, fifth session)
 uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
+#endif
 
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
@@ -124,7 +168,7 @@ MAT_A ones;
 MAT_A load_a(uint off)
 {
     MAT_A a;
-    coopMatLoad(a, shw, off, TV, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(a, shw, off * SHW_WORDS, TV * SHW_WORDS, gl_CooperativeMatrixLayoutRowMajor);
     return a;
 }
 MAT_B load_b(uint off)
@@ -144,7 +188,6 @@ uint el_col(uint e) { return epos[e] % TOKENS; }
 #else
 #include "dot.glsl"
 #define WARP_BARRIER() barrier()
-const uint NONE = 0xFFFFFFFFu;
 struct MAT_A {
     uint off; // NONE: every element 1
 };
@@ -169,8 +212,8 @@ MAT_C mma(MAT_A a, MAT_B b)
         uint rb = b.off + el_col(e) * XS;
         uvec4 a0 = one, a1 = one;
         if (a.off != NONE) {
-            a0 = shw[a.off + el_row(e) * TV];
-            a1 = shw[a.off + el_row(e) * TV + 1u];
+            a0 = shw_vec(a.off + el_row(e) * TV);
+            a1 = shw_vec(a.off + el_row(e) * TV + 1u);
         }
         int s = hk_dot16(a0, uvec4(shs[rb], shs[rb + 1u], shs[rb + 2u], shs[rb + 3u]), 0);
         c.v[e] = hk_dot16(a1, uvec4(shs[rb + 4u], shs[rb + 5u], shs[rb + 6u], shs[rb + 7u]), s);
@@ -179,7 +222,25 @@ MAT_C mma(MAT_A a, MAT_B b)
 }
 #endif
 
+#ifdef HK_Q8_0
+// Word w of piece p (bytes 16 p + 4 w of a super-block's 8 blocks of 34 bytes), for half h (blocks
+// 4 h .. 4 h + 3): returns where the quant word starting in it goes (4 TILE b + j: word j of local
+// block b's tile row; NONE if none of the half's starts there), with `shifted` when that quant
+// word is its high half and the next word's low half (even blocks, on 2 bytes). The half's d
+// need no plan: local block b's lies in piece 8 h + 2 b, word 2 h + b / 2, its low half for even
+// b, else its high one.
+uint q8_plan(uint p, uint w, uint h, out bool shifted)
+{
+    const uint a = 16u * p + 4u * w, i = a / 34u, o = a - 34u * i;
+    shifted = (i & 1u) == 0u;
+    // odd blocks lie on 4 bytes, their quants from byte 2; an even block's word at byte 32 holds
+    // its last 2 quants and the next block's d
+    uint j = !shifted ? (o - 2u) / 4u : o == 32u ? NONE : o / 4u;
+    return j == NONE || i < 4u * h || i >= 4u * h + 4u ? NONE : 4u * TILE * (i - 4u * h) + j;
+}
+#else
 #include "gemm_q4k.glsl"
+#endif
 
 void main()
 {
@@ -191,7 +252,12 @@ void main()
     if (n0 >= pc.n)
         return;
     const uint KB = pc.k / 32u, SB = pc.k / 256u, iters = (SB + WARPS - 1u) / WARPS;
-    const uint w0 = pc.view_offset[0] / 16u + n0 * SB * 9u; // row n0's first 16-byte chunk
+#ifdef HK_Q8_0
+    const uint SBW = SB * 17u; // a row's 16-byte pieces
+#else
+    const uint SBW = SB * 9u;
+#endif
+    const uint w0 = pc.view_offset[0] / 16u + n0 * SBW; // row n0's first 16-byte chunk
     const uint x0 = pc.view_offset[1] / 16u;
     const uint y0 = pc.view_offset[2] / 4u;
     const uint last_row = pc.n - 1u - n0, last_token = pc.m - 1u;
@@ -223,11 +289,33 @@ void main()
     // high nibbles go one tile on); its tokens' words: word w of piece v = ln % 9 (group word i =
     // 4 v + w of the 4 blocks' 36) goes to token TPL j + ln / 9's row, at xst[w] + TPL j XS: a
     // quant word of block i / 9 or the block's first word (i % 9 == 0)
-    uint wst[NQ], xst[4];
+    uint xst[4];
+#ifdef HK_Q8_0
+    // Q8_0: per half where each word of its piece 8 h + ln % 8 goes in the tiles of row ln / 8
+    // (q8_plan; the rows of load j lie at a constant offset, wrow_of(j)), and its d word (even ln %
+    // 8: the d of local block ln % 8 / 2); the ninth pieces' rows (their plan is a constant)
+    const uint q = ln & 7u, dfac = bs + FAC + 4u * (ln >> 3) + (q >> 1);
+    uint qdst[2][4], w9[N9];
+    bool qsh[2][4], nb[2];
+    [[unroll]] for (uint h = 0; h < 2u; h++) {
+        [[unroll]] for (uint w = 0; w < 4u; w++) {
+            qdst[h][w] = q8_plan(8u * h + q, w, h, qsh[h][w]);
+            if (qdst[h][w] != NONE)
+                qdst[h][w] += 4u * (bw + (ln >> 3) * TV);
+        }
+        nb[h] = qdst[h][3] != NONE && qsh[h][3];
+    }
+    [[unroll]] for (uint j = 0; j < N9; j++) {
+        uint r = ln + j * LANES;
+        w9[j] = 4u * (bw + (r >> 4) * 4u * TILE + (r & 15u) * TV);
+    }
+#else
+    uint wst[NQ];
     [[unroll]] for (uint j = 0; j < NQ; j++) {
         uint u = ln + j * LANES, r = wrow(u), q = u & 3u;
         wst[j] = bw + (4u * (r >> 4) + 2u * (q >> 1)) * TILE + (r & 15u) * TV + (q & 1u);
     }
+#endif
     const uint xa = ln / 9u, xv = ln - 9u * xa;
     [[unroll]] for (uint w = 0; w < 4u; w++) {
         uint i = 4u * xv + w, b = i / 9u, pos = i - 9u * b;
@@ -235,20 +323,44 @@ void main()
     }
 
     // half h of super-block sb into register set `set`, and with hdr the super-block's headers
-#define LOAD(set, h, sb, hdr)                                                                 \
+#ifdef HK_Q8_0
+#define LOAD_W(set, h, sbc, hdr)                                                              \
     {                                                                                         \
-        const uint sbc = min(sb, SB - 1u), wsb = w0 + sbc * 9u; /* row n0's super-block */    \
+        const uint wsb = w0 + (sbc) * 17u + 8u * (h); /* row n0's piece 8 h of super-block sbc */ \
+        [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
+            uint u = ln + j * LANES, r = min(u >> 3, last_row), a = wsb + r * SBW + (u & 7u);  \
+            if (u < 128u * RT) {                                                              \
+                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[a];                                \
+                rn[set][j] = PROBE_NO_W || !nb[h] ? 0u : w32[4u * a + 4u];                    \
+            }                                                                                 \
+        }                                                                                     \
+        [[unroll]] for (uint j = 0; j < N9; j++) {                                            \
+            uint u = ln + j * LANES, r = min(u, last_row);                                    \
+            if (u < 16u * RT)                                                                 \
+                rq[set][NQ + j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW + 8u];          \
+        }                                                                                     \
+    }
+#else
+#define LOAD_W(set, h, sbc, hdr)                                                              \
+    {                                                                                         \
+        const uint wsb = w0 + (sbc) * 9u; /* row n0's super-block */                          \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
             uint u = ln + j * LANES, r = min(wrow(u), last_row);                              \
             if (u < 64u * RT)                                                                 \
-                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u + 1u + 4u * (h) + (u & 3u)]; \
+                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW + 1u + 4u * (h) + (u & 3u)]; \
         }                                                                                     \
         if (hdr)                                                                              \
             [[unroll]] for (uint j = 0; j < NH; j++) {                                        \
                 uint u = ln + j * LANES, r = min(u >> 1, last_row);                           \
                 if (u < 32u * RT)                                                             \
-                    rh[j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SB * 9u];                 \
+                    rh[j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW];                 \
             }                                                                                 \
+    }
+#endif
+#define LOAD(set, h, sb, hdr)                                                                 \
+    {                                                                                         \
+        const uint sbc = min(sb, SB - 1u);                                                    \
+        LOAD_W(set, h, sbc, hdr)                                                              \
         [[unroll]] for (uint j = 0; j < NX; j++) {                                            \
             uint t = min(TPL * j + xa, last_token);                                           \
             if (xa < TPL && TPL * j + xa < TOKENS) /* token t's blocks 8 sbc + 4 h ..: 144 bytes on 16 bytes */ \
@@ -269,6 +381,35 @@ void main()
         [[unroll]] for (uint h = 0; h < 2u; h++) {
             const uint set = h % SETS;
             WARP_BARRIER(); // the warp is done with its tiles' last half
+#ifdef HK_Q8_0
+            [[unroll]] for (uint j = 0; j < NQ; j++) {
+                if (ln + j * LANES < 128u * RT) {
+                    // rows ln / 8 + j LPR: LPR divides 16, so a load's rows share a row tile
+                    const uint LPR = LANES / 8u, r0 = j * LPR;
+                    const uint roff = 4u * ((r0 >> 4) * 4u * TILE + (r0 & 15u) * TV);
+                    const uvec4 v = rq[set][j];
+                    [[unroll]] for (uint w = 0; w < 4u; w++) {
+                        uint next = w < 3u ? v[min(w + 1u, 3u)] : rn[set][j];
+                        if (qdst[h][w] != NONE)
+                            shw[qdst[h][w] + roff] = qsh[h][w] ? (v[w] >> 16) | (next << 16) : v[w];
+                    }
+                    if ((q & 1u) == 0u) {
+                        vec2 d = unpackHalf2x16(q >= 4u ? v[2u * h + 1u] : v[2u * h]);
+                        shs[dfac + 4u * r0] = floatBitsToUint((q & 2u) != 0u ? d.y : d.x);
+                    }
+                }
+            }
+            [[unroll]] for (uint j = 0; j < N9; j++) {
+                if (ln + j * LANES < 16u * RT) {
+                    [[unroll]] for (uint w = 0; w < 4u; w++) {
+                        bool sh;
+                        uint dst = q8_plan(8u + 8u * h, w, h, sh); // a constant, never shifted
+                        if (dst != NONE)
+                            shw[w9[j] + dst] = rq[set][NQ + j][w];
+                    }
+                }
+            }
+#else
             [[unroll]] for (uint j = 0; j < NQ; j++) {
                 // piece q of a row: its low nibbles are values 16 (q % 2) .. of local sub-block
                 // 2 (q / 2), its high nibbles the same values of the next
@@ -292,6 +433,7 @@ void main()
                     }
                 }
             }
+#endif
             [[unroll]] for (uint j = 0; j < NX; j++)
                 if (xa < TPL && TPL * j + xa < TOKENS)
                     [[unroll]] for (uint w = 0; w < 4u; w++)
@@ -309,15 +451,24 @@ void main()
             if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
                 [[unroll]] for (uint b = 0; b < 4u; b++) {
                     MAT_B xt = load_b(bs + 8u * b);
+#ifndef HK_Q8_0
                     MAT_C s = mma(ONES(), xt);
+#endif
                     [[unroll]] for (uint g = 0; g < RT; g++) {
                         MAT_C c = mma(load_a(bw + (4u * g + b) * TILE), xt);
                         [[unroll]] for (uint e = 0; e < L; e++) {
+#ifdef HK_Q8_0
+                            uint t = el_col(e);
+                            // d*dot, then the token block's d (as mmq.comp)
+                            part[g][e] = fma(float(ELEM(c, e)) * uintBitsToFloat(shs[bs + FAC + 4u * (16u * g + el_row(e)) + b]),
+                                             unpackHalf2x16(shs[bs + t * XS + 32u + b]).x, part[g][e]);
+#else
                             uint f = bs + fac_word(16u * g + el_row(e), b), t = el_col(e);
                             // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
                             part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(shs[f]),
                                                  uintBitsToFloat(shs[f + 1u]) * float(ELEM(s, e))),
                                              unpackHalf2x16(shs[bs + t * XS + 32u + b]).x, part[g][e]);
+#endif
                         }
                     }
                 }

@@ -590,19 +590,20 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
 }
 
 /* hk_mmq at a few tokens (m <= 16) that the few-token kernel does not take hands the call to
- * hk_matvec_int8_tokens's kernel (Q8_0, Q6_K; Q4_K where x is not on 16 bytes): the same bits as
- * that call, and at the MMQ gate. x at x_offset. */
-static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t x_offset, uint64_t seed)
+ * hk_matvec_int8_tokens's kernel (Q6_K; Q4_K and Q8_0 where a view is not on 16 bytes or k not a
+ * multiple of 256): the same bits as that call, and at the MMQ gate. w at w_offset, x at x_offset. */
+static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t w_offset, uint64_t x_offset,
+                              uint64_t seed)
 {
     mmq_case c;
     mmq_build(&c, type, m, n, k, 1, X_RAW_BLOCKS, seed);
     hk_buffer *wb, *xb;
-    hk_view wv = input_at(c.w, c.w_bytes, 32, 1, &wb);
+    hk_view wv = input_at(c.w, c.w_bytes, w_offset, 1, &wb);
     hk_view xv = input_at(c.x, c.x_bytes, x_offset, 1, &xb);
     out_buffer ym = out_create((size_t)m * n), yt = out_create((size_t)m * n);
     char name[200];
-    snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u (x at %llu) == hk_matvec_int8_tokens", hk_type_name(type), m,
-             n, k, (unsigned long long)x_offset);
+    snprintf(name, sizeof name, "mmq %s m=%u n=%u k=%u (w at %llu, x at %llu) == hk_matvec_int8_tokens",
+             hk_type_name(type), m, n, k, (unsigned long long)w_offset, (unsigned long long)x_offset);
     hk_status st = mmq_record(NULL, &c, wv, xv, out_view(&ym));
     if (st == HK_OK)
         st = hk_matvec_int8_tokens(ctx, NULL, type, wv, xv, out_view(&yt), n, k, m);
@@ -796,6 +797,35 @@ static void test_schedules(void)
 
 /* ---- the suite, on one context ---- */
 
+/* hk_mmq's few-token kernel (mmq_few.comp; 8 token columns up to 8 tokens, 16 past): its k split
+ * over the warps of a workgroup (k = 768: 3 super-blocks, fewer than the warps; 2816: 11, not a
+ * multiple of them), tails in n (workgroups of 16 or 32 rows) and m, every x producer, flush
+ * against the end; the warp count from the workgroups against the device's schedulers (mmq.c
+ * record_few; 512 where the device does not say): Q4_K at n = 4100 129 workgroups of 32 rows, 2
+ * warps where 512 (4 on the H200's 528), at 8200 257, 1 warp (2 on the H200), the last workgroup 8
+ * rows; Q8_0 (workgroups of 16 rows, up to 2 warps per scheduler) at 4100 257 workgroups, 2 warps
+ * where 512 (4 on the H200), at 8200 513, 1 warp (2 on the H200). Q8_0's rows' 16-byte pieces are
+ * decoded by their place in a super-block (q8_plan), every place at every k. */
+static const struct few_case {
+    hk_type type;
+    uint32_t m, n, k;
+    int raw_w, x_mode, flush, full_only;
+} few_cases[] = {
+    {HK_TYPE_Q4_K, 8, 70, 512, 1, X_RAW_BLOCKS, 0, 0},      {HK_TYPE_Q4_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q4_K, 7, 16, 768, 1, X_QUANTIZED, 3, 0},       {HK_TYPE_Q4_K, 8, 40, 2816, 0, X_QUANTIZED, 0, 0},
+    {HK_TYPE_Q4_K, 16, 70, 512, 1, X_RAW_BLOCKS, 3, 0},     {HK_TYPE_Q4_K, 9, 33, 768, 0, X_GPU_QUANTIZED, 0, 0},
+    {HK_TYPE_Q4_K, 13, 48, 2816, 1, X_QUANTIZED, 3, 0},     {HK_TYPE_Q4_K, 6, 4100, 1280, 1, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q4_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, 0}, {HK_TYPE_Q4_K, 8, 130, 4096, 0, X_QUANTIZED, 0, 1},
+    {HK_TYPE_Q4_K, 16, 4100, 1280, 1, X_GPU_QUANTIZED, 3, 1},
+    {HK_TYPE_Q4_K, 11, 3, 65536, 0, X_QUANTIZED, 0, 1}, /* the k limit */
+    {HK_TYPE_Q4_K, 1, 300, 256, 1, X_RAW_BLOCKS, 3, 1},     {HK_TYPE_Q4_K, 5, 3, 65536, 1, X_QUANTIZED, 3, 1},
+    {HK_TYPE_Q8_0, 8, 70, 512, 1, X_RAW_BLOCKS, 0, 0},      {HK_TYPE_Q8_0, 1, 19, 256, 1, X_QUANTIZED, 3, 0},
+    {HK_TYPE_Q8_0, 7, 16, 768, 0, X_GPU_QUANTIZED, 3, 0},   {HK_TYPE_Q8_0, 16, 33, 512, 1, X_RAW_BLOCKS, 3, 0},
+    {HK_TYPE_Q8_0, 13, 48, 2816, 1, X_QUANTIZED, 3, 0},     {HK_TYPE_Q8_0, 5, 4100, 1280, 1, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q8_0, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q8_0, 8, 130, 4096, 0, X_QUANTIZED, 0, 1},     {HK_TYPE_Q8_0, 11, 3, 65536, 1, X_QUANTIZED, 3, 1},
+};
+
 static void run_suite(int full)
 {
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
@@ -823,34 +853,18 @@ static void run_suite(int full)
             test_mmq(ty, 3, 5, 65536, 1, X_QUANTIZED, 1, ++seed, 0); /* the k limit */
         }
     }
-    /* Q4_K at m <= 16 on 16-byte aligned views: the few-token kernel (mmq_few.comp; 8 token
-     * columns up to 8 tokens, 16 past), its k split over the warps of a workgroup (k = 768: 3
-     * super-blocks, fewer than the warps; 2816: 11, not a multiple of them), tails in n
-     * (workgroups of 32 rows) and m, every x producer, flush against the end */
-    test_mmq(HK_TYPE_Q4_K, 8, 70, 512, 1, X_RAW_BLOCKS, 0, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 7, 16, 768, 1, X_QUANTIZED, 3, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 8, 40, 2816, 0, X_QUANTIZED, 0, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 16, 70, 512, 1, X_RAW_BLOCKS, 3, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 9, 33, 768, 0, X_GPU_QUANTIZED, 0, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 13, 48, 2816, 1, X_QUANTIZED, 3, ++seed, 0);
-    /* the warp count from the workgroups against the device's schedulers (mmq.c record_few; 512
-     * where the device does not say): 129 workgroups of 32 rows, 2 warps where 512 (4 on the
-     * H200's 528); 257, 1 warp (2 on the H200), the last workgroup 8 rows */
-    test_mmq(HK_TYPE_Q4_K, 6, 4100, 1280, 1, X_GPU_QUANTIZED, 3, ++seed, 0);
-    test_mmq(HK_TYPE_Q4_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, ++seed, 0);
-    if (full) {
-        test_mmq(HK_TYPE_Q4_K, 8, 130, 4096, 0, X_QUANTIZED, 0, ++seed, 0);
-        test_mmq(HK_TYPE_Q4_K, 16, 4100, 1280, 1, X_GPU_QUANTIZED, 3, ++seed, 0);
-        test_mmq(HK_TYPE_Q4_K, 11, 3, 65536, 0, X_QUANTIZED, 0, ++seed, 0); /* the k limit */
-        test_mmq(HK_TYPE_Q4_K, 1, 300, 256, 1, X_RAW_BLOCKS, 3, ++seed, 0);
-        test_mmq(HK_TYPE_Q4_K, 5, 3, 65536, 1, X_QUANTIZED, 3, ++seed, 0); /* the k limit */
+    /* m <= 16, k a multiple of 256, both views on 16 bytes: the few-token kernel (few_cases) */
+    for (size_t i = 0; i < sizeof few_cases / sizeof few_cases[0]; i++) {
+        const struct few_case *f = &few_cases[i];
+        if (full || !f->full_only)
+            test_mmq(f->type, f->m, f->n, f->k, f->raw_w, f->x_mode, f->flush, ++seed, 0);
     }
     /* a few tokens otherwise: hk_matvec_int8_tokens's kernel (one token: hk_matvec_int8's) */
-    test_tokens_route(HK_TYPE_Q8_0, 8, 37, 1024, 16, ++seed);
-    test_tokens_route(HK_TYPE_Q6_K, 16, 20, 512, 16, ++seed);
-    test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, 20, ++seed);
-    test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, 16, ++seed);
+    test_tokens_route(HK_TYPE_Q8_0, 8, 37, 1056, 32, 16, ++seed); /* k not a multiple of 256 */
+    test_tokens_route(HK_TYPE_Q8_0, 12, 40, 1024, 34, 16, ++seed); /* w on 2 bytes */
+    test_tokens_route(HK_TYPE_Q6_K, 16, 20, 512, 32, 16, ++seed);
+    test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, 32, 20, ++seed);
+    test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, 32, 16, ++seed);
     /* grouping: uneven loads, empty experts, all slots on one expert, out-of-range ids; the
      * Qwen3-30B-A3B prefill shape (512 tokens, top-8 of 128) */
     test_rows(37, 4, 8, ROUTE_RANDOM, ++seed);
@@ -939,6 +953,8 @@ int main(int argc, char **argv)
         test_arms_agree(full, c, HK_TYPE_Q4_K, 100, 130, 1024, 77);
         test_arms_agree(full, c, HK_TYPE_Q4_K, 8, 70, 1024, 80); /* the few-token kernel */
         test_arms_agree(full, c, HK_TYPE_Q4_K, 14, 70, 1024, 81); /* its 16 token columns */
+        test_arms_agree(full, c, HK_TYPE_Q8_0, 8, 70, 1024, 82);  /* its Q8_0 */
+        test_arms_agree(full, c, HK_TYPE_Q8_0, 14, 70, 1024, 83);
         test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
         test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
         uint32_t messages = hk_context_validation_messages(ctx);

@@ -4,7 +4,7 @@
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
 # bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [sass] (default: the
 # first three). stage: hk_mmq and hk_mmq_id under a set of tiles (HK_MMQ_TILE, _ID_TILE, _PREFETCH),
-# with registers. few: hk_mmq's few-token kernel at 8x4096x4096 and 8x14336x4096 under a set of its
+# with registers. few: hk_mmq's few-token kernel at 8 and 16 tokens of 4096 and 14336 under a set of its
 # HK_MMQ_FEW_* settings, with registers (a build with CMake HK_MMQ_PROBES=ON; others ignore them).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
@@ -85,13 +85,16 @@ sweep() {
 }
 if [[ " $steps " == *" few "* ]]; then
     grep -q "HK_MMQ_PROBES:BOOL=ON" CMakeCache.txt || echo "few: this build has no probes; every row is the default"
-    # register sets, row tiles, warps: the default first
+    # register sets, row tiles, warps (every weight type the kernel takes; the settings apply to
+    # all of them)
     sweep few.log <<'FEW'
-mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=2
-mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=1 HK_MMQ_FEW_ROW_TILES=2
-mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=2 HK_MMQ_FEW_WARPS=2
-mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=2 HK_MMQ_FEW_WARPS=1
-mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_SETS=2 HK_MMQ_FEW_ROW_TILES=1 HK_MMQ_FEW_WARPS=4
+mmq 8x4096x4096,8x14336x4096,16x4096x4096,8x4096x14336 HK_MMQ_FEW_ROW_TILES=1
+mmq 8x4096x4096,8x14336x4096,16x4096x4096,8x4096x14336 HK_MMQ_FEW_ROW_TILES=2
+mmq 8x4096x4096,8x14336x4096,16x4096x4096 HK_MMQ_FEW_ROW_TILES=1 HK_MMQ_FEW_SETS=1
+mmq 8x4096x4096,8x14336x4096,16x4096x4096 HK_MMQ_FEW_ROW_TILES=2 HK_MMQ_FEW_SETS=1
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_ROW_TILES=1 HK_MMQ_FEW_WARPS=1
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_ROW_TILES=1 HK_MMQ_FEW_WARPS=2
+mmq 8x4096x4096,8x14336x4096 HK_MMQ_FEW_ROW_TILES=1 HK_MMQ_FEW_WARPS=4
 FEW
 fi
 if [[ " $steps " == *" stage "* ]]; then

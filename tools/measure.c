@@ -137,12 +137,14 @@ static int list_has(const char *list, const char *item)
 
 int wanted(const bench *b, const char *name) { return list_has(b->only, name); }
 
-/* --shapes: whether shape's first three dimensions are one of the list's D0xD1xD2 */
+/* --shapes: whether shape's first three dimensions are one of the list's D0xD1xD2, or with its
+ * type TYPE:D0xD1xD2 (q8_0:8x4096x4096) */
 static int shape_wanted(const char *list, const hk_case_shape *shape)
 {
-    char dims[64];
+    char dims[64], typed[96];
     snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
-    return list_has(list, dims);
+    snprintf(typed, sizeof typed, "%s:%s", hk_type_name(shape->type), dims);
+    return list_has(list, dims) || list_has(list, typed);
 }
 
 static int bench_only_valid(const char *tool, const char *only)
@@ -175,7 +177,8 @@ void bench_options_help(FILE *f)
                "  --full           the model shapes (the default on GPUs)\n"
                "  --csv FILE       also write the rows as CSV\n"
                "  --only NAMES     only these kernels, comma-separated (a name that is none lists them)\n"
-               "  --shapes DIMS    only the shapes of these dimensions, comma-separated D0xD1xD2 (8x4096x4096)\n"
+               "  --shapes DIMS    only the shapes of these dimensions, comma-separated D0xD1xD2 (8x4096x4096),\n"
+               "                   each optionally of one type (q8_0:8x4096x4096)\n"
                "  --help           this text\n");
 }
 

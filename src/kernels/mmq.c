@@ -287,48 +287,63 @@ typedef struct mmq_params {
     uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
 } mmq_params;
 
-/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K weights, 16-byte aligned views.
- * A workgroup owns 16 or 32 weight rows and its warps split k, each staging its own super-blocks, so
- * the weights stream with every load in flight; 8 token columns up to 8 tokens, else 16; the
- * 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them, else the same tiles with
- * packed dot products (warps of 32). ---- */
+/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K or Q8_0 weights, 16-byte aligned
+ * views, k a multiple of 256. A workgroup owns 16 or 32 weight rows and its warps split k, each
+ * staging its own super-blocks, so the weights stream with every load in flight; 8 token columns up
+ * to 8 tokens, else 16; the 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them,
+ * else the same tiles with packed dot products (warps of 32). ---- */
 #define FEW_MAX_M 16u
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_CM
-#define FEW_CM HK_SHADER_MMQ_FEW_Q4_K_CM
+#define FEW_CM(t) HK_SHADER_MMQ_FEW_##t##_CM
 #else
-#define FEW_CM NO_SHADER
+#define FEW_CM(t) NO_SHADER
 #endif
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_DOT
-#define FEW_DOT HK_SHADER_MMQ_FEW_Q4_K_DOT
+#define FEW_DOT(t) HK_SHADER_MMQ_FEW_##t##_DOT
 #else
-#define FEW_DOT NO_SHADER
+#define FEW_DOT(t) NO_SHADER
 #endif
-static const int few_shaders[ARM_COUNT] = {FEW_CM, FEW_DOT, HK_SHADER_MMQ_FEW_Q4_K_SCALAR, FEW_DOT};
+#define FEW_ARMS(t) {FEW_CM(t), FEW_DOT(t), HK_SHADER_MMQ_FEW_##t##_SCALAR, FEW_DOT(t)}
+#define FEW_NONE {NO_SHADER, NO_SHADER, NO_SHADER, NO_SHADER}
+/* [type, as mmq_types][arm]: Q6_K has none (its few tokens run the tokens matvec) */
+static const int few_shaders[3][ARM_COUNT] = {FEW_ARMS(Q8_0), FEW_ARMS(Q4_K), FEW_NONE};
 
 /* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles and `tokens` columns:
- * per warp and row tile 4 weight tiles of 16 x 12 words and 4 more, and 64 factor pairs; per warp
- * `tokens` token rows of 36 words; the coopmat arm's 16 x tokens element indices. The warp count is
- * picked from the larger one, so that both arms of a device split k alike (and agree bit for bit). */
-static uint64_t few_shared_bytes(uint32_t warps, uint32_t row_tiles, uint32_t tokens)
+ * per warp and row tile 4 weight tiles of 16 rows of 12 words and 4 more (Q8_0 16 more) and 64
+ * factor pairs (Q8_0 64 factors); per warp `tokens` token rows of 36 words; the coopmat arm's 16 x
+ * tokens element indices. The warp count is picked from the larger one, so that both arms of a
+ * device split k alike (and agree bit for bit). */
+static uint64_t few_shared_bytes(int t, uint32_t warps, uint32_t row_tiles, uint32_t tokens)
 {
-    return 4ull * (warps * (row_tiles * (4 * 196 + 128) + tokens * 36) + 16 * tokens);
+    const uint32_t row_tile_words = mmq_types[t] == HK_TYPE_Q8_0 ? 4 * 208 + 64 : 4 * 196 + 128;
+    return 4ull * (warps * (row_tiles * row_tile_words + tokens * 36) + 16 * tokens);
 }
 
-static int few_fits(const hk_context *context, uint32_t warps, uint32_t row_tiles, uint32_t tokens, uint32_t lanes)
+static int few_fits(const hk_context *context, int t, uint32_t warps, uint32_t row_tiles, uint32_t tokens,
+                    uint32_t lanes)
 {
-    return few_shared_bytes(warps, row_tiles, tokens) <= context->caps.shared_memory_bytes &&
+    return few_shared_bytes(t, warps, row_tiles, tokens) <= context->caps.shared_memory_bytes &&
            warps * lanes <= context->caps.max_workgroup_size;
 }
 
-static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, const hk_binding *b,
+/* whether the few-token kernel takes this call: its types, m, k in super-blocks of 256 values (Q8_0:
+ * 8 blocks, 272 bytes, so that every row starts on 16 bytes), both views on 16 bytes */
+static int few_takes(int t, const hk_binding *b, const mmq_params *p)
+{
+    return few_shaders[t][ARM_SCALAR] != NO_SHADER && p->m <= FEW_MAX_M && p->k % 256 == 0 &&
+           b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0;
+}
+
+static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, int t, const hk_binding *b,
                             const mmq_params *p)
 {
     int arm = ARM_SCALAR;
     const uint32_t tokens = p->m <= 8 ? 8 : 16;
-    /* a subgroup loads whole tokens' pieces (9 invocations each) */
-    if (few_shaders[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16)
+    const int *shader = few_shaders[t];
+    /* a subgroup loads whole tokens' pieces (9 invocations each), Q8_0's rows 8 invocations each */
+    if (shader[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16)
         arm = ARM_COOPMAT;
-    else if (few_shaders[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
+    else if (shader[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
     /* Workgroups of 32 rows (two row tiles per warp); two register sets at 8 token columns, one at
      * 16, whose products and sums take the registers of the second (on the H200, 16 x 4096 x 4096
@@ -342,8 +357,16 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * workgroups) 0.0206 / 0.0130 / 0.0094, 8192 x 4096 (256) 0.0214 / 0.0147 / 0.0162, 11008 x
      * 4096 (344) 0.0225 / 0.0256 / 0.0226, 14336 x 4096 (448) 0.0247 / 0.0261 / 0.0292, 4096 x 14336
      * (128) 0.0652 / 0.0365 / 0.0229.
+     * Q8_0 (3.8x Q4_K's bytes per value; thirteenth session, ms) takes workgroups of 16 rows and up
+     * to two warps per scheduler: its loop waits on its loads (no products: 0.0219 against 0.0218
+     * at 8 x 4096 x 4096; no weight loads: 0.0107), so more warps in flight pay where Q4_K's do not.
+     * 8 x 4096 x 4096 (256 workgroups) 2 / 4 warps 0.0218 / 0.0155, 16 x 4096 x 4096 0.0262 /
+     * 0.0182, 8 x 4096 x 14336 0.0661 / 0.0412, 8 x 14336 x 4096 (896) 1 / 2 / 4 warps 0.0375 /
+     * 0.0511 / 0.0517; 32 rows: 0.0206, 0.0427 (two sets, 255 registers) at 8 x 4096 x 4096 and
+     * 8 x 14336 x 4096.
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
-    uint32_t lanes = lanes_of(context, arm), row_tiles = 2, sets = tokens == 8 ? 2 : 1;
+    const int q8 = mmq_types[t] == HK_TYPE_Q8_0;
+    uint32_t lanes = lanes_of(context, arm), row_tiles = q8 ? 1 : 2, sets = tokens == 8 ? 2 : 1;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
@@ -351,7 +374,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     const uint32_t groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles);
     const uint64_t schedulers = context->caps.schedulers ? context->caps.schedulers : 512;
     uint32_t warps = 4;
-    while (warps > 1 && (uint64_t)groups * warps > schedulers)
+    while (warps > 1 && (uint64_t)groups * warps > schedulers * (q8 ? 2 : 1))
         warps /= 2;
 #ifdef HK_MMQ_PROBES
     if (st == HK_OK)
@@ -363,19 +386,19 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && !few_fits(context, warps, row_tiles, tokens, lanes))
+    while (warps > 1 && !few_fits(context, t, warps, row_tiles, tokens, lanes))
         warps /= 2;
-    if (!few_fits(context, warps, row_tiles, tokens, lanes))
+    if (!few_fits(context, t, warps, row_tiles, tokens, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
-                        (unsigned long long)few_shared_bytes(warps, row_tiles, tokens), warps * lanes);
+                        (unsigned long long)few_shared_bytes(t, warps, row_tiles, tokens), warps * lanes);
 #ifdef HK_MMQ_PROBES
     uint32_t spec[6] = {warps * lanes, lanes, row_tiles, sets, tokens, probe};
 #else
     uint32_t spec[5] = {warps * lanes, lanes, row_tiles, sets, tokens};
 #endif
     uint32_t params[3] = {p->m, p->n, p->k};
-    hk_dispatch_desc d = {.shader = few_shaders[arm],
+    hk_dispatch_desc d = {.shader = shader[arm],
                           .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
                           .spec = spec,
                           .spec_count = sizeof spec / sizeof spec[0],
@@ -425,10 +448,10 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
      * (other types, Q4_K's x off 16 bytes): the tokens matvec, which reads each weight once for
      * all of them where the tiles would run a handful of workgroups mostly on rows past m (on the
      * H200 at 8 x 4096 x 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; tenth session). */
-    int few = t == 1 && p->m <= FEW_MAX_M && b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0;
+    int few = few_takes(t, b, p);
     if (!id && (few || (p->m <= HK_MATVEC_MAX_TOKENS &&
                         hk__matvec_tokens_takes(context, mmq_types[t], b[0].view, p->n, p->k, p->m)))) {
-        st = few ? record_few(context, stream, fn, b, p)
+        st = few ? record_few(context, stream, fn, t, b, p)
                  : hk__matvec_tokens(context, stream, fn, mmq_types[t], b[0].view, b[1].view, b[2].view, p->n,
                                      p->k, p->m);
         p->n = n;
