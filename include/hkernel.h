@@ -341,7 +341,7 @@ HK_API int hk_context_validation_active(const hk_context *context);
 HK_API int hk_context_device_lost(const hk_context *context);
 
 /* Builds, ahead of time, the pipelines the named kernels need for typical model shapes (decode;
- * prefill of 64 and 512 tokens at k 4096 and 14336 and hk_mmq's 8-token Q4_K kernel, on aligned
+ * prefill of 64 and 512 tokens at k 4096 and 14336 and hk_mmq's 8-token Q4_K and Q8_0 kernel, on aligned
  * views as GGUF tensors are; MoE prefill at Qwen3-30B-A3B's expert shapes; the KV types and head
  * sizes 64/128/256, GQA groups of 2; the matvec row classes; every weight type), so that a first
  * recording does not compile them mid-decode
