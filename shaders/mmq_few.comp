@@ -99,7 +99,8 @@ const uint TILE = 16u * TV + 1u;
 #endif
 const uint WSHW = 4u * RT * TILE;
 // Q8_0 stores its tiles word by word, so they are an array of words there (offsets below stay in
-// uvec4, SHW_WORDS words each)
+// uvec4, SHW_WORDS words each; as uvec4 stored a component at a time, 8 x 4096 x 4096 took 0.0233
+// ms against 0.0218 on the H200)
 #ifdef HK_Q8_0
 const uint SHW_WORDS = 4u;
 shared uint shw[WARPS * WSHW * 4u];
