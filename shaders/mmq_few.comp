@@ -224,6 +224,8 @@ MAT_C mma(MAT_A a, MAT_B b)
 #endif
 
 #ifdef HK_Q8_0
+// words from a warp's tiles (bw) to row r's 32 bytes in the row tiles' tile 0 (tile b is 4 TILE b on)
+uint q8_row_words(uint r) { return 4u * ((r >> 4) * 4u * TILE + (r & 15u) * TV); }
 // Word w of piece p (bytes 16 p + 4 w of a super-block's 8 blocks of 34 bytes), for half h (blocks
 // 4 h .. 4 h + 3): returns where the quant word starting in it goes (4 TILE b + j: word j of local
 // block b's tile row; NONE if none of the half's starts there), with `shifted` when that quant
@@ -293,8 +295,8 @@ void main()
     uint xst[4];
 #ifdef HK_Q8_0
     // Q8_0: per half where each word of its piece 8 h + ln % 8 goes in the tiles of row ln / 8
-    // (q8_plan; the rows of load j lie at a constant offset, wrow_of(j)), and its d word (even ln %
-    // 8: the d of local block ln % 8 / 2); the ninth pieces' rows (their plan is a constant)
+    // (q8_plan; load j's rows are j LANES / 8 further, a constant offset), and its d word (even ln
+    // % 8: the d of local block ln % 8 / 2); the ninth pieces' rows (their plan is a constant)
     const uint q = ln & 7u, dfac = bs + FAC + 4u * (ln >> 3) + (q >> 1);
     uint qdst[2][4], w9[N9];
     bool qsh[2][4], nb[2];
@@ -302,13 +304,12 @@ void main()
         [[unroll]] for (uint w = 0; w < 4u; w++) {
             qdst[h][w] = q8_plan(8u * h + q, w, h, qsh[h][w]);
             if (qdst[h][w] != NONE)
-                qdst[h][w] += 4u * (bw + (ln >> 3) * TV);
+                qdst[h][w] += 4u * bw + q8_row_words(ln >> 3);
         }
         nb[h] = qdst[h][3] != NONE && qsh[h][3];
     }
     [[unroll]] for (uint j = 0; j < N9; j++) {
-        uint r = ln + j * LANES;
-        w9[j] = 4u * (bw + (r >> 4) * 4u * TILE + (r & 15u) * TV);
+        w9[j] = 4u * bw + q8_row_words(ln + j * LANES);
     }
 #else
     uint wst[NQ];
@@ -386,8 +387,7 @@ void main()
             [[unroll]] for (uint j = 0; j < NQ; j++) {
                 if (ln + j * LANES < 128u * RT) {
                     // rows ln / 8 + j LPR: LPR divides 16, so a load's rows share a row tile
-                    const uint LPR = LANES / 8u, r0 = j * LPR;
-                    const uint roff = 4u * ((r0 >> 4) * 4u * TILE + (r0 & 15u) * TV);
+                    const uint LPR = LANES / 8u, r0 = j * LPR, roff = q8_row_words(r0);
                     const uvec4 v = rq[set][j];
                     [[unroll]] for (uint w = 0; w < 4u; w++) {
                         uint next = w < 3u ? v[min(w + 1u, 3u)] : rn[set][j];

@@ -443,9 +443,10 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     flags |= probe << 4;
 #endif
     /* A few tokens: the tile does not apply; the tuner's family still notes it (every schedule
-     * runs this). Q4_K up to 16 on 16-byte views: the few-token kernel (on the H200 at 16 x 4096
-     * x 4096 0.0128 ms against the tokens matvec's 0.0346; eleventh session). Otherwise up to 16
-     * (other types, Q4_K's x off 16 bytes): the tokens matvec, which reads each weight once for
+     * runs this). Q4_K and Q8_0 up to 16 where few_takes: the few-token kernel (on the H200 at 16 x
+     * 4096 x 4096 Q4_K 0.0128 ms against the tokens matvec's 0.0346, eleventh session; at 8 x 4096
+     * x 4096 Q8_0 0.0127 against 0.0230, thirteenth). Otherwise up to 16 (Q6_K, views off 16 bytes,
+     * Q8_0's k off 256): the tokens matvec, which reads each weight once for
      * all of them where the tiles would run a handful of workgroups mostly on rows past m (on the
      * H200 at 8 x 4096 x 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; tenth session). */
     int few = few_takes(t, b, p);

@@ -226,9 +226,10 @@ static hk_status prep_mmq(prep *p)
     /* a few tokens (speculative decoding): Q4_K's and Q8_0's own kernel, whose warps per workgroup
      * follow the rows against the device's schedulers */
     static const uint32_t rows[] = {64, 4096, 8192, 14336};
+    static const hk_type few_types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K};
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < 4; i++)
-            TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), 8, rows[i], 4096));
+            TRY(hk_mmq(p->ctx, p->s, few_types[t], view(p, 0), view(p, 1), view(p, 2), 8, rows[i], 4096));
     return HK_OK;
 }
 
