@@ -341,7 +341,7 @@ HK_API int hk_context_validation_active(const hk_context *context);
 HK_API int hk_context_device_lost(const hk_context *context);
 
 /* Builds, ahead of time, the pipelines the named kernels need for typical model shapes (decode;
- * prefill of 64 and 512 tokens at k 4096 and 14336 and hk_mmq's 8-token Q4_K and Q8_0 kernel, on aligned
+ * prefill of 64 and 512 tokens at k 4096 and 14336 and hk_mmq's 8-token kernel, on aligned
  * views as GGUF tensors are; MoE prefill at Qwen3-30B-A3B's expert shapes; the KV types and head
  * sizes 64/128/256, GQA groups of 2; the matvec row classes; every weight type), so that a first
  * recording does not compile them mid-decode
@@ -964,13 +964,14 @@ HK_API const char *hk_mmq_path(hk_context *context, hk_type wtype);
  * blocks (xq, offset a multiple of 4); W n contiguous GGUF rows of k values of wtype (Q8_0, Q4_K or
  * Q6_K; offset a multiple of 2); out f32 [m, n] row-major. m, n >= 1 (any values: tails are
  * guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q6_K).
- * A few tokens (m <= 16) of Q4_K or Q8_0 with w and xq at offsets that are multiples of 16 and k
- * a multiple of 256 take a kernel built for streaming the weights (32 Q4_K or 16 Q8_0 rows per
- * workgroup, k split over its warps; int8 16x8x32 matrices up to 8 tokens and 16x16x32 past them
+ * A few tokens (m <= 16) with w and xq at offsets that are multiples of 16, k a multiple of 256
+ * and, for Q6_K, n * k / 256 a multiple of 8 (its tensor a multiple of 16 bytes) take a kernel
+ * built for streaming the weights (32 Q4_K or 16 Q8_0 or Q6_K rows per workgroup, k split over
+ * its warps; int8 16x8x32 matrices up to 8 tokens and 16x16x32 past them
  * where the device lists them, else packed dot products): the speculative-decoding and
  * small-batch case, the matrix-unit counterpart of hk_matvec_int8_tokens (whose sums it matches
  * at the MMQ gates, not bit for bit). The tile hooks do not apply to it. Any other call of m <= 16
- * (HK_MATVEC_MAX_TOKENS: Q6_K, Q4_K and Q8_0 at other offsets or k) that hk_matvec_int8_tokens
+ * (HK_MATVEC_MAX_TOKENS: other offsets, k or Q6_K row counts) that hk_matvec_int8_tokens
  * takes (its Q4_K views on 16 bytes, its loop limits) is that call, bit for bit: the GEMM's tiles
  * would spend most of their work on rows past m (on the H200 at 8 x 4096 x 4096, Q6_K 0.187
  * against 0.024 ms). */

@@ -8,7 +8,8 @@
 #elif !defined(HK_SCALAR_DOT)
 #extension GL_EXT_spirv_intrinsics : require
 #endif
-// hk_mmq for a few tokens (m <= 16) and Q4_K or Q8_0 weights (HK_Q8_0): out[t, j] = X[t, :] . W[j, :]
+// hk_mmq for a few tokens (m <= 16) and Q4_K, Q8_0 (HK_Q8_0) or Q6_K (HK_Q6_K) weights: out[t, j] =
+// X[t, :] . W[j, :]
 // as mmq.comp computes it (int8 sums exact per 32-value block; Q4_K's d*sc*dot - dmin*m*sum(xq),
 // Q8_0's d*dot in f32), laid out for a weight stream rather than for reuse: a workgroup owns RT row
 // tiles of 16 weight rows and all TOKENS (8 or 16) token columns, its WARPS warps split k by
@@ -43,7 +44,22 @@
 // last word of a piece the next piece's first word, loaded apart), and which hold a d is fixed by
 // the piece's place in the super-block, so each invocation works it out once, before the loop
 // (q8_plan).
-// Needs 16-byte aligned views of W and X and k a multiple of 256 (the host sends mmq.comp the rest).
+// Q6_K's super-blocks (210 bytes) lie on 2 bytes, each somewhere else against 16 (a row's place
+// repeats every 8 super-blocks, and rows start anywhere), so no plan fixed before the loop fits:
+// a warp loads each of its rows' super-block as the 14 16-byte pieces that hold it (from its first
+// byte rounded down to 16; 224 bytes) and stores them as they are into a raw area of its own
+// (row stride RSW words, odd: the rows' words of one read fall into different banks); each invocation
+// then reads its row's windows of ql and qh from there as words, shifted by 2 bytes where the
+// super-block starts 2 bytes into a word (hk_q6k_shift), and unpacks them (hk_q6k_groups) into the
+// tiles. Its 16-value scales split each 32-value block in two: the tokens' rows hold each block's
+// quants as 12 words, the low 16 values, 4 words of zeros, the high 16, so that a matrix load at
+// the block's word 0 reads the low half and zeros, at word 4 zeros and the high half (two
+// products per block, each with its own factor d*scale). The quants are unpacked as 0..63, the
+// -32 added as a product of a tile of -32 by the tokens' tile, the accumulator the products start
+// from.
+// Needs 16-byte aligned views of W and X and k a multiple of 256, for Q6_K a tensor of a multiple
+// of 16 bytes (its last piece inside it) and subgroups of a multiple of 32 (the host sends mmq.comp
+// or the tokens matvec the rest).
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
 
@@ -95,7 +111,7 @@ const uint TV = 3u;
 #ifdef HK_Q8_0
 const uint TILE = 16u * TV + 4u;
 #else
-const uint TILE = 16u * TV + 1u;
+const uint TILE = 16u * TV + 1u; // Q6_K's stores: 8 rows of one tile per phase, 3 uvec4 apart
 #endif
 const uint WSHW = 4u * RT * TILE;
 // Q8_0 stores its tiles word by word, so they are an array of words there (offsets below stay in
@@ -118,7 +134,14 @@ uvec4 shw_vec(uint i) { return shw[i]; }
 // in different banks; Q8_0's d of row r's local block b (f32) at FAC + 4 r + b. After the loop its
 // first 16 TOKENS RT words hold its partial sums. WSHS is a multiple of 4, so that every warp's
 // token rows start on 16 bytes, as matrix loads need.
-const uint XS = 36u;
+// Q6_K's rows take 52 words (each block's 12: low quants, zeros, high quants; the first words at
+// 48 + b; 52 columns apart the 8 columns of a matrix load still fall into 32 banks) and its
+// factors (d*scale of the low and high 16 values of local block b, row r) sit where Q4_K's pairs do.
+#ifdef HK_Q6_K
+const uint XS = 52u, XHDR = 48u, XBLK = 12u;
+#else
+const uint XS = 36u, XHDR = 32u, XBLK = 8u;
+#endif
 const uint FAC = TOKENS * XS;
 #ifdef HK_Q8_0
 const uint WSHS = FAC + 64u * RT;
@@ -126,6 +149,11 @@ const uint WSHS = FAC + 64u * RT;
 const uint WSHS = FAC + 128u * RT;
 #endif
 shared uint shs[WARPS * WSHS];
+#ifdef HK_Q6_K
+// a warp's raw super-blocks: row r's 14 pieces at words r RSW ..
+const uint RSW = 57u, WSHR = 16u * RT * RSW;
+shared uint shr[WARPS * WSHR];
+#endif
 uint fac_word(uint r, uint b) { return FAC + 8u * r + 4u * ((b >> 1) ^ ((r >> 2) & 1u)) + 2u * (b & 1u); }
 // the weight row that invocation u's piece of a half belongs to: rows x and x + 4 (not x + 1) in
 // each 8-invocation phase of a store, within the same 8 rows
@@ -152,6 +180,13 @@ const uint NQ = (128u * RT + LANES - 1u) / LANES;
 const uint N9 = (16u * RT + LANES - 1u) / LANES;
 uvec4 rq[SETS][NQ + N9], rx[SETS][NX];
 uint rn[SETS][NQ];
+#elif defined(HK_Q6_K)
+// Q6_K: a super-block's raw pieces in one set, loaded a super-block ahead (piece u = ln + j LANES of
+// the warp's: row u / 2 % 16 RT's pieces 2 (u / 32 RT) + u % 2 of 14, 32 bytes of a row per pair of
+// invocations), the tokens' halves in two; decode items: u = ln + j LANES of the half's 32 RT, row
+// u % 16 RT's 16 values 16 (u / 16 RT) .. of each of its 4 blocks
+const uint NR = (224u * RT + LANES - 1u) / LANES, ND = (32u * RT + LANES - 1u) / LANES;
+uvec4 rq[NR], rx[2][NX];
 #else
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
@@ -166,6 +201,7 @@ uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
 #define MAT_C coopmat<int, gl_ScopeSubgroup, 16, TOKENS, gl_MatrixUseAccumulator>
 #define WARP_BARRIER() controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease)
 MAT_A ones;
+MAT_A m32;
 MAT_A load_a(uint off)
 {
     MAT_A a;
@@ -179,9 +215,11 @@ MAT_B load_b(uint off)
     return b;
 }
 #define ONES() ones
+#define M32() m32
 // from a zero accumulator, its int32 sums converted to f32 (as mmq.comp, which says why: no
 // moves of a bias constant into every product's registers)
 MAT_C mma(MAT_A a, MAT_B b) { return coopMatMulAdd(a, b, MAT_C(0)); }
+MAT_C mma_add(MAT_A a, MAT_B b, MAT_C c) { return coopMatMulAdd(a, b, c); }
 #define ELEM(c, e) c[e]
 uint epos[L];
 uint el_row(uint e) { return epos[e] / TOKENS; }
@@ -190,7 +228,7 @@ uint el_col(uint e) { return epos[e] % TOKENS; }
 #include "dot.glsl"
 #define WARP_BARRIER() barrier()
 struct MAT_A {
-    uint off; // NONE: every element 1
+    uint off; // NONE: every element 1; NONE - 1: every element -32
 };
 struct MAT_B {
     uint off;
@@ -201,25 +239,31 @@ struct MAT_C {
 MAT_A load_a(uint off) { return MAT_A(off); }
 MAT_B load_b(uint off) { return MAT_B(off); }
 #define ONES() MAT_A(NONE)
+#define M32() MAT_A(NONE - 1u)
 #define ELEM(c, e) c.v[e]
 uint lane;
 uint el_row(uint e) { return (lane >> 2) + 8u * ((e >> 1) & 1u); }
 uint el_col(uint e) { return 2u * (lane & 3u) + (e & 1u) + 8u * (e >> 2); }
-MAT_C mma(MAT_A a, MAT_B b)
+MAT_C mma_add(MAT_A a, MAT_B b, MAT_C c)
 {
-    const uvec4 one = uvec4(0x01010101u);
-    MAT_C c;
     [[unroll]] for (uint e = 0; e < L; e++) {
         uint rb = b.off + el_col(e) * XS;
-        uvec4 a0 = one, a1 = one;
-        if (a.off != NONE) {
+        uvec4 a0 = uvec4(a.off == NONE ? 0x01010101u : 0xE0E0E0E0u), a1 = a0;
+        if (a.off < NONE - 1u) {
             a0 = shw_vec(a.off + el_row(e) * TV);
             a1 = shw_vec(a.off + el_row(e) * TV + 1u);
         }
-        int s = hk_dot16(a0, uvec4(shs[rb], shs[rb + 1u], shs[rb + 2u], shs[rb + 3u]), 0);
+        int s = hk_dot16(a0, uvec4(shs[rb], shs[rb + 1u], shs[rb + 2u], shs[rb + 3u]), c.v[e]);
         c.v[e] = hk_dot16(a1, uvec4(shs[rb + 4u], shs[rb + 5u], shs[rb + 6u], shs[rb + 7u]), s);
     }
     return c;
+}
+MAT_C mma(MAT_A a, MAT_B b)
+{
+    MAT_C c;
+    [[unroll]] for (uint e = 0; e < 8u; e++)
+        c.v[e] = 0;
+    return mma_add(a, b, c);
 }
 #endif
 
@@ -241,6 +285,9 @@ uint q8_plan(uint p, uint w, uint h, out bool shifted)
     uint j = !shifted ? (o - 2u) / 4u : o == 32u ? NONE : o / 4u;
     return j == NONE || i < 4u * h || i >= 4u * h + 4u ? NONE : 4u * TILE * (i - 4u * h) + j;
 }
+#elif defined(HK_Q6_K)
+#define HK_Q6_K_PURE
+#include "q6_k.glsl"
 #else
 #include "gemm_q4k.glsl"
 #endif
@@ -258,13 +305,16 @@ void main()
 #ifdef HK_Q8_0
     const uint SBW = SB * 17u; // a row's 16-byte pieces
 #else
-    const uint SBW = SB * 9u;
+    const uint SBW = SB * 9u; // (Q6_K: unused)
 #endif
     const uint w0 = pc.view_offset[0] / 16u + n0 * SBW; // row n0's first 16-byte chunk
     const uint x0 = pc.view_offset[1] / 16u;
     const uint y0 = pc.view_offset[2] / 4u;
     const uint last_row = pc.n - 1u - n0, last_token = pc.m - 1u;
     const uint bw = warp * WSHW, bs = warp * WSHS;
+#ifdef HK_Q6_K
+    const uint br = warp * WSHR;
+#endif
 
     bool layout_ok = true;
 #ifdef HK_COOPMAT
@@ -281,6 +331,7 @@ void main()
             epos[e] = layout_ok ? uint(pat[e]) & (16u * TOKENS - 1u) : 0u;
     }
     ones = MAT_A(int8_t(1));
+    m32 = MAT_A(int8_t(-32));
 #endif
 
     float acc[RT][L], part[RT][L];
@@ -311,6 +362,27 @@ void main()
     [[unroll]] for (uint j = 0; j < N9; j++) {
         w9[j] = 4u * bw + q8_row_words(ln + j * LANES);
     }
+#elif defined(HK_Q6_K)
+    // raw loads: load j's row rr0 + (HL j) % M16 (its bytes rbyte[(HL j) % M16 / HL]) and pair of
+    // pieces rp0 + HL j / M16 (constants but for rr0 and rp0, LANES a multiple of 32); decode item j:
+    // row dr, values 16 dq .., at dst in the tiles, its row's raw words from draw
+    const uint M16 = 16u * RT, HL = LANES / 2u, NRR = HL >= M16 ? 1u : M16 / HL, RB = SB * 210u;
+    const uint wbyte = pc.view_offset[0] + n0 * RB, rr0 = (ln >> 1) % M16, rp0 = (ln >> 1) / M16;
+    const uint rst = br + rr0 * RSW + 8u * rp0 + 4u * (ln & 1u), rpiece = 2u * rp0 + (ln & 1u);
+    uint rbyte[NRR], dbyte[ND], dr[ND], dq[ND], draw[ND], dst[ND];
+    [[unroll]] for (uint i = 0; i < NRR; i++)
+        rbyte[i] = wbyte + min(rr0 + HL * i, last_row) * RB;
+    [[unroll]] for (uint j = 0; j < ND; j++) {
+        const uint u = ln + j * LANES;
+        dr[j] = u % M16;
+        dq[j] = u / M16;
+        dbyte[j] = wbyte + min(dr[j], last_row) * RB;
+        draw[j] = br + dr[j] * RSW;
+        dst[j] = bw + 4u * (dr[j] >> 4) * TILE + (dr[j] & 15u) * TV + dq[j];
+    }
+    // the zeros beside each block's halves in the tokens' rows, never written again
+    for (uint i = ln; i < 16u * TOKENS; i += LANES)
+        shs[bs + (i >> 4) * XS + XBLK * ((i >> 2) & 3u) + 4u + (i & 3u)] = 0u;
 #else
     uint wst[NQ];
     [[unroll]] for (uint j = 0; j < NQ; j++) {
@@ -321,7 +393,8 @@ void main()
     const uint xa = ln / 9u, xv = ln - 9u * xa;
     [[unroll]] for (uint w = 0; w < 4u; w++) {
         uint i = 4u * xv + w, b = i / 9u, pos = i - 9u * b;
-        xst[w] = bs + xa * XS + (pos == 0u ? 32u + b : 8u * b + pos - 1u);
+        // Q6_K: a block's quant words 4 .. 7 after its 4 zeros
+        xst[w] = bs + xa * XS + (pos == 0u ? XHDR + b : XBLK * b + pos - 1u + (XBLK == 12u && pos > 4u ? 4u : 0u));
     }
 
     // half h of super-block sb into register set `set`, and with hdr the super-block's headers
@@ -342,6 +415,16 @@ void main()
                 rq[set][NQ + j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW + 8u];          \
         }                                                                                     \
     }
+#elif defined(HK_Q6_K)
+// with hdr the raw pieces of super-block sbc of every row (one set: the loop loads them once its
+// raw area holds the last ones)
+#define LOAD_W(set, h, sbc, hdr)                                                              \
+    if (hdr)                                                                                  \
+        [[unroll]] for (uint j = 0; j < NR; j++) {                                            \
+            if (ln + j * LANES < 224u * RT)                                                   \
+                rq[j] = PROBE_NO_W ? uvec4(0u)                                                \
+                                   : w128[((rbyte[(HL * j) % M16 / HL] + (sbc) * 210u) >> 4) + rpiece + 2u * (HL * j / M16)]; \
+        }
 #else
 #define LOAD_W(set, h, sbc, hdr)                                                              \
     {                                                                                         \
@@ -369,6 +452,13 @@ void main()
                 rx[set][j] = PROBE_NO_X ? uvec4(0u) : xq128[x0 + t * (KB / 4u) * 9u + sbc * 18u + 9u * (h) + xv]; \
         }                                                                                     \
     }
+    // the half whose loads bring the weights' headers (Q4_K) or raw super-block (Q6_K) along: Q6_K's
+    // raw area is free for the next super-block once the first half is decoded
+#ifdef HK_Q6_K
+    const uint HDR_HALF = 0u;
+#else
+    const uint HDR_HALF = 1u;
+#endif
 
     LOAD(0, 0, warp, true)
     if (SETS == 2u)
@@ -383,7 +473,38 @@ void main()
         [[unroll]] for (uint h = 0; h < 2u; h++) {
             const uint set = h % SETS;
             WARP_BARRIER(); // the warp is done with its tiles' last half
-#ifdef HK_Q8_0
+#ifdef HK_Q6_K
+            const uint sbc = min(sb, SB - 1u);
+            if (h == 0u) {
+                [[unroll]] for (uint j = 0; j < NR; j++)
+                    if (ln + j * LANES < 224u * RT)
+                        [[unroll]] for (uint w = 0; w < 4u; w++)
+                            shr[rst + (HL * j % M16) * RSW + 8u * (HL * j / M16) + w] = rq[j][w];
+                WARP_BARRIER();
+            }
+            [[unroll]] for (uint j = 0; j < ND; j++) {
+                if (ln + j * LANES < 32u * RT) {
+                    // the super-block starts s bytes into its row's raw words (even; 2 into a word
+                    // where odd)
+                    const uint s = (dbyte[j] + sbc * 210u) & 15u, o = draw[j] + (s >> 2), oq = o + 4u * dq[j];
+                    const bool odd = (s & 2u) != 0u;
+#define HK_WIN(a) hk_q6k_shift(uvec4(shr[a], shr[(a) + 1u], shr[(a) + 2u], shr[(a) + 3u]), shr[(a) + 4u], odd)
+                    uvec4 g[4];
+                    hk_q6k_groups(HK_WIN(oq + 16u * h), HK_WIN(oq + 16u * h + 8u), HK_WIN(oq + 32u + 8u * h), g[0], g[1],
+                                  g[2], g[3]);
+#undef HK_WIN
+                    [[unroll]] for (uint b = 0; b < 4u; b++)
+                        shw[dst[j] + b * TILE] = g[b];
+                    const uint a = o + 48u + 2u * h, dw = shr[o + 52u];
+                    uvec2 sc = uvec2(shr[a], shr[a + 1u]);
+                    if (odd)
+                        sc = (sc >> 16) | (uvec2(sc.y, shr[a + 2u]) << 16);
+                    vec4 f = unpackHalf2x16(odd ? dw >> 16 : dw).x * hk_q6k_scales_f(sc, dq[j]);
+                    [[unroll]] for (uint b = 0; b < 4u; b++)
+                        shs[bs + fac_word(dr[j], b) + dq[j]] = floatBitsToUint(f[b]);
+                }
+            }
+#elif defined(HK_Q8_0)
             [[unroll]] for (uint j = 0; j < NQ; j++) {
                 if (ln + j * LANES < 128u * RT) {
                     // rows ln / 8 + j LPR: LPR divides 16, so a load's rows share a row tile
@@ -444,31 +565,48 @@ void main()
             // super-block, with one the other half; the next super-block's headers once this one's
             // second half is decoded
             if (SETS == 2u)
-                LOAD(set, h, sb + WARPS, h == 1u)
+                LOAD(set, h, sb + WARPS, h == HDR_HALF)
             else if (h == 0u)
                 LOAD(set, 1, sb, false)
             else
                 LOAD(set, 0, sb + WARPS, true)
             if (sb < SB && !PROBE_NO_MMA) { // uniform in the warp
                 [[unroll]] for (uint b = 0; b < 4u; b++) {
-                    MAT_B xt = load_b(bs + 8u * b);
-#ifndef HK_Q8_0
+                    MAT_B xt = load_b(bs + XBLK * b);
+#ifdef HK_Q6_K
+                    // the low and high 16 values apart (xt: the low ones and zeros), each from -32
+                    // times the tokens' sum
+                    MAT_B xh = load_b(bs + XBLK * b + 4u);
+                    MAT_C zl = mma(M32(), xt); // one declarator each: glslang 13 drops a second one's use
+                    MAT_C zh = mma(M32(), xh);
+#elif !defined(HK_Q8_0)
                     MAT_C s = mma(ONES(), xt);
 #endif
                     [[unroll]] for (uint g = 0; g < RT; g++) {
+#ifdef HK_Q6_K
+                        MAT_A a = load_a(bw + (4u * g + b) * TILE);
+                        MAT_C c = mma_add(a, xt, zl);
+                        MAT_C ch = mma_add(a, xh, zh);
+#else
                         MAT_C c = mma(load_a(bw + (4u * g + b) * TILE), xt);
+#endif
                         [[unroll]] for (uint e = 0; e < L; e++) {
-#ifdef HK_Q8_0
+#ifdef HK_Q6_K
+                            uint f = bs + fac_word(16u * g + el_row(e), b), t = el_col(e);
+                            part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(shs[f]),
+                                                 float(ELEM(ch, e)) * uintBitsToFloat(shs[f + 1u])),
+                                             unpackHalf2x16(shs[bs + t * XS + XHDR + b]).x, part[g][e]);
+#elif defined(HK_Q8_0)
                             uint t = el_col(e);
                             // d*dot, then the token block's d (as mmq.comp)
                             part[g][e] = fma(float(ELEM(c, e)) * uintBitsToFloat(shs[bs + FAC + 4u * (16u * g + el_row(e)) + b]),
-                                             unpackHalf2x16(shs[bs + t * XS + 32u + b]).x, part[g][e]);
+                                             unpackHalf2x16(shs[bs + t * XS + XHDR + b]).x, part[g][e]);
 #else
                             uint f = bs + fac_word(16u * g + el_row(e), b), t = el_col(e);
                             // d*sc*dot - dmin*m*sum(xq), rounded once where they cancel (as mmq.comp)
                             part[g][e] = fma(fma(float(ELEM(c, e)), uintBitsToFloat(shs[f]),
                                                  uintBitsToFloat(shs[f + 1u]) * float(ELEM(s, e))),
-                                             unpackHalf2x16(shs[bs + t * XS + 32u + b]).x, part[g][e]);
+                                             unpackHalf2x16(shs[bs + t * XS + XHDR + b]).x, part[g][e]);
 #endif
                         }
                     }

@@ -5,6 +5,31 @@
 #define HK_Q6_K_U16 105u
 #define HK_UNIT_VALUES 32u
 
+// The helpers that read no buffer first: mmq_few.comp decodes rows it staged itself and
+// includes only these (HK_Q6_K_PURE).
+
+// The 64 6-bit quants of an item, one byte each, from its windows of ql (qla: the 16 bytes of
+// groups 0 and 2, qlb: 1 and 3) and qh: group g (g0..g3) word i holds values 128n + 32g + 16q +
+// 4i .. +3 of item (n, q) (before the -32).
+void hk_q6k_groups(uvec4 qla, uvec4 qlb, uvec4 qh, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
+{
+    g0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
+    g1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
+    g2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
+    g3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
+}
+
+// the words a + e shifted down 2 bytes where `odd`
+uvec4 hk_q6k_shift(uvec4 a, uint e, bool odd) { return odd ? (a >> 16) | (uvec4(a.yzw, e) << 16) : a; }
+
+// signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes, as floats
+vec4 hk_q6k_scales_f(uvec2 s, uint q)
+{
+    uint sh = 8u * q;
+    return hk_i8_low(uvec4(s.x >> sh, s.x >> (sh + 16u), s.y >> sh, s.y >> (sh + 16u)));
+}
+
+#ifndef HK_Q6_K_PURE
 #include "w16.glsl"
 
 float hk_unit_dot(uint row16, uint u, uint xi)
@@ -51,17 +76,6 @@ uvec2 hk_q6k_window8(uint at)
     return (at & 2u) == 0u ? a : (a >> 16) | (uvec2(a.y, w32[w + 2u]) << 16);
 }
 
-// The 64 6-bit quants of an item, one byte each, from its windows of ql (qla: the 16 bytes of
-// groups 0 and 2, qlb: 1 and 3) and qh: group g (g0..g3) word i holds values 128n + 32g + 16q +
-// 4i .. +3 of item (n, q) (before the -32).
-void hk_q6k_groups(uvec4 qla, uvec4 qlb, uvec4 qh, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
-{
-    g0 = (qla & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
-    g1 = (qlb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
-    g2 = ((qla >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
-    g3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
-}
-
 // The quants of item (n, q) of the block at byte b (hk_q6k_groups)
 void hk_q6k_quants(uint b, uint n, uint q, out uvec4 g0, out uvec4 g1, out uvec4 g2, out uvec4 g3)
 {
@@ -97,16 +111,6 @@ uint hk_item_block(uint it) { return 2u * (it & ~1u); }
 uvec4 hk_qla[HK_NSLOTS], hk_qlb[HK_NSLOTS], hk_qh[HK_NSLOTS], hk_e[HK_NSLOTS];
 uvec2 hk_sc[HK_NSLOTS];
 uint hk_dbits[HK_NSLOTS];
-
-// the words a + e shifted down 2 bytes where `odd`
-uvec4 hk_q6k_shift(uvec4 a, uint e, bool odd) { return odd ? (a >> 16) | (uvec4(a.yzw, e) << 16) : a; }
-
-// signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes, as floats
-vec4 hk_q6k_scales_f(uvec2 s, uint q)
-{
-    uint sh = 8u * q;
-    return hk_i8_low(uvec4(s.x >> sh, s.x >> (sh + 16u), s.y >> sh, s.y >> (sh + 16u)));
-}
 
 void hk_load(uint it, uint c)
 {
@@ -196,3 +200,4 @@ void hk_item(uint it)
     }
 }
 #endif
+#endif // HK_Q6_K_PURE

@@ -590,8 +590,8 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
 }
 
 /* hk_mmq at a few tokens (m <= 16) that the few-token kernel does not take hands the call to
- * hk_matvec_int8_tokens's kernel (Q6_K; Q4_K and Q8_0 where a view is not on 16 bytes or k not a
- * multiple of 256): the same bits as that call, and at the MMQ gate. w at w_offset, x at x_offset. */
+ * hk_matvec_int8_tokens's kernel (where a view is not on 16 bytes or k not a multiple of 256, Q6_K
+ * where its tensor does not end on 16 bytes): the same bits as that call, and at the MMQ gate. w at w_offset, x at x_offset. */
 static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t w_offset, uint64_t x_offset,
                               uint64_t seed)
 {
@@ -805,7 +805,12 @@ static void test_schedules(void)
  * warps where 512 (4 on the H200's 528), at 8200 257, 1 warp (2 on the H200), the last workgroup 8
  * rows; Q8_0 (workgroups of 16 rows, up to 2 warps per scheduler) at 4100 257 workgroups, 2 warps
  * where 512 (4 on the H200), at 8200 513, 1 warp (2 on the H200). Q8_0's rows' 16-byte pieces are
- * decoded by their place in a super-block (q8_plan), every place at every k. */
+ * decoded by their place in a super-block (q8_plan), every place at every k. Q6_K (workgroups of
+ * 16 rows, warps as Q4_K: at 2056 129 workgroups, 2 warps where 512, at 8200 513, 1 warp; rows x
+ * super-blocks a multiple of 8): its
+ * super-blocks start at every even byte against 16 (k = 256 .. 1280: rows start at different
+ * places; 2048: every row alike, the place moving with the super-block), the tensor's last piece
+ * its last 16 bytes (flush). */
 static const struct few_case {
     hk_type type;
     uint32_t m, n, k;
@@ -824,6 +829,11 @@ static const struct few_case {
     {HK_TYPE_Q8_0, 13, 48, 2816, 1, X_QUANTIZED, 3, 0},     {HK_TYPE_Q8_0, 5, 4100, 1280, 1, X_GPU_QUANTIZED, 3, 0},
     {HK_TYPE_Q8_0, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, 0},
     {HK_TYPE_Q8_0, 8, 130, 4096, 0, X_QUANTIZED, 0, 1},     {HK_TYPE_Q8_0, 11, 3, 65536, 1, X_QUANTIZED, 3, 1},
+    {HK_TYPE_Q6_K, 8, 72, 256, 1, X_RAW_BLOCKS, 3, 0},      {HK_TYPE_Q6_K, 1, 40, 512, 1, X_QUANTIZED, 3, 0},
+    {HK_TYPE_Q6_K, 7, 16, 768, 0, X_GPU_QUANTIZED, 0, 0},   {HK_TYPE_Q6_K, 16, 33, 2048, 1, X_RAW_BLOCKS, 3, 0},
+    {HK_TYPE_Q6_K, 13, 48, 2816, 1, X_QUANTIZED, 3, 0},     {HK_TYPE_Q6_K, 5, 2056, 1280, 1, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q6_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, 0}, {HK_TYPE_Q6_K, 10, 70, 1024, 1, X_RAW_BLOCKS, 3, 0},
+    {HK_TYPE_Q6_K, 8, 136, 4096, 0, X_QUANTIZED, 0, 1},     {HK_TYPE_Q6_K, 11, 8, 65536, 1, X_QUANTIZED, 3, 1},
 };
 
 static void run_suite(int full)
@@ -862,7 +872,8 @@ static void run_suite(int full)
     /* a few tokens otherwise: hk_matvec_int8_tokens's kernel (one token: hk_matvec_int8's) */
     test_tokens_route(HK_TYPE_Q8_0, 8, 37, 1056, 32, 16, ++seed); /* k not a multiple of 256 */
     test_tokens_route(HK_TYPE_Q8_0, 12, 40, 1024, 34, 16, ++seed); /* w on 2 bytes */
-    test_tokens_route(HK_TYPE_Q6_K, 16, 20, 512, 32, 16, ++seed);
+    test_tokens_route(HK_TYPE_Q6_K, 16, 21, 512, 32, 16, ++seed); /* rows x super-blocks 42: not on 16 bytes */
+    test_tokens_route(HK_TYPE_Q6_K, 8, 16, 512, 34, 16, ++seed);  /* w on 2 bytes */
     test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, 32, 20, ++seed);
     test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, 32, 16, ++seed);
     /* grouping: uneven loads, empty experts, all slots on one expert, out-of-range ids; the
@@ -960,6 +971,8 @@ int main(int argc, char **argv)
         test_arms_agree(full, c, HK_TYPE_Q4_K, 14, 70, 1024, 81); /* its 16 token columns */
         test_arms_agree(full, c, HK_TYPE_Q8_0, 8, 70, 1024, 82);  /* its Q8_0 */
         test_arms_agree(full, c, HK_TYPE_Q8_0, 14, 70, 1024, 83);
+        test_arms_agree(full, c, HK_TYPE_Q6_K, 8, 72, 1024, 84); /* its Q6_K */
+        test_arms_agree(full, c, HK_TYPE_Q6_K, 14, 72, 1280, 85);
         test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
         test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
         uint32_t messages = hk_context_validation_messages(ctx);

@@ -1278,8 +1278,8 @@ static uint32_t record_every_case(hk_context *c, hk_stream *s, uint32_t *late)
 }
 
 /* What hk_context_prepare promises for hk_mmq (include/hkernel.h): models' prefill shapes (64 and
- * 512 tokens, k 4096 and 14336, every weight type) and Q4_K and Q8_0 at 8 tokens over model row counts, on
- * aligned views as GGUF tensors are. After it, recording them builds nothing. */
+ * 512 tokens, k 4096 and 14336, every weight type) and 8 tokens over model row counts, on aligned
+ * views as GGUF tensors are. After it, recording them builds nothing. */
 static void prepared_model_shapes(hk_context *c, const char *label)
 {
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
@@ -1299,8 +1299,6 @@ static void prepared_model_shapes(hk_context *c, const char *label)
     uint32_t before = hk_context_pipeline_count(c), calls = 0, refused = 0;
     for (int t = 0; t < 3; t++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            if (shapes[i][0] == 8 && types[t] == HK_TYPE_Q6_K)
-                continue;
             hk_view w = {buf, 0}, x = {buf, 64 * mib}, out = {buf, 80 * mib};
             if (hk_mmq(c, ps, types[t], w, x, out, shapes[i][0], shapes[i][1], shapes[i][2]) == HK_OK)
                 calls++;

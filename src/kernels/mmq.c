@@ -287,8 +287,8 @@ typedef struct mmq_params {
     uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
 } mmq_params;
 
-/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K or Q8_0 weights, 16-byte aligned
- * views, k a multiple of 256. A workgroup owns 16 or 32 weight rows and its warps split k, each
+/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K, Q8_0 or Q6_K weights, 16-byte
+ * aligned views, k a multiple of 256 (Q6_K: a tensor of a multiple of 16 bytes). A workgroup owns 16 or 32 weight rows and its warps split k, each
  * staging its own super-blocks, so the weights stream with every load in flight; 8 token columns up
  * to 8 tokens, else 16; the 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them,
  * else the same tiles with packed dot products (warps of 32). ---- */
@@ -304,19 +304,23 @@ typedef struct mmq_params {
 #define FEW_DOT(t) NO_SHADER
 #endif
 #define FEW_ARMS(t) {FEW_CM(t), FEW_DOT(t), HK_SHADER_MMQ_FEW_##t##_SCALAR, FEW_DOT(t)}
-#define FEW_NONE {NO_SHADER, NO_SHADER, NO_SHADER, NO_SHADER}
-/* [type, as mmq_types][arm]: Q6_K has none (its few tokens run the tokens matvec) */
-static const int few_shaders[3][ARM_COUNT] = {FEW_ARMS(Q8_0), FEW_ARMS(Q4_K), FEW_NONE};
+/* [type, as mmq_types][arm] */
+static const int few_shaders[3][ARM_COUNT] = {FEW_ARMS(Q8_0), FEW_ARMS(Q4_K), FEW_ARMS(Q6_K)};
 
 /* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles and `tokens` columns:
  * per warp and row tile 4 weight tiles of 16 rows of 12 words and 4 more (Q8_0 16 more) and 64
- * factor pairs (Q8_0 64 factors); per warp `tokens` token rows of 36 words; the coopmat arm's 16 x
- * tokens element indices. The warp count is picked from the larger one, so that both arms of a
- * device split k alike (and agree bit for bit). */
+ * factor pairs (Q8_0 64 factors), for Q6_K also 16 raw rows of 57 words; per warp `tokens` token
+ * rows of 36 words (Q6_K 52); the coopmat arm's 16 x tokens element indices. The warp count is
+ * picked from the larger one, so that both arms of a device split k alike (and agree bit for
+ * bit). */
 static uint64_t few_shared_bytes(int t, uint32_t warps, uint32_t row_tiles, uint32_t tokens)
 {
-    const uint32_t row_tile_words = mmq_types[t] == HK_TYPE_Q8_0 ? 4 * 208 + 64 : 4 * 196 + 128;
-    return 4ull * (warps * (row_tiles * row_tile_words + tokens * 36) + 16 * tokens);
+    const hk_type type = mmq_types[t];
+    const uint32_t row_tile_words = type == HK_TYPE_Q8_0   ? 4 * 208 + 64
+                                    : type == HK_TYPE_Q6_K ? 4 * 196 + 128 + 16 * 57
+                                                           : 4 * 196 + 128;
+    const uint32_t token_words = type == HK_TYPE_Q6_K ? 52 : 36;
+    return 4ull * (warps * (row_tiles * row_tile_words + tokens * token_words) + 16 * tokens);
 }
 
 static int few_fits(const hk_context *context, int t, uint32_t warps, uint32_t row_tiles, uint32_t tokens,
@@ -327,11 +331,14 @@ static int few_fits(const hk_context *context, int t, uint32_t warps, uint32_t r
 }
 
 /* whether the few-token kernel takes this call: its types, m, k in super-blocks of 256 values (Q8_0:
- * 8 blocks, 272 bytes, so that every row starts on 16 bytes), both views on 16 bytes */
+ * 8 blocks, 272 bytes, so that every row starts on 16 bytes), both views on 16 bytes; Q6_K's
+ * super-blocks (210 bytes) are read as the 16-byte pieces that hold them, so its tensor must end on
+ * 16 bytes too (rows x super-blocks a multiple of 8), or its last piece would reach past it */
 static int few_takes(int t, const hk_binding *b, const mmq_params *p)
 {
     return few_shaders[t][ARM_SCALAR] != NO_SHADER && p->m <= FEW_MAX_M && p->k % 256 == 0 &&
-           b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0;
+           b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0 &&
+           (mmq_types[t] != HK_TYPE_Q6_K || (uint64_t)p->n * (p->k / 256) % 8 == 0);
 }
 
 static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, int t, const hk_binding *b,
@@ -340,8 +347,11 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     int arm = ARM_SCALAR;
     const uint32_t tokens = p->m <= 8 ? 8 : 16;
     const int *shader = few_shaders[t];
-    /* a subgroup loads whole tokens' pieces (9 invocations each), Q8_0's rows 8 invocations each */
-    if (shader[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16)
+    /* a subgroup loads whole tokens' pieces (9 invocations each), Q8_0's rows 8 invocations each;
+     * Q6_K's raw loads give each invocation the same rows at every load where it has 32 or 64 */
+    const int q6 = mmq_types[t] == HK_TYPE_Q6_K;
+    if (shader[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16 &&
+        (!q6 || context->caps.subgroup_size % 32 == 0))
         arm = ARM_COOPMAT;
     else if (shader[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
@@ -364,9 +374,17 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * 0.0182, 8 x 4096 x 14336 0.0661 / 0.0412, 8 x 14336 x 4096 (896) 1 / 2 / 4 warps 0.0375 /
      * 0.0511 / 0.0517; 32 rows: 0.0206, 0.0427 (two sets, 255 registers) at 8 x 4096 x 4096 and
      * 8 x 14336 x 4096.
+     * Q6_K (1.46x Q4_K's bytes, and its staging through a raw area: 4x the instructions per
+     * row, fourteenth session, ms) takes workgroups of 16 rows and up to one warp per scheduler
+     * as Q4_K: 32 rows (2 warps, 243 registers) 0.0191 / 0.0678 / 0.0366 / 0.0571 at 8 x 4096 x
+     * 4096, 8 x 14336 x 4096, 16 x 4096 x 4096, 8 x 4096 x 14336 against 0.0161 / 0.0460 / 0.0209
+     * / 0.0427 with 16 rows (172-176 registers) and 4, 1, 4, 4 warps (two per scheduler), 0.0144 /
+     * 0.0488 / 0.0188 / 0.0407 with 2 warps; the tokens matvec 0.0236 / 0.0651 / 0.0493 (16 tokens)
+     * / 0.0659. Its weights take one set of registers (a whole super-block ahead), the tokens'
+     * halves two (one: 0.0184 at 8 x 4096 x 4096).
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
     const int q8 = mmq_types[t] == HK_TYPE_Q8_0;
-    uint32_t lanes = lanes_of(context, arm), row_tiles = q8 ? 1 : 2, sets = tokens == 8 ? 2 : 1;
+    uint32_t lanes = lanes_of(context, arm), row_tiles = q8 || q6 ? 1 : 2, sets = tokens == 8 || q6 ? 2 : 1;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);

@@ -209,7 +209,7 @@ static hk_status prep_rope(prep *p)
     return HK_OK;
 }
 
-/* Prefill: the int8 GEMM dense (and Q4_K's and Q8_0's few-token kernel) and expert-indexed per weight type,
+/* Prefill: the int8 GEMM dense (and its few-token kernel) and expert-indexed per weight type,
  * the slot grouping, the f16 GEMM per weight type with 16-byte aligned x and not. The int8 GEMM's
  * pipelines follow the shape and the views (mmq.c record): the tile (64-token chunks take the small
  * one, 512 tokens the big one), f32 sums per 32 blocks past k = 4096, X rows read 16 bytes at a time
@@ -223,13 +223,12 @@ static hk_status prep_mmq(prep *p)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), tokens[i], 4096, ks[j]));
-    /* a few tokens (speculative decoding): Q4_K's and Q8_0's own kernel, whose warps per workgroup
-     * follow the rows against the device's schedulers */
+    /* a few tokens (speculative decoding): their own kernel, whose warps per workgroup follow the
+     * rows against the device's schedulers */
     static const uint32_t rows[] = {64, 4096, 8192, 14336};
-    static const hk_type few_types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K};
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < 3; t++)
         for (int i = 0; i < 4; i++)
-            TRY(hk_mmq(p->ctx, p->s, few_types[t], view(p, 0), view(p, 1), view(p, 2), 8, rows[i], 4096));
+            TRY(hk_mmq(p->ctx, p->s, weight_types[t], view(p, 0), view(p, 1), view(p, 2), 8, rows[i], 4096));
     return HK_OK;
 }
 
