@@ -496,9 +496,7 @@ void main()
                     [[unroll]] for (uint b = 0; b < 4u; b++)
                         shw[dst[j] + b * TILE] = g[b];
                     const uint a = o + 48u + 2u * h, dw = shr[o + 52u];
-                    uvec2 sc = uvec2(shr[a], shr[a + 1u]);
-                    if (odd)
-                        sc = (sc >> 16) | (uvec2(sc.y, shr[a + 2u]) << 16);
+                    uvec2 sc = hk_q6k_shift2(uvec2(shr[a], shr[a + 1u]), shr[a + 2u], odd);
                     vec4 f = unpackHalf2x16(odd ? dw >> 16 : dw).x * hk_q6k_scales_f(sc, dq[j]);
                     [[unroll]] for (uint b = 0; b < 4u; b++)
                         shs[bs + fac_word(dr[j], b) + dq[j]] = floatBitsToUint(f[b]);

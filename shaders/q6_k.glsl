@@ -19,8 +19,9 @@ void hk_q6k_groups(uvec4 qla, uvec4 qlb, uvec4 qh, out uvec4 g0, out uvec4 g1, o
     g3 = ((qlb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
 }
 
-// the words a + e shifted down 2 bytes where `odd`
+// the words a + e shifted down 2 bytes where `odd` (hk_q6k_shift2: two words, as the scales)
 uvec4 hk_q6k_shift(uvec4 a, uint e, bool odd) { return odd ? (a >> 16) | (uvec4(a.yzw, e) << 16) : a; }
+uvec2 hk_q6k_shift2(uvec2 a, uint e, bool odd) { return odd ? (a >> 16) | (uvec2(a.y, e) << 16) : a; }
 
 // signed scales[8n + 2g + q] for g = 0..3 from the half's 8 scale bytes, as floats
 vec4 hk_q6k_scales_f(uvec2 s, uint q)
@@ -149,8 +150,7 @@ void hk_compute(uint it, uint c)
         bool odd = ((row_byte[r] + sb * 210u) & 2u) != 0u;
         hk_q6k_groups(hk_q6k_shift(hk_qla[i], hk_e[i].x, odd), hk_q6k_shift(hk_qlb[i], hk_e[i].y, odd),
                       hk_q6k_shift(hk_qh[i], hk_e[i].z, odd), g0[r], g1[r], g2[r], g3[r]);
-        uvec2 s = odd ? (hk_sc[i] >> 16) | (uvec2(hk_sc[i].y, hk_e[i].w) << 16) : hk_sc[i];
-        precise vec4 d_sc = hk_half(hk_dbits[i]) * hk_q6k_scales_f(s, q);
+        precise vec4 d_sc = hk_half(hk_dbits[i]) * hk_q6k_scales_f(hk_q6k_shift2(hk_sc[i], hk_e[i].w, odd), q);
         wsc[r] = d_sc;
     }
     const uvec4 ones = uvec4(0x01010101u);

@@ -591,7 +591,8 @@ static void test_one_expert_is_dense(hk_type type, uint32_t m, uint32_t n, uint3
 
 /* hk_mmq at a few tokens (m <= 16) that the few-token kernel does not take hands the call to
  * hk_matvec_int8_tokens's kernel (where a view is not on 16 bytes or k not a multiple of 256, Q6_K
- * where its tensor does not end on 16 bytes): the same bits as that call, and at the MMQ gate. w at w_offset, x at x_offset. */
+ * where its tensor does not end on 16 bytes): the same bits as that call, and at the MMQ gate. w
+ * at w_offset, x at x_offset. */
 static void test_tokens_route(hk_type type, uint32_t m, uint32_t n, uint32_t k, uint64_t w_offset, uint64_t x_offset,
                               uint64_t seed)
 {
@@ -807,10 +808,9 @@ static void test_schedules(void)
  * where 512 (4 on the H200), at 8200 513, 1 warp (2 on the H200). Q8_0's rows' 16-byte pieces are
  * decoded by their place in a super-block (q8_plan), every place at every k. Q6_K (workgroups of
  * 16 rows, warps as Q4_K: at 2056 129 workgroups, 2 warps where 512, at 8200 513, 1 warp; rows x
- * super-blocks a multiple of 8): its
- * super-blocks start at every even byte against 16 (k = 256 .. 1280: rows start at different
- * places; 2048: every row alike, the place moving with the super-block), the tensor's last piece
- * its last 16 bytes (flush). */
+ * super-blocks a multiple of 8): its super-blocks start at every even byte against 16 (k = 256 ..
+ * 1280: rows start at different places; 2048: every row alike, the place moving with the
+ * super-block), the tensor's last piece its last 16 bytes (flush). */
 static const struct few_case {
     hk_type type;
     uint32_t m, n, k;

@@ -288,9 +288,9 @@ typedef struct mmq_params {
 } mmq_params;
 
 /* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K, Q8_0 or Q6_K weights, 16-byte
- * aligned views, k a multiple of 256 (Q6_K: a tensor of a multiple of 16 bytes). A workgroup owns 16 or 32 weight rows and its warps split k, each
- * staging its own super-blocks, so the weights stream with every load in flight; 8 token columns up
- * to 8 tokens, else 16; the 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them,
+ * aligned views, k a multiple of 256 (Q6_K: a tensor of a multiple of 16 bytes). A workgroup owns
+ * 16 or 32 weight rows and its warps split k, each staging its own super-blocks, so the weights
+ * stream with every load in flight; 8 token columns up to 8 tokens, else 16; the 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them,
  * else the same tiles with packed dot products (warps of 32). ---- */
 #define FEW_MAX_M 16u
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_CM
@@ -461,10 +461,11 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     flags |= probe << 4;
 #endif
     /* A few tokens: the tile does not apply; the tuner's family still notes it (every schedule
-     * runs this). Q4_K and Q8_0 up to 16 where few_takes: the few-token kernel (on the H200 at 16 x
-     * 4096 x 4096 Q4_K 0.0128 ms against the tokens matvec's 0.0346, eleventh session; at 8 x 4096
-     * x 4096 Q8_0 0.0127 against 0.0230, thirteenth). Otherwise up to 16 (Q6_K, views off 16 bytes,
-     * Q8_0's k off 256): the tokens matvec, which reads each weight once for
+     * runs this). Up to 16 where few_takes: the few-token kernel (on the H200 at 16 x 4096 x 4096
+     * Q4_K 0.0128 ms against the tokens matvec's 0.0346, eleventh session; at 8 x 4096 x 4096 Q8_0
+     * 0.0127 against 0.0230, thirteenth; Q6_K 0.0143 against 0.0236, fourteenth). Otherwise up to
+     * 16 (views off 16 bytes, k off 256, Q6_K tensors off 16 bytes): the tokens matvec, which reads
+     * each weight once for
      * all of them where the tiles would run a handful of workgroups mostly on rows past m (on the
      * H200 at 8 x 4096 x 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; tenth session). */
     int few = few_takes(t, b, p);
