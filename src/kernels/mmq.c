@@ -290,8 +290,9 @@ typedef struct mmq_params {
 /* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K, Q8_0 or Q6_K weights, 16-byte
  * aligned views, k a multiple of 256 (Q6_K: a tensor of a multiple of 16 bytes). A workgroup owns
  * 16 or 32 weight rows and its warps split k, each staging its own super-blocks, so the weights
- * stream with every load in flight; 8 token columns up to 8 tokens, else 16; the 16 x 8 x 32 (16 x 16 x 32) int8 matrices where the device lists them,
- * else the same tiles with packed dot products (warps of 32). ---- */
+ * stream with every load in flight; 8 token columns up to 8 tokens, else 16; the 16 x 8 x 32
+ * (16 x 16 x 32) int8 matrices where the device lists them, else the same tiles with packed dot
+ * products (warps of 32). ---- */
 #define FEW_MAX_M 16u
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_CM
 #define FEW_CM(t) HK_SHADER_MMQ_FEW_##t##_CM
