@@ -304,10 +304,12 @@ void main()
     const uint KB = pc.k / 32u, SB = pc.k / 256u, iters = (SB + WARPS - 1u) / WARPS;
 #ifdef HK_Q8_0
     const uint SBW = SB * 17u; // a row's 16-byte pieces
-#else
-    const uint SBW = SB * 9u; // (Q6_K: unused)
+#elif !defined(HK_Q6_K) // Q6_K addresses its rows by bytes (wbyte below)
+    const uint SBW = SB * 9u;
 #endif
+#ifndef HK_Q6_K
     const uint w0 = pc.view_offset[0] / 16u + n0 * SBW; // row n0's first 16-byte chunk
+#endif
     const uint x0 = pc.view_offset[1] / 16u;
     const uint y0 = pc.view_offset[2] / 4u;
     const uint last_row = pc.n - 1u - n0, last_token = pc.m - 1u;
