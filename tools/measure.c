@@ -138,13 +138,23 @@ static int list_has(const char *list, const char *item)
 int wanted(const bench *b, const char *name) { return list_has(b->only, name); }
 
 /* --shapes: whether shape's first three dimensions are one of the list's D0xD1xD2, or with its
- * type TYPE:D0xD1xD2 (q8_0:8x4096x4096) */
+ * type TYPE:D0xD1xD2 (q8_0:8x4096x4096); a two-dimensional shape (a matvec's rows x k) also as
+ * D0xD1 */
 static int shape_wanted(const char *list, const hk_case_shape *shape)
 {
     char dims[64], typed[96];
-    snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
-    snprintf(typed, sizeof typed, "%s:%s", hk_type_name(shape->type), dims);
-    return list_has(list, dims) || list_has(list, typed);
+    for (int two = 0; two < 2; two++) {
+        if (two && shape->d[2] != 0)
+            break;
+        if (two)
+            snprintf(dims, sizeof dims, "%ux%u", shape->d[0], shape->d[1]);
+        else
+            snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
+        snprintf(typed, sizeof typed, "%s:%s", hk_type_name(shape->type), dims);
+        if (list_has(list, dims) || list_has(list, typed))
+            return 1;
+    }
+    return 0;
 }
 
 static int bench_only_valid(const char *tool, const char *only)
@@ -178,7 +188,8 @@ void bench_options_help(FILE *f)
                "  --csv FILE       also write the rows as CSV\n"
                "  --only NAMES     only these kernels, comma-separated (a name that is none lists them)\n"
                "  --shapes DIMS    only the shapes of these dimensions, comma-separated D0xD1xD2 (8x4096x4096),\n"
-               "                   each optionally of one type (q8_0:8x4096x4096)\n"
+               "                   or D0xD1 for a matvec's rows x k (4096x4096), each optionally of one type\n"
+               "                   (q8_0:8x4096x4096)\n"
                "  --help           this text\n");
 }
 
