@@ -26,6 +26,17 @@ if printf '%s\n' "$out" | grep -q "quantize_q8_1     2048 "; then
 else
     echo "PASS hk-bench --shapes 16384x0x0 times that shape alone"
 fi
+# a matvec's shape by its two dimensions (rows x k), with and without its type
+out=$("$bench" --quick --only matvec_int8 --shapes q4_k:2048x2048 2>&1)
+if printf '%s\n' "$out" | grep -q "matvec_int8       q4_k 2048x2048 " &&
+    ! printf '%s\n' "$out" | grep -q -e "q6_k 2048x2048 " -e "q4_k 512x6144 "; then
+    echo "PASS hk-bench --shapes q4_k:2048x2048 times that matvec shape alone"
+else
+    echo "FAIL hk-bench --shapes q4_k:2048x2048:"
+    printf '%s\n' "$out" | tail -n 5
+    fail=1
+fi
+expect 0 "OK: 0 row(s) failed" "$check" --quick --only matvec_int8 --shapes 512x6144
 expect 1 "no shape of the chosen kernels has these dimensions" "$bench" --quick --only quantize_q8_1 --shapes 1x2x3
 expect 1 "no shape of the chosen kernels has these dimensions" "$check" --quick --only quantize_q8_1 --shapes 1x2x3
 expect 0 "OK: 0 row(s) failed" "$check" --quick --only quantize_q8_1 --shapes 2048x0x0,16384x0x0
