@@ -137,24 +137,25 @@ static int list_has(const char *list, const char *item)
 
 int wanted(const bench *b, const char *name) { return list_has(b->only, name); }
 
+/* whether the --shapes list holds dims, bare or after the type (q8_0:8x4096x4096) */
+static int dims_wanted(const char *list, hk_type type, const char *dims)
+{
+    char typed[96];
+    snprintf(typed, sizeof typed, "%s:%s", hk_type_name(type), dims);
+    return list_has(list, dims) || list_has(list, typed);
+}
+
 /* --shapes: whether shape's first three dimensions are one of the list's D0xD1xD2, or with its
  * type TYPE:D0xD1xD2 (q8_0:8x4096x4096); a two-dimensional shape (a matvec's rows x k) also as
  * D0xD1 */
 static int shape_wanted(const char *list, const hk_case_shape *shape)
 {
-    char dims[64], typed[96];
-    for (int two = 0; two < 2; two++) {
-        if (two && shape->d[2] != 0)
-            break;
-        if (two)
-            snprintf(dims, sizeof dims, "%ux%u", shape->d[0], shape->d[1]);
-        else
-            snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
-        snprintf(typed, sizeof typed, "%s:%s", hk_type_name(shape->type), dims);
-        if (list_has(list, dims) || list_has(list, typed))
-            return 1;
-    }
-    return 0;
+    char dims[64];
+    snprintf(dims, sizeof dims, "%ux%ux%u", shape->d[0], shape->d[1], shape->d[2]);
+    if (dims_wanted(list, shape->type, dims))
+        return 1;
+    snprintf(dims, sizeof dims, "%ux%u", shape->d[0], shape->d[1]);
+    return shape->d[2] == 0 && dims_wanted(list, shape->type, dims);
 }
 
 static int bench_only_valid(const char *tool, const char *only)
