@@ -323,7 +323,11 @@ HK_API void hk_borrowed_device_init_sized(hk_borrowed_device *b, size_t b_size);
 HK_API hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, hk_context **out_context);
 
 /* Waits for the device to go idle (owned devices) and frees everything the context created.
- * Buffers and streams of the context must be destroyed first. NULL is ignored. */
+ * Buffers and streams should be destroyed first: any still alive are destroyed here (streams,
+ * then buffers; a wrapped VkBuffer or command buffer stays the engine's), their handles become
+ * invalid (neither used nor destroyed again), and where validation is active each is reported as
+ * an error message by kind ("an hk_buffer of N bytes ... is still alive"). No submitted work may
+ * still use them. NULL is ignored. */
 HK_API void hk_context_destroy(hk_context *context);
 
 /* The Vulkan objects behind a context (owned or borrowed), for an engine that records its own work

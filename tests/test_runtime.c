@@ -1191,6 +1191,57 @@ static void test_validation_callback(void)
     hk_context_destroy(c);
 }
 
+/* Buffers and streams left alive at hk_context_destroy: freed with the context (no leak, no
+ * layer message about objects outliving the device), each named to the callback by kind. Without
+ * validation the same happens silently (ASan's leak check covers it). */
+static void test_destroy_with_live_objects(void)
+{
+    for (int validate = 1; validate >= 0; validate--) {
+        routed r = {0};
+        hk_context_desc desc;
+        hk_context_desc_init(&desc);
+        desc.enable_validation = validate;
+        desc.disable_pipeline_cache = 1;
+        desc.validation_callback = route_message;
+        desc.validation_user = &r;
+        hk_context *c = NULL;
+        if (hk_context_create(&desc, &c) != HK_OK) {
+            hk_check(0, "destroy with live objects: context", "%s", hk_last_error());
+            return;
+        }
+        int active = hk_context_validation_active(c);
+        VkDevice device;
+        hk_context_vulkan(c, NULL, NULL, &device, NULL, NULL);
+        PFN_vkCreateBuffer create_buffer = (PFN_vkCreateBuffer)vkGetDeviceProcAddr(device, "vkCreateBuffer");
+        PFN_vkDestroyBuffer destroy_buffer = (PFN_vkDestroyBuffer)vkGetDeviceProcAddr(device, "vkDestroyBuffer");
+        VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 256,
+                                 .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+        VkBuffer raw;
+        create_buffer(device, &bi, NULL, &raw);
+        hk_buffer *created = hk_test_buffer(c, 4096, NULL), *wrapped = NULL, *freed = hk_test_buffer(c, 64, NULL);
+        hk_buffer_wrap(c, raw, 256, &wrapped);
+        hk_stream *s = NULL, *prepare = NULL;
+        hk_stream_create(c, 0, &s);
+        hk_stream_create_prepare(c, &prepare);
+        /* recorded, never submitted: the stream's descriptors and command buffer go with it */
+        hk_rmsnorm(c, s, (hk_view){created, 0}, (hk_view){created, 1024}, (hk_view){created, 2048}, 1, 64, 1e-5f);
+        hk_buffer_destroy(freed); /* destroyed by the caller: not reported */
+        destroy_buffer(device, raw, NULL); /* the engine's VkBuffer, gone before its wrapper */
+        hk_context_destroy(c);
+        if (!validate) {
+            hk_check(r.count == 0, "destroy with live objects, no validation: nothing reported", "%u messages",
+                     (unsigned)r.count);
+        } else if (!active) {
+            printf("validation layer not installed: leaked objects are not reported\n");
+        } else {
+            hk_check(r.count == 4 && r.errors == 4 && strstr(r.first, "hk_context_destroy: an hk_stream") &&
+                         !strstr(r.first, "VUID"),
+                     "destroy with live objects: 2 streams and 2 buffers reported by kind, no layer message",
+                     "%u messages (%u errors), the first: %.100s", (unsigned)r.count, (unsigned)r.errors, r.first);
+        }
+    }
+}
+
 /* ---- recorded uploads and downloads on an owned stream ---- */
 
 static void test_stream_transfers(void)
@@ -1513,6 +1564,7 @@ int main(void)
     test_features_enable();
     test_validation_catches();
     test_validation_callback();
+    test_destroy_with_live_objects();
     test_caps();
     test_buffers();
     test_stream_transfers();

@@ -99,6 +99,7 @@ hk_status hk_buffer_create(hk_context *context, uint64_t size, hk_buffer **out_b
     }
     buffer->context = context;
     buffer->size = size;
+    hk__object_track(context, &buffer->object, HK_OBJECT_BUFFER);
     *out_buffer = buffer;
     return HK_OK;
 }
@@ -119,6 +120,7 @@ hk_status hk_buffer_wrap(hk_context *context, VkBuffer vk_buffer, uint64_t size,
     buffer->context = context;
     buffer->buffer = vk_buffer;
     buffer->size = size;
+    hk__object_track(context, &buffer->object, HK_OBJECT_BUFFER);
     *out_buffer = buffer;
     return HK_OK;
 }
@@ -127,6 +129,7 @@ void hk_buffer_destroy(hk_buffer *buffer)
 {
     if (!buffer)
         return;
+    hk__object_untrack(buffer->context, &buffer->object);
     if (buffer->memory) {
         const struct VolkDeviceTable *vk = &buffer->context->vk;
         vk->vkDestroyBuffer(buffer->context->device, buffer->buffer, NULL);

@@ -90,19 +90,25 @@ static int has_layer(const char *name)
     return found;
 }
 
+/* A validation message, the layer's or the library's own: counted, then to the callback or stderr. */
+static void report(hk_context *context, int severity, const char *message)
+{
+    context->validation_messages++; /* atomic: several threads may record at once */
+    if (context->validation_callback)
+        context->validation_callback(context->validation_user, severity, message);
+    else
+        fprintf(stderr, "hkernel: validation %s: %s\n", severity == HK_MESSAGE_ERROR ? "error" : "warning", message);
+}
+
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                     VkDebugUtilsMessageTypeFlagsEXT types,
                                                     const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
 {
     (void)types;
     hk_context *context = user;
-    context->validation_messages++; /* atomic: several threads may record at once */
     int error = !!(severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT);
-    const char *message = data && data->pMessage ? data->pMessage : "(no message)";
-    if (context->validation_callback)
-        context->validation_callback(context->validation_user, error ? HK_MESSAGE_ERROR : HK_MESSAGE_WARNING, message);
-    else
-        fprintf(stderr, "hkernel: validation %s: %s\n", error ? "error" : "warning", message);
+    report(context, error ? HK_MESSAGE_ERROR : HK_MESSAGE_WARNING,
+           data && data->pMessage ? data->pMessage : "(no message)");
     return VK_FALSE;
 }
 
@@ -597,6 +603,8 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
     hk__mutex_init(&context->pipeline_lock);
     hk__mutex_init(&context->queue_lock);
     hk__mutex_init(&context->immediate_lock);
+    hk__mutex_init(&context->objects_lock);
+    context->live.prev = context->live.next = &context->live;
     context->locks_ready = 1;
     hk_status st = hk__pipeline_cache_open(context, cache_dir, cache_disabled);
     if (st != HK_OK)
@@ -831,6 +839,64 @@ hk_status hk_context_create_borrowed(const hk_borrowed_device *borrowed, hk_cont
     return HK_OK;
 }
 
+void hk__object_track(hk_context *context, hk_object *object, hk_object_kind kind)
+{
+    hk__mutex_lock(&context->objects_lock);
+    object->kind = kind;
+    object->prev = &context->live;
+    object->next = context->live.next;
+    object->next->prev = object;
+    context->live.next = object;
+    hk__mutex_unlock(&context->objects_lock);
+}
+
+void hk__object_untrack(hk_context *context, hk_object *object)
+{
+    if (!object->next)
+        return;
+    hk__mutex_lock(&context->objects_lock);
+    object->prev->next = object->next;
+    object->next->prev = object->prev;
+    object->prev = object->next = NULL;
+    hk__mutex_unlock(&context->objects_lock);
+}
+
+/* Frees the buffers and streams the caller left alive, streams first (their staging and
+ * descriptors), naming each where validation is on: the Vulkan objects behind them must go
+ * before the device does. */
+static void destroy_live_objects(hk_context *context)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        hk_object_kind kind = pass == 0 ? HK_OBJECT_STREAM : HK_OBJECT_BUFFER;
+        hk_object *o = context->live.next;
+        while (o != &context->live) {
+            hk_object *next = o->next;
+            if (o->kind != kind) {
+                o = next;
+                continue;
+            }
+            if (context->validation_active) {
+                char message[160];
+                if (kind == HK_OBJECT_STREAM) {
+                    snprintf(message, sizeof message, "hk_context_destroy: an hk_stream is still alive; "
+                             "destroyed with the context");
+                } else {
+                    const hk_buffer *b = (const hk_buffer *)o;
+                    snprintf(message, sizeof message, "hk_context_destroy: an hk_buffer of %llu bytes (%s) is still "
+                             "alive; destroyed with the context", (unsigned long long)b->size,
+                             b->memory ? "created" : "wrapped");
+                }
+                report(context, HK_MESSAGE_ERROR, message);
+            }
+            if (kind == HK_OBJECT_STREAM)
+                hk_stream_destroy((hk_stream *)o);
+            else
+                hk_buffer_destroy((hk_buffer *)o);
+            o = next;
+        }
+    }
+}
+
 void hk_context_destroy(hk_context *context)
 {
     if (!context)
@@ -839,6 +905,8 @@ void hk_context_destroy(hk_context *context)
         hk_stream_destroy(context->immediate);
         if (context->vk.vkDeviceWaitIdle && context->owns_device)
             context->vk.vkDeviceWaitIdle(context->device); /* VK_ERROR_DEVICE_LOST here changes nothing */
+        if (context->locks_ready)
+            destroy_live_objects(context);
         hk__pipeline_cache_close(context);
         hk__tune_close(context);
         hk__pipelines_destroy(context);
@@ -854,6 +922,7 @@ void hk_context_destroy(hk_context *context)
         hk__mutex_destroy(&context->pipeline_lock);
         hk__mutex_destroy(&context->queue_lock);
         hk__mutex_destroy(&context->immediate_lock);
+        hk__mutex_destroy(&context->objects_lock);
     }
     free(context);
 }

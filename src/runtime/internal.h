@@ -70,8 +70,17 @@ typedef struct hk_pipeline_entry {
  *  - queue_lock: every vkQueueSubmit / vkQueueWaitIdle on `queue`;
  *  - immediate_lock: the immediate stream (NULL-stream calls, hk_buffer_upload/download/fill),
  *    held from recording to the end of its submit;
+ *  - objects_lock: the list of live buffers and streams (live);
  *  - validation_messages, device_lost: atomics.
  * Everything else is written at creation and only read afterwards. */
+/* A buffer or stream the caller created: on its context's list of live objects (objects_lock), so
+ * that hk_context_destroy can name and free what the caller left alive. First member of both. */
+typedef enum hk_object_kind { HK_OBJECT_BUFFER, HK_OBJECT_STREAM } hk_object_kind;
+typedef struct hk_object {
+    struct hk_object *prev, *next; /* NULL: not on the list (the context's own streams) */
+    hk_object_kind kind;
+} hk_object;
+
 struct hk_context {
     VkInstance instance;
     VkPhysicalDevice physical_device;
@@ -95,8 +104,9 @@ struct hk_context {
     void *validation_user;
     _Atomic int device_lost;
 
-    hk_mutex pipeline_lock, queue_lock, immediate_lock;
+    hk_mutex pipeline_lock, queue_lock, immediate_lock, objects_lock;
     int locks_ready;
+    hk_object live; /* the list's head: live.next is the newest object */
 
     VkPipelineCache pipeline_cache;
     int pipeline_stats;        /* HK_PIPELINE_STATS=1 (owned devices): print each pipeline's statistics */
@@ -114,11 +124,16 @@ struct hk_context {
 };
 
 struct hk_buffer {
+    hk_object object;
     hk_context *context;
     VkBuffer buffer;
     VkDeviceMemory memory; /* VK_NULL_HANDLE for wrapped buffers */
     uint64_t size;
 };
+
+/* Puts a caller's buffer or stream on its context's list of live objects, or takes it off. */
+void hk__object_track(hk_context *context, hk_object *object, hk_object_kind kind);
+void hk__object_untrack(hk_context *context, hk_object *object);
 
 /* ---- cache directories (pipeline.c; the pipeline cache and the tuner's winners) ---- */
 /* The directory a cache lives in (malloc'ed): dir if set, else the environment variable env_var,
@@ -183,6 +198,9 @@ typedef struct hk_binding {
  * bindings). */
 hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char *fn, const char *const *names,
                              const hk_binding *bindings, uint32_t count);
+/* An optional view: {NULL, 0} is absent (*present = 0); a NULL buffer with an offset is refused,
+ * since it is neither a view nor the absent one. */
+hk_status hk__optional_view(const char *fn, const char *name, hk_view view, int *present);
 
 /* The widest loads a view's offset allows, as shaders/gemm_q4k.glsl's hk_w_ld16 counts them (its
  * wload): 2 one 16-byte load, 1 32-bit words, 0 16-bit words. The descriptor base is aligned to a

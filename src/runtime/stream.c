@@ -37,6 +37,7 @@ typedef struct pending_download {
 } pending_download;
 
 struct hk_stream {
+    hk_object object;
     hk_context *context;
     VkCommandPool pool; /* owned streams: a pool of their own, so streams record in parallel */
     VkCommandBuffer cmd;
@@ -105,6 +106,15 @@ hk_status hk__check_bindings(hk_context *context, hk_stream *stream, const char 
                 return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "output %s overlaps %s", names[i], names[j]);
         }
     }
+    return HK_OK;
+}
+
+hk_status hk__optional_view(const char *fn, const char *name, hk_view view, int *present)
+{
+    *present = view.buffer != NULL;
+    if (!view.buffer && view.offset)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s.buffer is NULL but its offset is %llu: pass {NULL, 0} for "
+                        "no %s", name, (unsigned long long)view.offset, name);
     return HK_OK;
 }
 
@@ -180,6 +190,14 @@ hk_status hk__stream_create_prepare(hk_context *context, hk_stream **out)
     return HK_OK;
 }
 
+/* A stream the caller holds: on the context's list of live objects. */
+static hk_status tracked(hk_context *context, hk_status st, hk_stream **out_stream)
+{
+    if (st == HK_OK)
+        hk__object_track(context, &(*out_stream)->object, HK_OBJECT_STREAM);
+    return st;
+}
+
 hk_status hk_stream_create_prepare(hk_context *context, hk_stream **out_stream)
 {
     static const char fn[] = "hk_stream_create_prepare";
@@ -189,7 +207,7 @@ hk_status hk_stream_create_prepare(hk_context *context, hk_stream **out_stream)
     if (!context)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
     hk_status st = hk__check_alive(context, fn);
-    return st != HK_OK ? st : hk__stream_create_prepare(context, out_stream);
+    return st != HK_OK ? st : tracked(context, hk__stream_create_prepare(context, out_stream), out_stream);
 }
 
 static hk_status check_timestamps(hk_context *context, const char *fn, uint32_t max_timestamps)
@@ -213,7 +231,9 @@ hk_status hk_stream_create(hk_context *context, uint32_t max_timestamps, hk_stre
     hk_status st = hk__check_alive(context, fn);
     if (st == HK_OK)
         st = check_timestamps(context, fn, max_timestamps);
-    return st != HK_OK ? st : hk__stream_create(context, max_timestamps, VK_NULL_HANDLE, out_stream);
+    return st != HK_OK ? st
+                       : tracked(context, hk__stream_create(context, max_timestamps, VK_NULL_HANDLE, out_stream),
+                                 out_stream);
 }
 
 hk_status hk_stream_wrap_timed(hk_context *context, VkCommandBuffer command_buffer, uint32_t max_timestamps,
@@ -228,7 +248,9 @@ hk_status hk_stream_wrap_timed(hk_context *context, VkCommandBuffer command_buff
     hk_status st = hk__check_alive(context, fn);
     if (st == HK_OK)
         st = check_timestamps(context, fn, max_timestamps);
-    return st != HK_OK ? st : hk__stream_create(context, max_timestamps, command_buffer, out_stream);
+    return st != HK_OK ? st
+                       : tracked(context, hk__stream_create(context, max_timestamps, command_buffer, out_stream),
+                                 out_stream);
 }
 
 hk_status hk_stream_wrap(hk_context *context, VkCommandBuffer command_buffer, hk_stream **out_stream)
@@ -272,6 +294,7 @@ void hk_stream_destroy(hk_stream *s)
         return;
     hk_context *context = s->context;
     const struct VolkDeviceTable *vk = &context->vk;
+    hk__object_untrack(context, &s->object);
     if (!s->wrapped && !s->prepare_only) {
         if (s->recording) /* recorded but never submitted: nothing is in flight */
             vk->vkEndCommandBuffer(s->cmd);
