@@ -432,7 +432,8 @@ HK_API hk_status hk_enumerate_devices(char (*names)[256], VkPhysicalDeviceType *
 
 typedef struct hk_buffer hk_buffer;
 
-/* A tensor's place: a buffer and a byte offset into it. */
+/* A tensor's place: a buffer and a byte offset into it. Where a view is optional, {NULL, 0} means
+ * none; a NULL buffer with any other offset is refused (HK_ERROR_INVALID_ARGUMENT). */
 typedef struct hk_view {
     hk_buffer *buffer;
     uint64_t offset;
@@ -1012,7 +1013,9 @@ typedef struct hk_mmq_id_shape {
  * Q8_1 blocks; offsets u32 [n_experts + 1], slots u32 [n_slots]; out f32 [n_slots, n]. Rows of
  * slots listed for no expert (dropped ids) are not written. Whatever offsets and slots hold,
  * nothing is read or written out of bounds: offsets are clamped into 0..n_slots, slot values
- * >= n_slots are skipped (a slot listed twice is written twice). n_experts >= 1, n_slots >= 1. */
+ * >= n_slots are skipped. A slot listed twice (by one expert or by two; hk_moe_expert_rows never
+ * does this) gets an undefined row, any mix of the products written to it, and nothing outside
+ * that row changes. n_experts >= 1, n_slots >= 1. */
 HK_API hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                            hk_view offsets, hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
 /* hk_mmq_id for Q4_K experts (gate/up projections) and for Q6_K experts (down projections). */

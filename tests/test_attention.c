@@ -281,6 +281,11 @@ static void test_errors(void)
                 "seq_k_counter.offset=2 is not a multiple of 4");
     SDPA_EXPECT("sdpa: counter past its buffer", (void)0, ws, ((hk_view){counter.buffer, 4}),
                 HK_ERROR_INVALID_ARGUMENT, "seq_k_counter needs 4 bytes at offset 4");
+    /* {NULL, 0} is the only way to say "none": a NULL buffer with an offset is refused */
+    SDPA_EXPECT("sdpa: counter NULL with an offset", (void)0, ws, ((hk_view){NULL, 4}), HK_ERROR_INVALID_ARGUMENT,
+                "seq_k_counter.buffer is NULL but its offset is 4");
+    SDPA_EXPECT("sdpa: workspace NULL with an offset", (void)0, ((hk_view){NULL, 8}), none, HK_ERROR_INVALID_ARGUMENT,
+                "workspace.buffer is NULL but its offset is 8");
     expect("sdpa: desc NULL", hk_sdpa_blk(ctx, NULL, NULL, qv, kv, vv, ov, ws, none), HK_ERROR_INVALID_ARGUMENT,
            "desc is NULL");
     expect("sdpa: context NULL", hk_sdpa_blk(NULL, NULL, &good, qv, kv, vv, ov, ws, none), HK_ERROR_INVALID_ARGUMENT,
@@ -328,6 +333,8 @@ static void test_errors(void)
                 (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_UNSUPPORTED, "not a KV-cache type");
     ROPE_EXPECT("rope: positions NULL", (void)0, (ctx, NULL, &r, rq, rk, rv, none, rff, ov, kv, vv),
                 HK_ERROR_INVALID_ARGUMENT, "positions.buffer is NULL");
+    ROPE_EXPECT("rope: factors NULL with an offset", (void)0,
+                (ctx, NULL, &r, rq, rk, rv, rpos, ((hk_view){NULL, 16}), ov, kv, vv), HK_ERROR_INVALID_ARGUMENT, "freq_factors.buffer is NULL but its offset is 16");
     ROPE_EXPECT("rope: factors misaligned", (void)0, (ctx, NULL, &r, rq, rk, rv, rpos, ((hk_view){in, 3202}), ov, kv, vv),
                 HK_ERROR_INVALID_ARGUMENT, "freq_factors.offset=3202 is not a multiple of 4");
     ROPE_EXPECT("rope: q_out overlaps q", (void)0,

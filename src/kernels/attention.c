@@ -131,9 +131,14 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
 {
     static const char fn[] = "hk_sdpa_blk";
     static const char *const names[SDPA_BINDINGS] = {"q", "k_cache", "v_cache", "out", "workspace", "seq_k_counter"};
-    hk_sdpa_call call = {.desc = desc, .has_counter = seq_k_counter.buffer != NULL};
+    hk_sdpa_call call = {.desc = desc};
+    int has_workspace;
     uint64_t k_bytes, v_bytes;
-    hk_status st = check_desc(fn, context, desc, call.has_counter, &k_bytes, &v_bytes);
+    hk_status st = hk__optional_view(fn, "seq_k_counter", seq_k_counter, &call.has_counter);
+    if (st == HK_OK)
+        st = hk__optional_view(fn, "workspace", workspace, &has_workspace);
+    if (st == HK_OK)
+        st = check_desc(fn, context, desc, call.has_counter, &k_bytes, &v_bytes);
     if (st != HK_OK)
         return st;
     int flash = use_flash(context, desc);
@@ -142,7 +147,7 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
         ws = hk__sdpa_flash_workspace(context, desc);
     else if ((st = hk__sdpa_decode_workspace(context, fn, desc, &ws)) != HK_OK)
         return st;
-    if (ws && !workspace.buffer)
+    if (ws && !has_workspace)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "workspace is NULL but this shape needs %llu bytes "
                         "(hk_sdpa_workspace_bytes)", (unsigned long long)ws);
     uint64_t qo_bytes = (uint64_t)desc->n_q * desc->n_heads * desc->head_dim * 4;

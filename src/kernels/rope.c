@@ -57,7 +57,10 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     if (q_values > UINT32_MAX || kv_values > UINT32_MAX)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens x heads x head_dim exceeds 2^32 values");
     uint32_t align = hk_type_alignment(d->kv.type);
-    int factors = freq_factors.buffer != NULL;
+    int factors;
+    st = hk__optional_view(fn, "freq_factors", freq_factors, &factors);
+    if (st != HK_OK)
+        return st;
     hk_view none = {q.buffer, q.offset};
     hk_binding b[ROPE_BINDINGS] = {
         [ROPE_Q] = {q, q_values * 4, 4, 0, 0},
