@@ -41,7 +41,8 @@ static void tune_usage(FILE *f)
                "                                                         (default f16:h32/kv8/d128/q512/cap4096/causal)\n"
                "  KERNEL moe_matvec_int8 SHAPE TYPE:eE/nN/kK/sSLOTS[/per-slot]\n"
                "                                                         (default q4_k:e128/n768/k2048/s8)\n"
-               "  TYPE: q8_0, q4_k, q6_k for weights; f32, f16, q8_0 for KV caches. mmq_id: TOKENS x topK slots,\n"
+               "  TYPE: q8_0, q4_k, q6_k for weights; f32, f16, q8_0 for KV caches. Every number: decimal digits,\n"
+               "  1 to 4294967295 (the tuner then checks the kernel's limits). mmq_id: TOKENS x topK slots,\n"
                "  x per token (per-slot: x per slot, the down projection). flash_prefill: seq_k = capacity.\n"
                "  moe_matvec_int8: SLOTS routed slots (one token's top-k), one x for all (per-slot: x per slot).\n"
                "  The winner serves the shape's class (hk-check prints it): m, slots, queries and capacities\n"
@@ -64,6 +65,100 @@ static int parse_type(const char *s, size_t n, hk_type *out)
             return 1;
         }
     return 0;
+}
+
+/* Reads a shape's dimensions (text, after "TYPE:") by a pattern: its literal characters match
+ * themselves and each {NAME} a decimal number from 1 to UINT32_MAX, stored in the next of out;
+ * then the text ends or holds option (NULL: none), which sets *has_option. Every number is read
+ * whole and checked, so none wraps into another. 0 after a message naming the field and text. */
+static int read_dims(const char *shape, const char *text, const char *pattern, uint32_t *const *out,
+                     const char *option, int *has_option)
+{
+    const char *field = "the type";
+    int n_field = (int)strlen(field);
+    for (const char *p = pattern; *p;) {
+        if (*p != '{') {
+            size_t lit = strcspn(p, "{");
+            if (strncmp(text, p, lit)) {
+                fprintf(stderr, "hk-check tune: shape \"%s\": expected \"%.*s\" after %.*s, not \"%s\"\n", shape,
+                        (int)lit, p, n_field, field, text);
+                return 0;
+            }
+            text += lit;
+            p += lit;
+            continue;
+        }
+        field = p + 1;
+        n_field = (int)strcspn(field, "}");
+        p = field + n_field + 1;
+        uint64_t v;
+        const char *end;
+        if (!option_number(text, UINT32_MAX, &v, &end) || v == 0) {
+            /* the bad text: the digits, else what stands before the pattern's next character */
+            size_t bad = strspn(text, "0123456789");
+            if (!bad)
+                bad = *p ? strcspn(text, (const char[]){*p, 0}) : strlen(text);
+            fprintf(stderr, "hk-check tune: shape \"%s\": %.*s \"%.*s\" is not a number from 1 to %u\n", shape,
+                    n_field, field, (int)bad, text, UINT32_MAX);
+            return 0;
+        }
+        **out++ = (uint32_t)v;
+        text = end;
+    }
+    if (option && !strcmp(text, option))
+        *has_option = 1;
+    else if (*text) {
+        fprintf(stderr, "hk-check tune: shape \"%s\": unexpected \"%s\" after %.*s (%s%s%s)\n", shape, text,
+                n_field, field, option ? "only \"" : "the shape ends there", option ? option : "",
+                option ? "\" may follow" : "");
+        return 0;
+    }
+    return 1;
+}
+
+/* Reads SHAPE (TYPE:dimensions in the kernel's format, tune_usage) into d. 0 after a message. */
+static int read_shape(const char *shape, hk_tune_desc *d)
+{
+    const char *colon = strchr(shape, ':');
+    hk_type type = HK_TYPE_F32;
+    if (!colon || !parse_type(shape, (size_t)(colon - shape), &type)) {
+        fprintf(stderr, "hk-check tune: shape \"%s\" does not start with a type and ':' (q8_0, q4_k, q6_k, f32, f16)\n",
+                shape);
+        return 0;
+    }
+    d->wtype = d->kv_type = type;
+    const char *rest = colon + 1;
+    int per_slot = 0;
+    uint32_t tokens = 0;
+    switch (d->kernel) {
+    case HK_TUNE_MATVEC_INT8: return read_dims(shape, rest, "{rows}x{k}", (uint32_t *[]){&d->rows, &d->k}, NULL, NULL);
+    case HK_TUNE_MATVEC_TOKENS:
+        return read_dims(shape, rest, "{rows}x{k}x{tokens}", (uint32_t *[]){&d->rows, &d->k, &d->tokens}, NULL, NULL);
+    case HK_TUNE_SDPA_DECODE:
+        return read_dims(shape, rest, "h{heads}/kv{kv_heads}/d{head_dim}/cap{capacity}",
+                         (uint32_t *[]){&d->n_heads, &d->n_kv_heads, &d->head_dim, &d->capacity}, NULL, NULL);
+    case HK_TUNE_GEMM_F16:
+    case HK_TUNE_MMQ: return read_dims(shape, rest, "{m}x{n}x{k}", (uint32_t *[]){&d->m, &d->n, &d->k}, NULL, NULL);
+    case HK_TUNE_MMQ_ID:
+        if (!read_dims(shape, rest, "e{experts}/n{n}/k{k}/t{tokens}/top{top_k}",
+                       (uint32_t *[]){&d->n_experts, &d->n, &d->k, &tokens, &d->top_k}, "/per-slot", &per_slot))
+            return 0;
+        if ((uint64_t)tokens * d->top_k > UINT32_MAX) {
+            fprintf(stderr, "hk-check tune: shape \"%s\": tokens x top_k = %llu slots, more than %u\n", shape,
+                    (unsigned long long)tokens * d->top_k, UINT32_MAX);
+            return 0;
+        }
+        d->m = tokens * d->top_k;
+        d->slots_per_x_row = per_slot ? 1 : d->top_k;
+        return 1;
+    case HK_TUNE_MOE_MATVEC_INT8:
+        return read_dims(shape, rest, "e{experts}/n{n}/k{k}/s{slots}",
+                         (uint32_t *[]){&d->n_experts, &d->n, &d->k, &d->m}, "/per-slot", &d->x_per_slot);
+    default:
+        return read_dims(shape, rest, "h{heads}/kv{kv_heads}/d{head_dim}/q{queries}/cap{capacity}",
+                         (uint32_t *[]){&d->n_heads, &d->n_kv_heads, &d->head_dim, &d->n_q, &d->capacity}, "/causal",
+                         &d->causal);
+    }
 }
 
 static int tune_main(int argc, char **argv)
@@ -107,27 +202,23 @@ static int tune_main(int argc, char **argv)
         if (!strcmp(argv[i], "--force"))
             d.force = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[i + 1], &end, 10);
-            if (*argv[i + 1] && !*end && v >= 0 && v <= 1000000)
-                cdesc.device_index = (int)v;
-            else
-                cdesc.device_name = argv[i + 1];
-            i++;
-        }
-        else if (!strcmp(argv[i], "--quiet"))
+            if (!device_option("hk-check tune: ", argv[++i], &cdesc.device_index, &cdesc.device_name))
+                return 2;
+        } else if (!strcmp(argv[i], "--quiet"))
             d.verbose = 0;
         else if ((!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--budget")) && i + 1 < argc) {
-            char *end;
-            unsigned long long v = strtoull(argv[i + 1], &end, 10);
-            if (*end || end == argv[i + 1] || (argv[i][2] == 'b' && (v == 0 || v > 100000))) {
-                fprintf(stderr, "hk-check tune: %s \"%s\" is not a number in range\n", argv[i], argv[i + 1]);
+            int budget = argv[i][2] == 'b';
+            uint64_t v;
+            const char *end;
+            if (!option_number(argv[i + 1], budget ? 100000 : UINT64_MAX, &v, &end) || *end || (budget && !v)) {
+                fprintf(stderr, "hk-check tune: %s \"%s\" is not a number from %d to %s\n", argv[i], argv[i + 1],
+                        budget, budget ? "100000" : "2^64 - 1");
                 return 2;
             }
-            if (argv[i][2] == 's')
-                d.seed = v;
-            else
+            if (budget)
                 d.max_measured = (uint32_t)v;
+            else
+                d.seed = v;
             i++;
         } else if (argv[i][0] != '-' && i == 3)
             shape = argv[i];
@@ -137,41 +228,8 @@ static int tune_main(int argc, char **argv)
             return 2;
         }
     }
-    const char *colon = strchr(shape, ':');
-    hk_type type = HK_TYPE_F32;
-    char tail;
-    int ok = colon && parse_type(shape, (size_t)(colon - shape), &type);
-    const char *rest = ok ? colon + 1 : "";
-    int used = 0;
-    d.wtype = d.kv_type = type;
-    if (!ok) {
-    } else if (d.kernel == HK_TUNE_MATVEC_INT8) {
-        ok = sscanf(rest, "%ux%u%c", &d.rows, &d.k, &tail) == 2;
-    } else if (d.kernel == HK_TUNE_MATVEC_TOKENS) {
-        ok = sscanf(rest, "%ux%ux%u%c", &d.rows, &d.k, &d.tokens, &tail) == 3;
-    } else if (d.kernel == HK_TUNE_SDPA_DECODE) {
-        ok = sscanf(rest, "h%u/kv%u/d%u/cap%u%c", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.capacity, &tail) == 4;
-    } else if (d.kernel == HK_TUNE_GEMM_F16 || d.kernel == HK_TUNE_MMQ) {
-        ok = sscanf(rest, "%ux%ux%u%c", &d.m, &d.n, &d.k, &tail) == 3;
-    } else if (d.kernel == HK_TUNE_MMQ_ID) {
-        uint32_t tokens = 0;
-        ok = sscanf(rest, "e%u/n%u/k%u/t%u/top%u%n", &d.n_experts, &d.n, &d.k, &tokens, &d.top_k, &used) == 5 &&
-             (!rest[used] || !strcmp(rest + used, "/per-slot"));
-        d.m = tokens * d.top_k;
-        d.slots_per_x_row = rest[used] ? 1 : d.top_k;
-    } else if (d.kernel == HK_TUNE_MOE_MATVEC_INT8) {
-        ok = sscanf(rest, "e%u/n%u/k%u/s%u%n", &d.n_experts, &d.n, &d.k, &d.m, &used) == 4 &&
-             (!rest[used] || !strcmp(rest + used, "/per-slot"));
-        d.x_per_slot = rest[used] != 0;
-    } else {
-        ok = sscanf(rest, "h%u/kv%u/d%u/q%u/cap%u%n", &d.n_heads, &d.n_kv_heads, &d.head_dim, &d.n_q, &d.capacity,
-                    &used) == 5 &&
-             (!rest[used] || !strcmp(rest + used, "/causal"));
-        d.causal = rest[used] != 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "hk-check tune: shape \"%s\" is not in the kernel's format\n", shape);
-        tune_usage(stderr);
+    if (!read_shape(shape, &d)) {
+        fprintf(stderr, "(hk-check tune --help lists each kernel's shape)\n");
         return 2;
     }
     hk_context *ctx = NULL;

@@ -181,6 +181,38 @@ static int bench_only_valid(const char *tool, const char *only)
 
 bench_options bench_options_default(void) { return (bench_options){-1, NULL, -1, NULL, NULL, NULL}; }
 
+int option_number(const char *s, uint64_t max, uint64_t *out, const char **end)
+{
+    uint64_t v = 0;
+    size_t n = 0;
+    for (; s[n] >= '0' && s[n] <= '9'; n++) {
+        unsigned digit = (unsigned)(s[n] - '0');
+        if (v > (max - digit) / 10)
+            return 0;
+        v = v * 10 + digit;
+    }
+    *out = v;
+    *end = s + n;
+    return n > 0;
+}
+
+int device_option(const char *prefix, const char *value, int *index, const char **name)
+{
+    uint64_t v;
+    const char *end;
+    if (*value && value[strspn(value, "0123456789")] == 0) {
+        /* all digits: an index, never a name, so that a number past the range is not taken as one */
+        if (!option_number(value, 1000000, &v, &end)) {
+            fprintf(stderr, "%s--device \"%s\": a device index is 0 to 1000000\n", prefix, value);
+            return 0;
+        }
+        *index = (int)v;
+    } else {
+        *name = value;
+    }
+    return 1;
+}
+
 void bench_options_help(FILE *f)
 {
     fprintf(f, "  --device N|NAME  the device with this index or name substring (default: HK_DEVICE, else the best)\n"
@@ -209,12 +241,8 @@ int bench_option(bench_options *o, int argc, char **argv, int *i)
     }
     const char *value = argv[++*i];
     if (!strcmp(arg, "--device")) {
-        char *end;
-        long v = strtol(value, &end, 10);
-        if (*value && *end == '\0' && v >= 0 && v <= 1000000)
-            o->device_index = (int)v;
-        else
-            o->device_name = value;
+        if (!device_option("", value, &o->device_index, &o->device_name))
+            return -1;
     } else if (!strcmp(arg, "--csv")) {
         o->csv = value;
     } else if (!strcmp(arg, "--shapes")) {

@@ -50,6 +50,12 @@ bench_options bench_options_default(void);
 /* Takes argv[*i] (and its value, advancing *i) if it is a common option: returns 1; 0 if it is
  * not one; -1 if it is one but its value is missing or wrong (a message was printed). */
 int bench_option(bench_options *o, int argc, char **argv, int *i);
+/* A decimal number at s: digits only (no sign, space or base prefix), at most max; *end is set after
+ * the digits. 0 where s starts with no digit or the number is past max. */
+int option_number(const char *s, uint64_t max, uint64_t *out, const char **end);
+/* --device's value: all digits, an index from 0 to 1000000 into *index; anything else a name
+ * substring into *name. 0 after a message (prefix first) where the digits are out of range. */
+int device_option(const char *prefix, const char *value, int *index, const char **name);
 /* The common options' help lines. */
 void bench_options_help(FILE *f);
 /* Parses a tool's command line: the common options, --help (usage to stdout), and --json FILE
