@@ -55,6 +55,8 @@ static void usage(FILE *f)
                "seeded activations: hk_matvec and hk_matvec_int8 for q8_0, q4_k and q6_k, hk_gemv_f32 for f32\n"
                "matrices; compares with the C references at the test gates and times each path cold. Tensors of\n"
                "other types are listed as skipped. Exit 0: all within their gates; 1: some failed; 2: error.\n"
+               "Shapes print rows x k as hk-check tune and --shapes take them (GGUF lists k first): an expert\n"
+               "bank experts x rows x k.\n"
                "  --gguf FILE      the model\n"
                "  --match TEXT     only tensors whose name contains TEXT\n"
                "  --no-time        parity only\n"
@@ -387,10 +389,13 @@ static const char *classify(const gguf_tensor *t, hk_type *type, int *gemv)
     return NULL;
 }
 
+/* The shape rows x k, as hk-check tune and --shapes take it: GGUF's ne[] reversed (ne[0] is k),
+ * the outermost first (an expert bank experts x rows x k). */
 static void shape_text(const gguf_tensor *t, char *out, size_t size)
 {
-    int n = snprintf(out, size, "%llu", (unsigned long long)t->ne[0]);
-    for (uint32_t d = 1; d < t->n_dims && n > 0 && (size_t)n < size; d++)
+    uint32_t last = t->n_dims ? t->n_dims - 1 : 0;
+    int n = snprintf(out, size, "%llu", (unsigned long long)t->ne[last]);
+    for (uint32_t d = last; d-- > 0 && n > 0 && (size_t)n < size;)
         n += snprintf(out + n, size - (size_t)n, "x%llu", (unsigned long long)t->ne[d]);
 }
 

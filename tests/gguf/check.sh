@@ -2,8 +2,9 @@
 # ctest's gguf_check test: hk-check --gguf on GGUF files written by gguf-py (tests/gguf/make_gguf.py):
 #   check.sh PYTHON make_gguf.py OUT_DIR HK_CHECK
 # the model (v3, and the same as v2): every tensor a kernel takes within its gate, the others listed
-# as skipped with their type; one tensor timed, in row slices; a truncated file, a corrupted tensor
-# count, a wrong magic and a missing file: exit 2 with a clear message, no crash.
+# as skipped with their type, shapes as rows x k; one tensor timed, in row slices; a truncated
+# file, a corrupted tensor count, a wrong magic and a missing file: exit 2 with a clear message,
+# no crash.
 # No Python or no gguf: SKIP (77) unless HK_REQUIRE_GGUF=1, as the gguf test.
 python=$1 script=$2 out=$3 hkcheck=$4
 . "$(dirname "$0")/need_gguf.sh"
@@ -44,21 +45,27 @@ $1"
 m=$out/hk-gguf-test.gguf
 expect "model: every tensor a kernel takes, within its gate" 0 \
     "GGUF v3, 29 tensors" \
-    "^q4_k\.2048 +q4_k +2048x6 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
-    "^blk\.0\.ffn_down_exps\.weight +q6_k +768x16x8 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
+    "^q4_k\.2048 +q4_k +6x2048 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
+    "^blk\.0\.ffn_down_exps\.weight +q6_k +8x16x768 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
     "^q8_0\.edge_big +q8_0 .* ok .* ok" \
-    "^f32\.router +f32 +2048x16 +[0-9.e+-]+ ok" \
-    "^q5_k\.unsupported +q5_k +256x2 +skipped: no kernel takes this type" \
-    "^iq4_nl\.unsupported +iq4_nl +64x3 +skipped" \
+    "^f32\.router +f32 +16x2048 +[0-9.e+-]+ ok" \
+    "^q5_k\.unsupported +q5_k +2x256 +skipped: no kernel takes this type" \
+    "^iq4_nl\.unsupported +iq4_nl +3x64 +skipped" \
     "^f16\.all +f16 .*skipped: no kernel multiplies" \
     "^blk\.0\.attn_norm\.weight +f32 +256 +skipped: a vector" \
     "^OK: 20 tensor\(s\) checked, 0 failed, 9 skipped" \
     -- --gguf "$m" --no-time
 if grep -q "FAIL" "$out/last.txt"; then fail "model: a FAIL row"; fi
+# shapes print rows x k (as hk-check tune and --shapes take them), never in GGUF's order (k first)
+if grep -Eq " (2048x6|768x16x8|2048x16) " "$out/last.txt"; then
+    fail "model: a shape printed in GGUF's order (k first)"
+else
+    pass "model: shapes print rows x k"
+fi
 expect "model as GGUF v2" 0 "GGUF v2, 29 tensors" "^OK: 20 tensor\(s\) checked, 0 failed" \
     -- --gguf "$out/hk-gguf-test-v2.gguf" --no-time
 expect "timed, in row slices" 0 \
-    "^q4_k\.2048 +q4_k +2048x6 +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +\(3 row slices\)" \
+    "^q4_k\.2048 +q4_k +6x2048 +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +\(3 row slices\)" \
     "^OK: 1 tensor\(s\) checked" \
     -- --gguf "$m" --match q4_k.2048 --slice-bytes 3000
 expect "truncated file" 2 "hk-gguf-truncated.gguf: not a valid GGUF file: .*runs past the file's end" \
@@ -69,6 +76,6 @@ expect "wrong magic" 2 "not a valid GGUF file: .*not a GGUF file \(magic 47 47 5
     -- --gguf "$out/hk-gguf-bad-magic.gguf"
 expect "missing file" 2 "hk-gguf-none.gguf: cannot open" -- --gguf "$out/hk-gguf-none.gguf"
 expect "--gguf without a file" 2 "usage: hk-check --gguf" -- --gguf
-expect "--gguf --help" 0 "--slice-bytes" -- --gguf "$m" --help
+expect "--gguf --help" 0 "--slice-bytes" "Shapes print rows x k" -- --gguf "$m" --help
 echo "gguf_check: $failures failure(s)"
 [ "$failures" = 0 ]
