@@ -1146,7 +1146,9 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * reject it. HK_TUNE_FAKE_TIMES=1 replaces every time measured by a pseudo-time drawn from the
  * schedule's values (the gate still runs; nothing is timed), =2 by another that orders the
  * schedules the same way: with them a search is repeatable, and the genetic search's sequence
- * can be checked to depend on the order of the times only. HK_TUNE_GENETIC=1 runs the genetic
+ * can be checked to depend on the order of the times only. =3 by pseudo-times within 1/4 of
+ * each other, two measurements of every three on a thread made 1.5x slower: noise larger than
+ * any gain, so the default is kept. HK_TUNE_GENETIC=1 runs the genetic
  * search on a space small enough for the exhaustive one. */
 typedef enum hk_tune_kernel {
     HK_TUNE_MATVEC_INT8 = 1,
@@ -1234,6 +1236,19 @@ typedef struct hk_tune_report {
     uint64_t trace;           /* a hash of the schedules evaluated, in order (0 from the cache): two
                                * searches with one seed whose measured times came in the same order
                                * give the same trace */
+    /* Where the search measured a schedule faster than the default (and the default passed its
+     * gate), both were timed again in turn, 3 times each; default_ms, best_ms and candidate_ms are
+     * then the fastest of those repetitions, and the winner (schedule, best_ms) is the candidate
+     * or, where default_kept, the default. */
+    char candidate[128];      /* that schedule ("" where the default was the fastest, failed its
+                               * gate, or the winner came from the cache) */
+    double candidate_ms;      /* its time (NAN where candidate is "") */
+    double noise;             /* the run-to-run noise those repetitions showed: for each schedule its
+                               * slowest over its fastest, less 1, the larger of the two (0.03: 3%;
+                               * INFINITY where a repetition failed its gate; NAN where candidate
+                               * is "") */
+    int default_kept;         /* the candidate was not faster than the default by more than the noise
+                               * and 2%: the default is the winner (schedule, best_ms) */
 } hk_tune_report;
 
 /* Tunes one kernel family for one shape on the context's device and makes the winner this
@@ -1256,7 +1271,12 @@ typedef struct hk_tune_report {
  * prefill 1e-4 / 5e-3 against the double softmax, gemm_f16 as the families above say; a schedule
  * that diverges is never a winner), then is timed cold:
  * batches rotating over weight or cache copies between GPU timestamps (host time where the queue
- * has none), the fastest batch kept. The winner is the fastest measured, the default included.
+ * has none), the fastest batch kept. The winner is the fastest measured, the default included,
+ * except where a noisy device would make it a guess: a schedule measured faster than the default
+ * is timed again with it, the two in turn, 3 times each, and wins only if its fastest repetition
+ * beats the default's by more than the noise (the larger relative spread of either's
+ * repetitions) and by 2% at least; else (a tie too) the default is the winner, stored as any
+ * winner so that the shape is not searched again (report->candidate, noise, default_kept).
  * Runs on this thread, submitting its own work (seconds on a GPU, longer on a CPU device); other
  * threads may use the context meanwhile (their calls of this family and shape are not affected).
  * out_report may be NULL. HK_ERROR_UNSUPPORTED when no schedule passed the gate. Call through

@@ -9,7 +9,8 @@
  * an exhaustive search whose every schedule passes a gate of the reference and the default's bits,
  * the plant rejected, the winner serving its class (bit-identical) and not the others, a cached
  * winner the shape cannot run giving the default. The genetic
- * search is repeatable under fake times (HK_TUNE_FAKE_TIMES). Every cache lives in a temporary
+ * search is repeatable under fake times (HK_TUNE_FAKE_TIMES), and under fake noise a candidate
+ * within it leaves the default the winner. Every cache lives in a temporary
  * directory, never the user's. Small shapes, few candidates: about a minute on lavapipe. */
 #define _POSIX_C_SOURCE 200809L
 #include "hk_test.h"
@@ -702,6 +703,57 @@ static void test_determinism(hk_context *ctx)
     hk_check(r[0].trace != r[3].trace, "another seed draws another sequence", "%016llx", (unsigned long long)r[3].trace);
 }
 
+/* The check of a winner against the default, on the int8 matvec's 18 schedules: with fake times
+ * whose noise is larger than any gain (HK_TUNE_FAKE_TIMES=3) the search's best candidate, timed
+ * again in turn with the default, is more than 2% faster yet within the noise, and the default
+ * is stored and served; with noiseless fake times (=1) a candidate more than 2% faster is stored
+ * and served. */
+static void test_noise(hk_context *ctx, mv_case *mv)
+{
+    hk_tune_desc d = mv_desc(HK_TYPE_Q8_0, 64, 256);
+    d.force = 1;
+    d.verbose = 1;
+    for (int noisy = 1; noisy >= 0; noisy--) {
+        setenv("HK_TUNE_FAKE_TIMES", noisy ? "3" : "1", 1);
+        hk_tune_report r;
+        hk_status st = hk_tune(ctx, &d, &r);
+        unsetenv("HK_TUNE_FAKE_TIMES");
+        if (!hk_check_status(noisy ? "hk_tune, noisy fake times" : "hk_tune, fake times", st, HK_OK, NULL))
+            return;
+        printf("  winner %s (%.4f ms), default %s (%.4f ms), candidate %s (%.4f ms), noise %.3f, default kept %d\n",
+               r.schedule, r.best_ms, r.default_schedule, r.default_ms, r.candidate, r.candidate_ms, r.noise,
+               r.default_kept);
+        const char *winner = noisy ? r.default_schedule : r.candidate;
+        if (noisy)
+            hk_check(r.candidate[0] && strcmp(r.candidate, r.default_schedule) && r.default_kept &&
+                         fabs(r.noise - 0.5) < 1e-9 && r.default_ms > 1.02 * r.candidate_ms &&
+                         !strcmp(r.schedule, r.default_schedule) && r.best_ms == r.default_ms,
+                     "a candidate faster than the default within the noise: the default kept",
+                     "candidate \"%s\", noise %g, kept %d, winner %s", r.candidate, r.noise, r.default_kept,
+                     r.schedule);
+        else
+            hk_check(r.candidate[0] && !r.default_kept && r.noise == 0 && r.default_ms > 1.02 * r.best_ms &&
+                         !strcmp(r.schedule, r.candidate) && r.best_ms == r.candidate_ms,
+                     "a candidate beyond the noise and 2% faster: the winner",
+                     "candidate \"%s\", noise %g, kept %d, default %g, best %g", r.candidate, r.noise,
+                     r.default_kept, r.default_ms, r.best_ms);
+        /* what the cache file holds and a call runs: the winner */
+        char path[700], line[300];
+        snprintf(path, sizeof path, "%s", hk_tune_cache_file(ctx));
+        snprintf(line, sizeof line, "\tmatvec_int8\tq8_0:64x256\t%s\t", winner);
+        char *text = read_file(path);
+        hk_check(text && strstr(text, line), noisy ? "the default is stored" : "the candidate is stored",
+                 "no line with \"%s\" in:\n%s", line, text ? text : "(none)");
+        free(text);
+        mv_run(ctx, mv, noisy ? "matvec, default kept" : "matvec, candidate stored");
+        char sched[160], want[200];
+        hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
+        snprintf(want, sizeof want, "tuned %s", winner);
+        hk_check(!strcmp(sched, want), noisy ? "calls take the default kept" : "calls take the candidate stored",
+                 "hk_schedule_last \"%s\", want \"%s\"", sched, want);
+    }
+}
+
 /* ---- main ---- */
 
 int main(void)
@@ -997,6 +1049,7 @@ int main(void)
     test_prefill_families(ctx);
     test_moe(ctx);
     test_determinism(ctx);
+    test_noise(ctx, &mv);
 
     /* argument checks */
     hk_tune_desc bad = mv_desc(HK_TYPE_Q8_0, 64, 100);

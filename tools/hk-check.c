@@ -46,7 +46,9 @@ static void tune_usage(FILE *f)
                "  x per token (per-slot: x per slot, the down projection). flash_prefill: seq_k = capacity.\n"
                "  moe_matvec_int8: SLOTS routed slots (one token's top-k), one x for all (per-slot: x per slot).\n"
                "  The winner serves the shape's class (hk-check prints it): m, slots, queries and capacities\n"
-               "  in the same power-of-two range share it.\n"
+               "  in the same power-of-two range share it. The fastest schedule wins only if, timed again in\n"
+               "  turn with the default, it beats it by more than the noise measured (and 2%%); else the\n"
+               "  default is kept, and stored as the winner.\n"
                "  --device    the device: an index or a name substring (default: HK_DEVICE, else the best)\n"
                "  --force     search even when the cache has a winner for the shape\n"
                "  --seed N    inputs and genetic draws (default 1)\n"
@@ -263,8 +265,22 @@ static int tune_main(int argc, char **argv)
                argv[2], r.shape, r.space, r.evaluated, r.measured, r.rejected_static, r.rejected_gate, r.duplicates);
         if (r.rejects[0])
             printf("rejected: %s\n", r.rejects);
-        printf("default %-60s %10.5f ms\nwinner  %-60s %10.5f ms (%.2fx)\n", r.default_schedule, r.default_ms,
-               r.schedule, r.best_ms, r.default_ms / r.best_ms);
+        /* a winner must beat the default by more than the noise its repetitions showed, and 2% */
+        char margin[96];
+        if (r.noise >= 0.02)
+            snprintf(margin, sizeof margin, "the measured noise of %.1f%%", 100 * r.noise);
+        else
+            snprintf(margin, sizeof margin, "the 2%% minimum; measured noise %.1f%%", 100 * r.noise);
+        printf("default %-60s %10.5f ms\nwinner  %-60s %10.5f ms ", r.default_schedule, r.default_ms, r.schedule,
+               r.best_ms);
+        if (!r.candidate[0])
+            printf("(%s)\n", isfinite(r.default_ms) ? "the default: no schedule measured faster"
+                                                     : "the default failed its gate");
+        else if (r.default_kept)
+            printf("(default kept: the best candidate %s, %.5f ms, %.2fx, was within %s)\n", r.candidate,
+                   r.candidate_ms, r.default_ms / r.candidate_ms, margin);
+        else
+            printf("(%.2fx, beyond %s)\n", r.default_ms / r.best_ms, margin);
     }
     hk_context_destroy(ctx);
     return rc;

@@ -1026,18 +1026,23 @@ static uint64_t fnv1a(uint64_t h, const uint32_t *v, uint32_t n)
 }
 #define FNV_BASIS 0xCBF29CE484222325ull
 
-/* HK_TUNE_FAKE_TIMES (testing): 1 or 2, else 0 */
+/* HK_TUNE_FAKE_TIMES (testing): 1, 2 or 3, else 0 */
 static int fake_times(void)
 {
     const char *e = getenv("HK_TUNE_FAKE_TIMES");
-    return e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 0;
+    return e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "3")) ? e[0] - '0' : 0;
 }
 
-/* A pseudo-time of a schedule: 1 + u (mode 1) or 1000 (1 + u)^3 (mode 2, the same order), u in
- * [0, 1) a hash of the values. */
+/* A pseudo-time of a schedule: 1 + u (mode 1), 1000 (1 + u)^3 (mode 2, the same order), or 1 +
+ * u / 4 made 1.5x slower on two measurements of every three on this thread (mode 3: noise larger
+ * than any difference between schedules, which every schedule measured three times in turn with
+ * another sees whole), u in [0, 1) a hash of the values. */
 static double fake_ms(int mode, const uint32_t *v, uint32_t n)
 {
+    static _Thread_local uint32_t measurements;
     double u = (double)(fnv1a(FNV_BASIS, v, n) >> 11) * 0x1p-53;
+    if (mode == 3)
+        return (1.0 + u / 4) * (measurements++ % 3 ? 1.5 : 1.0);
     return mode == 1 ? 1.0 + u : 1000.0 * (1.0 + u) * (1.0 + u) * (1.0 + u);
 }
 
@@ -1216,6 +1221,22 @@ static void reject_static(search *s, cand *c, const char *text, const char *verb
         s->count++;
 }
 
+/* bench_measure with v forced as the schedule of the family's calls on this thread. */
+static hk_status measure_forced(search *s, const uint32_t *v, int plant, double *ms, double *err, char *why,
+                                size_t why_size)
+{
+    forced.mode = 1;
+    forced.context = s->b->ctx;
+    forced.family = s->b->family;
+    forced.key = s->b->key;
+    memset(&forced.sched, 0, sizeof forced.sched);
+    memcpy(forced.sched.v, v, sizeof forced.sched.v);
+    forced.sched.plant = plant;
+    hk_status st = bench_measure(s->b, v, s->f->count, ms, err, why, why_size);
+    forced.mode = 0;
+    return st;
+}
+
 /* Evaluates a schedule once (memoized): its time, INFINITY where rejected. Every schedule seen
  * for the first time goes into the report's trace. */
 static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_ms)
@@ -1259,16 +1280,8 @@ static hk_status evaluate(search *s, const uint32_t *v, int plant, double *out_m
             s->count++;
             return HK_OK;
         }
-    forced.mode = 1;
-    forced.context = b->ctx;
-    forced.family = b->family;
-    forced.key = b->key;
-    memset(&forced.sched, 0, sizeof forced.sched);
-    memcpy(forced.sched.v, v, sizeof forced.sched.v);
-    forced.sched.plant = plant;
     double err = 0;
-    hk_status st = bench_measure(b, v, s->f->count, &c->ms, &err, why, sizeof why);
-    forced.mode = 0;
+    hk_status st = measure_forced(s, v, plant, &c->ms, &err, why, sizeof why);
     if (st == HK_ERROR_DEVICE_LOST)
         return st;
     if (st != HK_OK) {
@@ -1404,6 +1417,46 @@ static hk_status search_genetic(search *s, uint64_t seed, const uint32_t *start)
         idle = s->r->evaluated == before ? idle + 1 : 0;
     }
     return st;
+}
+
+/* The check of the search's winner against the default: both timed again in turn, TUNE_REPEATS
+ * times each, so that drift between the default's early measurement and the candidate's late one
+ * cannot make the winner; the candidate must beat the default by more than the run-to-run noise
+ * these repetitions show, and by TUNE_MIN_GAIN at least. */
+#define TUNE_REPEATS 3
+#define TUNE_MIN_GAIN 0.02
+
+/* Times the default (dv) and the candidate (cv) in turn; sets the report's default_ms and
+ * candidate_ms (the fastest repetition of each), noise (the larger of slowest over fastest
+ * repetition, less 1; INFINITY where a repetition failed) and default_kept (a tie keeps it). */
+static hk_status confirm(search *s, const uint32_t *dv, const uint32_t *cv)
+{
+    const uint32_t *v[2] = {dv, cv};
+    double lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0};
+    for (int rep = 0; rep < TUNE_REPEATS; rep++)
+        for (int i = 0; i < 2; i++) {
+            double ms, err = 0;
+            char why[160] = "", text[128];
+            hk_status st = measure_forced(s, v[i], 0, &ms, &err, why, sizeof why);
+            if (st != HK_OK)
+                return st;
+            lo[i] = ms < lo[i] ? ms : lo[i];
+            hi[i] = ms > hi[i] ? ms : hi[i];
+            format_sched(s->f, v[i], text, sizeof text);
+            if (s->verbose)
+                printf("  %-60s %10.5f ms  (%s again%s%s)\n", text, ms, i ? "the best candidate" : "the default",
+                       why[0] ? ": " : "", why);
+        }
+    hk_tune_report *r = s->r;
+    double spread[2] = {hi[0] / lo[0] - 1, hi[1] / lo[1] - 1};
+    r->noise = spread[0] > spread[1] ? spread[0] : spread[1];
+    if (!(r->noise < INFINITY))
+        r->noise = INFINITY;
+    r->default_ms = lo[0];
+    r->candidate_ms = lo[1];
+    double margin = r->noise > TUNE_MIN_GAIN ? r->noise : TUNE_MIN_GAIN;
+    r->default_kept = !(lo[0] > lo[1] * (1 + margin));
+    return HK_OK;
 }
 
 /* ---- public API ---- */
@@ -1585,7 +1638,7 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
     memset(&r, 0, sizeof r);
     r.struct_size = (uint32_t)sizeof r;
     snprintf(r.shape, sizeof r.shape, "%s", key);
-    r.default_ms = r.best_ms = NAN;
+    r.default_ms = r.best_ms = r.candidate_ms = r.noise = NAN;
     uint64_t space = 1;
     for (uint32_t i = 0; i < f->count; i++)
         space *= f->p[i].count;
@@ -1650,16 +1703,29 @@ hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_r
             st = hk__fail(HK_ERROR_UNSUPPORTED, fn, "no schedule of %s passed the gate for %s (%u rejected)", f->name,
                           key, r.rejected_static + r.rejected_gate);
         } else {
+            const uint32_t *wv = s.c[best].v;
             r.best_ms = s.c[best].ms;
-            format_sched(f, s.c[best].v, r.schedule, sizeof r.schedule);
+            /* a candidate faster than a default that passed: timed again against it, kept only
+             * beyond the noise; else the default is the winner, stored so that the shape is not
+             * searched again */
+            if (memcmp(wv, dv, sizeof dv) && r.default_ms < INFINITY) {
+                format_sched(f, wv, r.candidate, sizeof r.candidate);
+                st = confirm(&s, dv, wv);
+                if (r.default_kept)
+                    wv = dv;
+                r.best_ms = r.default_kept ? r.default_ms : r.candidate_ms;
+            }
+            format_sched(f, wv, r.schedule, sizeof r.schedule);
             struct hk_tune_state *t = context->tune;
-            hk__mutex_lock(&t->lock);
-            int ok = entry_set(t, desc->kernel, key, s.c[best].v, r.best_ms);
-            hk__mutex_unlock(&t->lock);
-            if (!ok)
-                st = hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
-            else if (!desc->no_store)
-                store(context, desc->kernel, key, s.c[best].v, r.best_ms);
+            if (st == HK_OK) {
+                hk__mutex_lock(&t->lock);
+                int ok = entry_set(t, desc->kernel, key, wv, r.best_ms);
+                hk__mutex_unlock(&t->lock);
+                if (!ok)
+                    st = hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+                else if (!desc->no_store)
+                    store(context, desc->kernel, key, wv, r.best_ms);
+            }
         }
     }
     size_t n = 0;
