@@ -876,8 +876,8 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  *    chunks of keys (at least 512 keys each) whose partial results a second pass merges; the
  *    workspace then holds chunks x n_q x n_heads x (head_dim + 2) floats (sized from
  *    kv.capacity). A cache that needs more than 64 chunks (kv.capacity above 524288 keys on the
- *    matrix cores, 131072 on the twin), or a workspace larger than one binding, goes to
- *    flash-decoding instead.
+ *    matrix cores, 131072 on the twin, however few the rows), or a workspace larger than one
+ *    binding, goes to flash-decoding instead.
  *  - Tuning hooks (read at every call; a value that cannot run makes the call fail with
  *    HK_ERROR_UNSUPPORTED and a message, never a silent fallback):
  *    HK_FLASH_TILE="subgroups,mr,bc,bkv,qreg,prefetch" replaces the matrix-core tile: subgroups

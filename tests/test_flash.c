@@ -370,6 +370,35 @@ static void run_cases(hk_context *ctx, const flash_case *list, size_t count)
     run_cases_up_to(ctx, list, count, 256);
 }
 
+/* The key split's limit (include/hkernel.h, prefill): few rows, so that the split for occupancy
+ * asks for more chunks than a call may have (64); a cache of 64 loop bounds (max_keys each:
+ * 131072 keys on the twin, 524288 on the matrix cores) still runs flash attention, in 64 chunks
+ * (the workspace says how many), and one key more goes to flash-decoding. With run, the call at
+ * the limit against the reference. */
+static void test_split_limit(hk_context *ctx, uint32_t max_keys, const char *arm, int run)
+{
+    const uint32_t n_q = 3, n_heads = 4, d = 64, capacity = 64 * max_keys;
+    uint64_t row = hk_type_bytes(HK_TYPE_F16, d), ws = 0, chunks = 64ull * n_q * n_heads * (d + 2) * 4;
+    hk_sdpa_desc desc = {.n_q = n_q, .n_heads = n_heads, .n_kv_heads = 1, .head_dim = d, .seq_k = capacity,
+                         .scale = 0.125f, .causal = 1,
+                         .kv = {HK_TYPE_F16, capacity, row, row * capacity, row, row * capacity}};
+    const char *path = hk_sdpa_path(ctx, &desc);
+    hk_sdpa_workspace_bytes(ctx, &desc, &ws);
+    char name[160];
+    snprintf(name, sizeof name, "flash: %u keys (64 x %u) run on %s in 64 key chunks", capacity, max_keys, arm);
+    hk_check(path && !strcmp(path, arm) && ws == chunks, name, "%s, workspace %llu bytes (64 chunks: %llu)",
+             path ? path : "refused", (unsigned long long)ws, (unsigned long long)chunks);
+    desc.seq_k = desc.kv.capacity = capacity + 1;
+    desc.kv.k_head_stride = desc.kv.v_head_stride = row * (capacity + 1);
+    path = hk_sdpa_path(ctx, &desc);
+    snprintf(name, sizeof name, "flash: %u keys go to flash-decoding", capacity + 1);
+    hk_check(path && !strcmp(path, "decode"), name, "%s", path ? path : "refused");
+    if (run) {
+        flash_case c = {n_q, n_heads, 1, d, capacity, capacity, 1, HK_TYPE_F16, 0, 0, 16, 0, 0, 0, 11};
+        flash_run(ctx, &c);
+    }
+}
+
 /* The longest walk of one workgroup (see longest_coop) */
 static void run_longest(hk_context *ctx, const flash_case *c)
 {
@@ -474,6 +503,7 @@ int main(void)
     printf("-- default context: prefill runs on the %s, gate %.0e\n", arm_name, arm_gate);
     worst_rel = 0;
     run_cases(ctx, cases, sizeof cases / sizeof cases[0]);
+    test_split_limit(ctx, coop ? 8192 : 2048, coop ? "flash-coopmat" : "flash", 1);
     test_workspace_errors(ctx);
     test_tuning_errors(ctx, coop);
     if (coop) {
@@ -496,6 +526,7 @@ int main(void)
             arm_gate = HK_GATE_F32;
             printf("-- without HK_FEATURE_COOPMAT_KHR: the %s, gate %.0e\n", arm_name, arm_gate);
             run_cases(twin, cases, sizeof cases / sizeof cases[0]);
+            test_split_limit(twin, 2048, "flash", 1);
             run_longest(twin, &longest_twin);
             uint32_t messages = hk_context_validation_messages(twin);
             hk_check(messages == 0, "no validation messages on the twin context", "%u seen", messages);
@@ -523,6 +554,7 @@ int main(void)
             hk_check(worst_rel > 1e-5, "flash: the emulated matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
         }
         setenv("HK_FLASH_EMULATE_COOPMAT", "1", 1); /* its default tile */
+        test_split_limit(ctx, 8192, "flash", 0);
         printf("-- HK_FLASH_EMULATE_COOPMAT=1: one workgroup over 8192 keys\n");
         run_longest(ctx, &longest_coop);
         unsetenv("HK_FLASH_EMULATE_COOPMAT");

@@ -397,10 +397,13 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
     uint64_t max_tiles = (p->coop ? FLASH_COOP_MAX_KEYS : FLASH_TWIN_MAX_KEYS) / p->bkv;
     uint64_t needed = div_up(tiles, max_tiles); /* the loop bound */
     uint64_t n_split = needed;
-    if (base < target) { /* few workgroups: spread the keys too */
+    if (base < target) { /* few workgroups: spread the keys too, within FLASH_MAX_SPLIT chunks (only
+                          * the loop bound may ask for more: flash-decoding then serves the shape) */
         uint64_t want = div_up(target, base), most = tiles / div_up(FLASH_MIN_SPLIT_KEYS, p->bkv);
         if (want > most)
             want = most;
+        if (want > FLASH_MAX_SPLIT)
+            want = FLASH_MAX_SPLIT;
         if (want > n_split)
             n_split = want;
     }
