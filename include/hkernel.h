@@ -825,9 +825,18 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * Views: q and out 4-byte aligned, the caches at their type's alignment; f16 and f32 caches whose
  * views and strides are multiples of 16 bytes are read 16 bytes at a time (faster). Arithmetic
  * is f32 (softmax in base 2); against a double reference on the dequantized cache the output is
- * within about 1e-6 of its scale. The workspace is scratch for the call: two calls that may run
- * at once (two streams) need two workspaces. Any subgroup size; no optional device feature
- * (subgroup shuffles where the device has them).
+ * within about 1e-6 of its scale.
+ * Non-finite inputs give what IEEE arithmetic gives on the definition, on every path: with
+ * s_j = scale * q[i, h, :] . K[h', j, :] over the keys j that query i sees, out[i, h, :] is NaN
+ * in every column when some s_j is NaN or +inf, or every s_j is -inf (so a NaN or inf in
+ * q[i, h, :], or a NaN in a K row it sees, makes the row NaN; so does an inf in such a K row,
+ * unless its score is -inf: the key then has weight 0). Otherwise out[i, h, c] is NaN or +-inf
+ * where V[h', j, c] is NaN or inf for a key j that query i sees (whatever its weight), and as for
+ * finite inputs elsewhere. Cache rows a query does not see (at or past seq_k, past its causal
+ * limit) never affect its output, whatever they hold.
+ * The workspace is scratch for the call: two calls that may run at once (two streams) need two
+ * workspaces. Any subgroup size; no optional device feature (subgroup shuffles where the device
+ * has them).
  * Flash-decoding's limits: kv.capacity <= 2097152 (at most 1024 splits of at most 2048 keys, so
  * no invocation loops more than ~60000 times); head_dim as above.
  * Tuning hooks (environment variables, read at every call, for benchmarking; a malformed value

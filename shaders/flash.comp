@@ -15,11 +15,11 @@
 // group's heads share every K/V tile it stages. Its rows are split among units: a unit is one
 // subgroup owning MR blocks of 16 rows (HK_COOPMAT), or the whole workgroup (the twin). The
 // keys go by in tiles of BKV, staged (K and V, each in its own buffer, rows past seq_k as zeros
-// that are never weighted) into shared memory by the whole workgroup; with PREFETCH the next
-// tile's global loads are issued before the current tile's work and stored after it, so their
-// latency hides behind the arithmetic: two workgroup barriers per tile. Each unit walks a tile
-// in chunks of BC keys, synchronising only its own invocations (a subgroup barrier on the matrix
-// cores), in its own shared-memory region:
+// that are never weighted, values of V that are not finite as 0: see vbad) into shared memory by
+// the whole workgroup; with PREFETCH the next tile's global loads are issued before the current
+// tile's work and stored after it, so their latency hides behind the arithmetic: two workgroup
+// barriers per tile. Each unit walks a tile in chunks of BC keys, synchronising only its own
+// invocations (a subgroup barrier on the matrix cores), in its own shared-memory region:
 //   1. S = Q K^T for its rows and the chunk's keys;
 //   2. online softmax, TPR invocations per row: running max m and sum l per row (base-2 logits,
 //      scale * log2(e) folded into Q), P = 2^(S - m); masked keys (past the row's causal limit or
@@ -229,6 +229,9 @@ vec4 oreg[D / 4 / TPR]; // row LANE / TPR, quads LANE % TPR + TPR * i
 #error "define HK_KV_F32, HK_KV_F16 or HK_KV_Q8_0"
 #endif
 
+// The keys row `row` sees end here.
+uint row_lim(uint row, uint sk) { return pc.causal != 0u ? sk - pc.n_q + row / pc.group + 1u : sk; }
+
 uint seq_k_now()
 {
     if (pc.seq_k != 0u)
@@ -260,17 +263,56 @@ void load_tile(uint kvh, uint j, uint sk)
     }
 }
 
-void store_tile()
+// Values of V that are not finite: P V weights every staged key of a chunk, with P = 0 for the
+// keys a row does not see, and 0 x NaN is NaN, so a NaN or inf in V would reach rows that do not
+// see its key (the matrix cores cannot leave out a key per row). Staging writes such a value as 0
+// and keeps in vbad[c] the least key of the workgroup's walk that holds one in column c (~0u:
+// none); the epilogue makes out[row][c] NaN where the row sees that key.
+shared uint vbad[D];
+#ifdef HK_COOPMAT
+// an oct of f16 (value t in half t % 2 of word t / 2)
+OCT finite_v(OCT w, uint key, uint c8)
+{
+    // bit 15 of a half set where its exponent bits (0x7C00) are all set: inf or NaN
+    uvec4 bad = ((w & 0x7C007C00u) + 0x04000400u) & 0x80008000u;
+    if (any(notEqual(bad, uvec4(0u)))) {
+        for (uint t = 0; t < 8u; t++)
+            if ((bad[t / 2u] & (0x8000u << (16u * (t % 2u)))) != 0u)
+                atomicMin(vbad[c8 + t], key);
+        w &= ~((bad >> 15) * 0xFFFFu);
+    }
+    return w;
+}
+#else
+OCT finite_v(OCT v, uint key, uint c8)
+{
+    for (uint h = 0; h < 2u; h++) {
+        bvec4 bad = equal(floatBitsToUint(v[h]) & 0x7F800000u, uvec4(0x7F800000u)); // inf or NaN
+        if (any(bad)) {
+            for (uint t = 0; t < 4u; t++)
+                if (bad[t])
+                    atomicMin(vbad[c8 + 4u * h + t], key);
+            v[h] = mix(v[h], vec4(0.0), bad);
+        }
+    }
+    return v;
+}
+#endif
+
+void store_tile(uint j)
 {
     [[unroll]] for (uint i = 0; i < KV_PER; i++) {
         uint e = gl_LocalInvocationIndex + i * WG;
         if (e < KV8) {
             uint at = ((e / (D / 8)) * STR8 + e % (D / 8)) * OCTW;
             HK_PUT8(K_BASE + at, kreg[i]);
-            HK_PUT8(V_BASE + at, vreg[i]);
+            HK_PUT8(V_BASE + at, finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u));
         }
     }
 }
+
+// out[row][c], v as computed, for a row whose keys end at lim: NaN where V was not finite
+float v_checked(float v, uint c, uint lim) { return vbad[c] < lim ? uintBitsToFloat(0x7FC00000u) : v; }
 
 #ifdef HK_COOPMAT
 // S of the unit's rows for chunk c of the staged tile, into the unit's region: each K matrix
@@ -377,21 +419,22 @@ void main()
     uint r = lane / TPR, part = lane % TPR;
     uint urow0 = r0 + u * UR;
     uint row = min(urow0 + r, n_rows - 1u);
-    uint lim = pc.causal != 0u ? sk - pc.n_q + row / pc.group + 1u : sk;
-    uint last_row = min(r0 + BR - 1u, n_rows - 1u);
-    uint kend = pc.causal != 0u ? sk - pc.n_q + last_row / pc.group + 1u : sk;
+    uint lim = row_lim(row, sk);
+    uint kend = row_lim(min(r0 + BR - 1u, n_rows - 1u), sk);
     uint j0 = split * pc.split_tiles;
     uint j1 = min(j0 + pc.split_tiles, (kend + BKV - 1u) / BKV);
 #ifdef HK_UNIT_SUBGROUP
     // chunks at or past the unit's last visible key are skipped (subgroup-uniform)
     uint ulast = min(urow0 + UR - 1u, n_rows - 1u);
-    uint skip_from = urow0 >= n_rows ? 0u : pc.causal != 0u ? sk - pc.n_q + ulast / pc.group + 1u : sk;
+    uint skip_from = urow0 >= n_rows ? 0u : row_lim(ulast, sk);
     if (WG_SYNC)
         skip_from = kend;
 #else
     uint skip_from = kend;
 #endif
 
+    for (uint c = tid; c < D; c += WG)
+        vbad[c] = ~0u;
     // the first tile's loads in flight while Q is staged (scaled; f16 on the matrix cores)
     load_tile(kvh, j0, sk);
     bool q_vec = (pc.view_offset[0] & 15u) == 0u;
@@ -429,7 +472,8 @@ void main()
     [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++)
         oreg[i] = vec4(0.0);
 #endif
-    store_tile();
+    barrier(); // vbad set before any store_tile
+    store_tile(j0);
     barrier(); // Q and the first tile staged
 
     // finite start: 2^(m_old - m) is 0, not NaN, when the first keys arrive
@@ -520,7 +564,7 @@ void main()
             barrier(); // every unit is done with tile j
             if (PREFETCH == 0u)
                 load_tile(kvh, j + 1u, sk);
-            store_tile();
+            store_tile(j + 1u);
             barrier(); // tile j + 1 staged
         }
     }
@@ -561,7 +605,8 @@ void main()
             uint rr = e / BC, cc = e % BC, col = g * BC + cc;
             if (col < D && urow0 + rr < n_rows) {
                 uint orow = hk_out_row(urow0 + rr, kvh);
-                float v = uintBitsToFloat(sm[ub + (rr * SSTR + cc) / 4u][cc % 4u]);
+                float v = v_checked(uintBitsToFloat(sm[ub + (rr * SSTR + cc) / 4u][cc % 4u]), col,
+                                    row_lim(urow0 + rr, sk));
                 if (split_out)
                     ws[ws0 + (split * nr + orow) * D + col] = v;
                 else
@@ -577,6 +622,8 @@ void main()
         [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++) {
             vec4 v = oreg[i] * f;
             uint c = 4u * (part + TPR * i);
+            for (uint e = 0; e < 4u; e++)
+                v[e] = v_checked(v[e], c + e, lim);
             if (split_out) {
                 ws[base + c] = v.x;
                 ws[base + c + 1u] = v.y;

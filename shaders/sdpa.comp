@@ -153,7 +153,7 @@ void combine(uint n_active)
             }
             m = mb;
         }
-        a = l > 0.0 ? a / l : vec4(0.0);
+        a /= l; // no guard: l >= 1 for finite inputs (split 0 holds key 0), and a NaN l must reach the row
         uint b = pc.view_offset[3] / 4u + row * HK_D + dv * 4u;
         o[b] = a.x;
         o[b + 1u] = a.y;
@@ -280,6 +280,14 @@ void main()
         kend = max(kend, lim[r]);
     }
     uint key0 = split * chunk, key1 = min(min(key0 + chunk, seq_k), kend);
+    // from here lim[r] ends the keys of this split that row r sees; every valid row sees those
+    // below lmin
+    uint lmin = key1;
+    for (uint r = 0; r < HK_R; r++) {
+        lim[r] = min(lim[r], key1);
+        if (row_valid(r))
+            lmin = min(lmin, lim[r]);
+    }
 
     // this invocation's key group and lane; the lanes of a key group are one subgroup's
     uint lane = gl_SubgroupInvocationID % HK_LPK;
@@ -360,16 +368,16 @@ void main()
         }
 #endif
         // online softmax per row: s becomes the weights p
+        // (a NaN score makes p, so l, NaN whichever operand max() returns for it)
         for (uint r = 0; r < HK_R; r++) {
-            uint lr = min(lim[r], key1);
             float mb = m[r];
             for (uint b = 0; b < HK_KB; b++)
-                mb = first + b < lr ? max(mb, s[b * HK_R + r]) : mb;
+                mb = first + b < lim[r] ? max(mb, s[b * HK_R + r]) : mb;
             float alpha = exp2(m[r] - mb);
             m[r] = mb;
             float ls = l[r] * alpha;
             for (uint b = 0; b < HK_KB; b++) {
-                float p = first + b < lr ? exp2(s[b * HK_R + r] - mb) : 0.0;
+                float p = first + b < lim[r] ? exp2(s[b * HK_R + r] - mb) : 0.0;
                 s[b * HK_R + r] = p;
                 ls += p;
             }
@@ -377,11 +385,17 @@ void main()
             for (uint j = 0; j < NCL * CV; j++)
                 acc[r * NCL * CV + j] *= alpha;
         }
+        // a key a row does not see (past its causal limit, or a re-read past the split) must not
+        // reach its acc even with weight 0: 0 x NaN is NaN. Batches of keys every row sees skip
+        // the test.
+        bool seen = first + HK_KB <= lmin;
         for (uint b = 0; b < HK_KB; b++)
             for (uint i = 0; i < NCL; i++) {
                 vec4 x[CV];
                 float d = unpack(vr[b * NCL + i], x);
                 for (uint r = 0; r < HK_R; r++) {
+                    if (!seen && first + b >= lim[r])
+                        continue;
                     float p = s[b * HK_R + r] * d;
                     for (uint u = 0; u < CV; u++)
                         acc[(r * NCL + i) * CV + u] += p * x[u];
@@ -451,7 +465,7 @@ void main()
             if (col >= HK_D)
                 continue;
             if (direct)
-                o[pc.view_offset[3] / 4u + row * HK_D + col] = lw[r] > 0.0 ? tot[r * DPT + j] / lw[r] : 0.0;
+                o[pc.view_offset[3] / 4u + row * HK_D + col] = tot[r * DPT + j] / lw[r]; // no guard, as in combine
             else
                 ws[hk_ws_acc(row, split) + col] = tot[r * DPT + j];
         }

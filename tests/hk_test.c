@@ -175,3 +175,98 @@ void hk_test_q8_1_wrong_s(hk_rng *r, hk_block_q8_1 *x, size_t blocks, int nonfin
         x[b].s = nonfinite_s && b % 7 == 3 ? 0x7C00 : nonfinite_s && b % 11 == 5 ? 0x7E00 : s;
     }
 }
+
+void hk_test_sdpa_plant(const hk_sdpa_desc *shape, uint32_t seq_k, char tensor, uint32_t a, uint32_t b, float *row)
+{
+    uint32_t n_q = shape->n_q, group = shape->n_heads / shape->n_kv_heads;
+    uint32_t all = shape->causal ? seq_k - n_q : seq_k - 1; /* every query sees keys 0..all */
+    uint32_t half = shape->causal ? seq_k - n_q + n_q / 2 : seq_k / 2;
+    if (tensor == 'q') {
+        uint32_t plant = (b / group) % 4, first = b % group == 0, second = b % group == (group > 1);
+        if (plant == 1)
+            row[2] = first ? 1.5f : -1.5f;
+        if (plant == 3 && first && a == 0)
+            row[0] = NAN;
+        if (plant == 3 && second && a == n_q - 1)
+            row[4] = INFINITY;
+        return;
+    }
+    uint32_t plant = a % 4;
+    if (tensor == 'k') {
+        if (plant == 0 && b == half)
+            row[1] = NAN;
+        if (plant == 1 && b == all / 3)
+            row[2] = INFINITY;
+        if (plant == 3 && b == seq_k - 1)
+            row[7] = NAN;
+    } else {
+        if (plant == 1 && b == 0)
+            row[shape->head_dim / 2 + 5] = INFINITY;
+        if (plant == 1 && b == all / 2)
+            row[shape->head_dim / 2 + 6] = -INFINITY;
+        if (plant == 2 && b == seq_k - 1)
+            row[3] = NAN;
+    }
+}
+
+void hk_test_sdpa_classes(const float *q, const float *k, const float *v, uint8_t *cls, size_t n_q, size_t n_heads,
+                          size_t n_kv_heads, size_t seq_k, size_t head_dim, float scale, int causal)
+{
+    size_t group = n_heads / n_kv_heads;
+    for (size_t i = 0; i < n_q; i++)
+        for (size_t h = 0; h < n_heads; h++) {
+            const float *qi = q + (i * n_heads + h) * head_dim;
+            const float *kh = k + (h / group) * seq_k * head_dim, *vh = v + (h / group) * seq_k * head_dim;
+            uint8_t *c = cls + (i * n_heads + h) * head_dim;
+            size_t seen = causal ? seq_k - n_q + i + 1 : seq_k;
+            int nan_score = 0, all_minus_inf = 1;
+            for (size_t j = 0; j < seen; j++) {
+                double dot = 0.0;
+                for (size_t x = 0; x < head_dim; x++)
+                    dot += (double)qi[x] * (double)kh[j * head_dim + x];
+                double s = (double)scale * dot;
+                nan_score |= isnan(s) || s == INFINITY;
+                all_minus_inf &= s == -INFINITY;
+            }
+            for (size_t x = 0; x < head_dim; x++) {
+                int v_bad = 0;
+                for (size_t j = 0; j < seen; j++)
+                    v_bad |= !isfinite(vh[j * head_dim + x]);
+                c[x] = nan_score || all_minus_inf ? HK_TEST_NAN : v_bad ? HK_TEST_NONFINITE : HK_TEST_FINITE;
+            }
+        }
+}
+
+int hk_check_sdpa_classes(const char *name, const float *got, const float *ref, const uint8_t *cls, size_t n,
+                          double gate)
+{
+    size_t count[3] = {0, 0, 0}, wrong[3] = {0, 0, 0}, ref_wrong = 0;
+    double err = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        int c = cls[i];
+        count[c]++;
+        if (c == HK_TEST_NAN) {
+            wrong[c] += !isnan(got[i]);
+            ref_wrong += !isnan(ref[i]);
+        } else if (c == HK_TEST_NONFINITE) {
+            wrong[c] += isfinite(got[i]) != 0;
+            ref_wrong += isfinite(ref[i]) != 0;
+        } else {
+            wrong[c] += !isfinite(got[i]);
+            ref_wrong += !isfinite(ref[i]);
+            if (isfinite(got[i]) && isfinite(ref[i])) {
+                double d = fabs((double)got[i] - (double)ref[i]), a = fabs((double)ref[i]);
+                err = d > err ? d : err;
+                scale = a > scale ? a : scale;
+            }
+        }
+    }
+    double rel = err / (scale > 1e-30 ? scale : 1e-30);
+    int ok = !wrong[0] && !wrong[1] && !wrong[2] && !ref_wrong && count[0] && count[1] && count[2] && rel < gate;
+    hk_check(ok, name,
+             "NaN %zu (%zu not NaN), NaN or inf %zu (%zu finite), finite %zu (%zu not finite, "
+             "scale_rel=%.3e gate=%.0e); %zu of the reference off the rule",
+             count[HK_TEST_NAN], wrong[HK_TEST_NAN], count[HK_TEST_NONFINITE], wrong[HK_TEST_NONFINITE],
+             count[HK_TEST_FINITE], wrong[HK_TEST_FINITE], rel, gate, ref_wrong);
+    return ok;
+}

@@ -49,6 +49,29 @@ hk_view hk_test_place(hk_context *context, const void *data, size_t bytes, uint6
  * finite f16; with nonfinite_s, some blocks inf or NaN). */
 void hk_test_q8_1_wrong_s(hk_rng *r, hk_block_q8_1 *x, size_t blocks, int nonfinite_s);
 
+/* Attention with non-finite inputs (include/hkernel.h, hk_sdpa_blk). hk_test_sdpa_plant changes
+ * in place one row of head_dim values of tensor 'q' (query a, head b), 'k' or 'v' (kv head a,
+ * key b) of a shape with n_kv_heads >= 4 and seq_k keys, kv head a % 4 taking plant a % 4:
+ *   0: K NaN in a key the second half of the queries sees (causal; all otherwise);
+ *   1: K +inf in column 2 of a key every query sees, q's column 2 positive in the group's first
+ *      head (score +inf: the row NaN) and negative in its others (score -inf: the key left out);
+ *      V +inf and -inf in keys every query sees;
+ *   2: V NaN in the last key (the last query's alone when causal);
+ *   3: q NaN in the first query's first head, q +inf in the last query's second head, K NaN in
+ *      the last key.
+ * Rows past seq_k are the caller's (NaN in the tests). */
+void hk_test_sdpa_plant(const hk_sdpa_desc *shape, uint32_t seq_k, char tensor, uint32_t a, uint32_t b, float *row);
+/* The class the rule gives each output out[n_q][n_heads][head_dim] for hk_ref_sdpa's inputs. */
+enum { HK_TEST_FINITE, HK_TEST_NONFINITE, HK_TEST_NAN };
+void hk_test_sdpa_classes(const float *q, const float *k, const float *v, uint8_t *cls, size_t n_q, size_t n_heads,
+                          size_t n_kv_heads, size_t seq_k, size_t head_dim, float scale, int causal);
+/* Checks that got is NaN where cls is HK_TEST_NAN, not finite where HK_TEST_NONFINITE, and
+ * elsewhere finite and within gate of ref (scale_rel over those outputs); that ref, hk_ref_sdpa on
+ * the same inputs, falls in the same classes; and that every class occurs (the planted inputs
+ * reached each case). Returns 1 on pass. */
+int hk_check_sdpa_classes(const char *name, const float *got, const float *ref, const uint8_t *cls, size_t n,
+                          double gate);
+
 /* An output of n floats with HK_TEST_GUARD poisoned floats before and after it, all poisoned. */
 #define HK_TEST_GUARD 16
 typedef struct hk_test_out {

@@ -611,6 +611,122 @@ static void test_tuning_hooks(void)
     clear_hooks();
 }
 
+/* ---- non-finite inputs ------------------------------------------------------------------------- */
+
+/* One call with NaN and inf planted in q and in K and V rows the queries see (hk_test_sdpa_plant),
+ * the cache rows past seq_k NaN: every output as include/hkernel.h's rule says. Returns the
+ * workspace bytes the shape needs (~0 if the call could not be made). */
+static uint64_t nonfinite_run(const char *what, hk_type type, uint32_t n_q, uint32_t capacity, uint32_t seq_k,
+                              uint32_t head_dim, int causal)
+{
+    const uint32_t H = 8, HKV = 4;
+    char name[200];
+    snprintf(name, sizeof name, "sdpa non-finite inputs, %s: %s q%u h%u/%u d%u k%u/%u%s", what, hk_type_name(type), n_q,
+             H, HKV, head_dim, seq_k, capacity, causal ? " causal" : "");
+    hk_case_kv cache;
+    if (!hk_case_kv_create(&cache, type, capacity, HKV, head_dim, 0, 0)) {
+        hk_check(0, name, "out of host memory");
+        return ~0ull;
+    }
+    hk_sdpa_desc d = {.n_q = n_q, .n_heads = H, .n_kv_heads = HKV, .head_dim = head_dim, .seq_k = seq_k,
+                      .scale = 1.0f / sqrtf((float)head_dim), .causal = causal, .kv = cache.kv};
+    size_t n = (size_t)n_q * H * head_dim;
+    float *q = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float)), *row = malloc(head_dim * sizeof(float));
+    uint8_t *cls = malloc(n);
+    hk_rng rng = {4242 + type};
+    hk_rng_fill(&rng, q, n, -2.0f, 2.0f);
+    for (uint32_t i = 0; i < n_q; i++)
+        for (uint32_t h = 0; h < H; h++)
+            hk_test_sdpa_plant(&d, seq_k, 'q', i, h, q + ((size_t)i * H + h) * head_dim);
+    for (uint32_t h = 0; h < HKV; h++)
+        for (uint32_t j = 0; j < seq_k; j++)
+            for (int is_v = 0; is_v < 2; is_v++) {
+                hk_rng_fill(&rng, row, head_dim, -1.0f, 1.0f);
+                hk_test_sdpa_plant(&d, seq_k, is_v ? 'v' : 'k', h, j, row);
+                hk_case_kv_put(&cache, is_v, h, j, row);
+            }
+    float *kp, *vp;
+    hk_case_kv_pack(&cache, cache.k, cache.v, seq_k, &kp, &vp);
+    hk_ref_sdpa(q, kp, vp, ref, n_q, H, HKV, seq_k, head_dim, d.scale, causal);
+    hk_test_sdpa_classes(q, kp, vp, cls, n_q, H, HKV, seq_k, head_dim, d.scale, causal);
+    uint64_t ws_bytes = ~0ull;
+    hk_status st = hk_sdpa_workspace_bytes(ctx, &d, &ws_bytes);
+    hk_view qv = input_flush(q, n * sizeof(float), 0);
+    hk_view kv = input_flush(cache.k, cache.bytes, 0), vv = input_flush(cache.v, cache.bytes, 0);
+    hk_view ws = {NULL, 0};
+    if (st == HK_OK && ws_bytes) {
+        ws.buffer = hk_test_buffer(ctx, ws_bytes, NULL);
+        st = hk_buffer_fill(ws.buffer, 0, ws_bytes / 4 * 4, HK_POISON_WORD);
+    }
+    hk_test_out o = hk_test_out_create(ctx, n);
+    const char *path = hk_sdpa_path(ctx, &d);
+    if (st == HK_OK && (!path || strcmp(path, "decode")))
+        hk_check(0, name, "runs on %s, not flash-decoding", path ? path : "nothing");
+    else if (st == HK_OK)
+        st = hk_sdpa_blk(ctx, NULL, &d, qv, kv, vv, hk_test_out_view(&o), ws, (hk_view){NULL, 0});
+    if (st != HK_OK) {
+        hk_check(0, name, "%s", hk_last_error());
+    } else {
+        const float *got = hk_test_out_read(&o, name);
+        if (got)
+            hk_check_sdpa_classes(name, got, ref, cls, n, HK_GATE_F32);
+        /* kv head 1's second query head scores its +inf key -inf: the key left out, the row not
+         * NaN (a Q8_0 block with an inf is all NaN instead) */
+        const uint8_t *left_out = cls + ((size_t)(n_q - 1) * H + H / HKV + 1) * head_dim;
+        if (type != HK_TYPE_Q8_0) {
+            char label[240];
+            snprintf(label, sizeof label, "%s: a score of -inf leaves its key out", name);
+            hk_check(memchr(left_out, HK_TEST_NAN, head_dim) == NULL, label, NULL);
+        }
+    }
+    hk_test_out_destroy(&o);
+    hk_buffer_destroy(ws.buffer);
+    hk_buffer_destroy(qv.buffer);
+    hk_buffer_destroy(kv.buffer);
+    hk_buffer_destroy(vv.buffer);
+    free(kp);
+    free(vp);
+    free(q);
+    free(ref);
+    free(row);
+    free(cls);
+    hk_case_kv_destroy(&cache);
+    return st == HK_OK ? ws_bytes : ~0ull;
+}
+
+/* Non-finite inputs on each cache type and each way flash-decoding ends: one split writing the
+ * output, several combined by the last split to finish, several combined by a second pass; and
+ * prefill rows on flash-decoding (a capacity flash attention refuses: past the twin's, else past
+ * the matrix cores'), where keys past a row's causal limit share its batches. */
+static void test_nonfinite(void)
+{
+    static const hk_type types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_0};
+    static const struct {
+        const char *what, *hooks;
+    } modes[] = {
+        {"one split", "HK_SDPA_GROUPS=1"},
+        {"splits combined by the last", "HK_SDPA_GROUPS=64"},
+        {"splits combined by a second pass", "HK_SDPA_GROUPS=64 HK_SDPA_SINGLE_PASS=0"},
+    };
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        set_hooks(modes[m].hooks);
+        for (int t = 0; t < 3; t++) {
+            uint64_t ws = nonfinite_run(modes[m].what, types[t], 1, 1024, 700, 64, 0);
+            char label[160];
+            snprintf(label, sizeof label, "sdpa non-finite inputs, %s (%s): the splits asked for",
+                     modes[m].what, hk_type_name(types[t]));
+            if (ws != ~0ull)
+                hk_check((ws == 0) == (m == 0), label, "workspace %llu bytes", (unsigned long long)ws);
+        }
+    }
+    clear_hooks();
+    hk_sdpa_desc d = {.n_q = 3, .n_heads = 8, .n_kv_heads = 4, .head_dim = 32, .seq_k = 300, .scale = 1.0f,
+                      .causal = 1, .kv = {HK_TYPE_F16, 131073, 64, 64ull * 131073, 64, 64ull * 131073}};
+    const char *path = hk_sdpa_path(ctx, &d);
+    uint32_t capacity = path && !strcmp(path, "decode") ? 131073 : 524289;
+    nonfinite_run("prefill rows", HK_TYPE_F16, 3, capacity, 300, 32, 1);
+}
+
 int main(void)
 {
     ctx = hk_test_context();
@@ -619,6 +735,7 @@ int main(void)
     test_replay();
     test_arrival();
     test_tuning_hooks();
+    test_nonfinite();
     test_errors();
     return hk_test_finish(ctx);
 }

@@ -65,6 +65,7 @@ typedef struct flash_data {
     uint8_t *k, *v;         /* the caches, desc.kv's layout */
     uint64_t k_bytes, v_bytes;
     float *ref;             /* [n_q, n_heads, d] */
+    uint8_t *cls;           /* with non-finite inputs: the class of each output (hk_test_sdpa_classes) */
     size_t n_out;
 } flash_data;
 
@@ -102,8 +103,9 @@ static void get_row(const uint8_t *src, hk_type type, float *x, uint32_t d)
     }
 }
 
-/* (1) Seeded inputs in the case's cache layout and the reference output. */
-static void flash_prepare(const flash_case *c, flash_data *fd)
+/* (1) Seeded inputs in the case's cache layout and the reference output; with nonfinite, NaN and
+ * inf planted in q, K and V (hk_test_sdpa_plant) and the class of each output. */
+static void flash_prepare(const flash_case *c, int nonfinite, flash_data *fd)
 {
     memset(fd, 0, sizeof *fd);
     fd->c = *c;
@@ -137,6 +139,9 @@ static void flash_prepare(const flash_case *c, flash_data *fd)
     memset(fd->v, 0xFF, fd->v_bytes);
     /* logits of a few units (peaked softmax), a few outlier keys */
     hk_rng_fill(&rng, fd->q, fd->n_out, -2.0f, 2.0f);
+    for (size_t r = 0; nonfinite && r < (size_t)c->n_q * c->n_heads; r++)
+        hk_test_sdpa_plant(&fd->desc, c->seq_k, 'q', (uint32_t)(r / c->n_heads), (uint32_t)(r % c->n_heads),
+                           fd->q + r * d);
     size_t packed = (size_t)nkv * c->seq_k * d;
     float *kp = malloc(packed * sizeof(float)), *vp = malloc(packed * sizeof(float)), x[256];
     for (uint32_t h = 0; h < nkv; h++)
@@ -146,13 +151,21 @@ static void flash_prepare(const flash_case *c, flash_data *fd)
             if (j % 37 == 5)
                 for (uint32_t i = 0; i < d; i++)
                     x[i] *= 3.0f;
+            if (nonfinite)
+                hk_test_sdpa_plant(&fd->desc, c->seq_k, 'k', h, j, x);
             put_row(fd->k + at, c->type, x, d);
             get_row(fd->k + at, c->type, kp + ((size_t)h * c->seq_k + j) * d, d);
             hk_rng_fill(&rng, x, d, -1.0f, 1.0f);
+            if (nonfinite)
+                hk_test_sdpa_plant(&fd->desc, c->seq_k, 'v', h, j, x);
             put_row(fd->v + at, c->type, x, d);
             get_row(fd->v + at, c->type, vp + ((size_t)h * c->seq_k + j) * d, d);
         }
     hk_ref_sdpa(fd->q, kp, vp, fd->ref, c->n_q, c->n_heads, nkv, c->seq_k, d, fd->desc.scale, c->causal);
+    if (nonfinite) {
+        fd->cls = malloc(fd->n_out);
+        hk_test_sdpa_classes(fd->q, kp, vp, fd->cls, c->n_q, c->n_heads, nkv, c->seq_k, d, fd->desc.scale, c->causal);
+    }
     free(kp);
     free(vp);
 }
@@ -161,6 +174,7 @@ static void flash_free(flash_data *fd)
 {
     free(fd->q);
     free(fd->ref);
+    free(fd->cls);
     free(fd->k);
     free(fd->v);
 }
@@ -175,6 +189,8 @@ static hk_status flash_record(hk_context *ctx, hk_stream *stream, const flash_da
 /* (3) */
 static int flash_compare(const char *name, const float *got, const flash_data *fd, double gate)
 {
+    if (fd->cls)
+        return hk_check_sdpa_classes(name, got, fd->ref, fd->cls, fd->n_out, gate);
     return hk_check_close(name, got, fd->ref, fd->n_out, gate);
 }
 
@@ -191,12 +207,13 @@ static const char *arm_name;
 static double arm_gate;
 static double worst_rel; /* largest scale_rel of the context's cases, to see that the arm ran */
 
-static void flash_run(hk_context *ctx, const flash_case *c)
+static void flash_run(hk_context *ctx, const flash_case *c, int nonfinite)
 {
     flash_data fd;
-    flash_prepare(c, &fd);
+    flash_prepare(c, nonfinite, &fd);
     char name[200];
-    snprintf(name, sizeof name, "flash %s q%u h%u/%u d%u k%u/%u%s %s%s%s%s", hk_type_name(c->type), c->n_q,
+    snprintf(name, sizeof name, "flash %s%s q%u h%u/%u d%u k%u/%u%s %s%s%s%s", nonfinite ? "non-finite inputs, " : "",
+             hk_type_name(c->type), c->n_q,
              c->n_heads, c->n_kv_heads, c->head_dim, c->seq_k, c->capacity, c->causal ? " causal" : "",
              c->token_major ? "token-major" : "head-major", c->row_pad ? " padded-rows" : "",
              c->flush ? " flush" : "", c->counter ? " counter" : "");
@@ -245,7 +262,7 @@ static void flash_run(hk_context *ctx, const flash_case *c)
         snprintf(label, sizeof label, "%s guards", name);
         hk_check(bad == 0, label, "%u words written outside the output", bad);
         flash_compare(name, host + GUARD, &fd, arm_gate);
-        double rel = hk_scale_rel(host + GUARD, fd.ref, fd.n_out);
+        double rel = nonfinite ? 0.0 : hk_scale_rel(host + GUARD, fd.ref, fd.n_out);
         if (rel > worst_rel)
             worst_rel = rel;
     }
@@ -341,6 +358,15 @@ static const flash_case emulated_64[] = { /* "4,1,16,32,1,1": 4 subgroups, 2 chu
     {100, 8, 1, 64, 131, 160, 1, F16, 1, 0, 4, 1, 0, 0, 0},
     {64, 4, 4, 64, 100, 100, 0, F16, 1, 0, 16, 1, 0, 0, 0},
 };
+/* Non-finite inputs (hk_test_sdpa_plant, 4 kv heads): causal with the queries in several row
+ * tiles, each type; not causal, token-major; key chunks split over workgroups and merged */
+static const flash_case nonfinite_cases[] = {
+    {17, 8, 4, 64, 40, 48, 1, F16, 0, 0, 16, 0, 0, 0, 0},
+    {17, 8, 4, 64, 40, 48, 1, F32, 0, 0, 16, 0, 0, 0, 0},
+    {17, 8, 4, 64, 40, 48, 1, Q80, 0, 0, 16, 0, 0, 0, 0},
+    {6, 8, 4, 64, 30, 40, 0, F16, 1, 0, 16, 1, 0, 0, 0},
+    {3, 8, 4, 64, 1000, 1100, 1, F32, 0, 0, 16, 0, 0, 0, 0},
+};
 /* One workgroup walking the most keys it may (the loop bound lavapipe enforces), no split for
  * occupancy (HK_FLASH_GROUPS=1): 8192 keys on the matrix-core arm (emulated), 2048 on the twin. */
 static const flash_case longest_coop = {2, 1, 1, 128, 8192, 8192, 0, F16, 0, 0, 16, 0, 0, 0, 0};
@@ -361,13 +387,24 @@ static void run_cases_up_to(hk_context *ctx, const flash_case *list, size_t coun
         flash_case c = list[i];
         c.seed = 100 + i;
         if (c.head_dim <= max_head_dim)
-            flash_run(ctx, &c);
+            flash_run(ctx, &c, 0);
     }
 }
 
 static void run_cases(hk_context *ctx, const flash_case *list, size_t count)
 {
     run_cases_up_to(ctx, list, count, 256);
+}
+
+/* The cases of nonfinite_cases on this arm (f16 only: the emulated arm) */
+static void run_nonfinite(hk_context *ctx, int f16_only)
+{
+    for (size_t i = 0; i < sizeof nonfinite_cases / sizeof nonfinite_cases[0]; i++) {
+        flash_case c = nonfinite_cases[i];
+        c.seed = 300 + i;
+        if (!f16_only || c.type == HK_TYPE_F16)
+            flash_run(ctx, &c, 1);
+    }
 }
 
 /* The key split's limit (include/hkernel.h, prefill): few rows, so that the split for occupancy
@@ -395,7 +432,7 @@ static void test_split_limit(hk_context *ctx, uint32_t max_keys, const char *arm
     hk_check(path && !strcmp(path, "decode"), name, "%s", path ? path : "refused");
     if (run) {
         flash_case c = {n_q, n_heads, 1, d, capacity, capacity, 1, HK_TYPE_F16, 0, 0, 16, 0, 0, 0, 11};
-        flash_run(ctx, &c);
+        flash_run(ctx, &c, 0);
     }
 }
 
@@ -405,7 +442,7 @@ static void run_longest(hk_context *ctx, const flash_case *c)
     setenv("HK_FLASH_GROUPS", "1", 1);
     flash_case one = *c;
     one.seed = 7;
-    flash_run(ctx, &one);
+    flash_run(ctx, &one, 0);
     unsetenv("HK_FLASH_GROUPS");
 }
 
@@ -414,7 +451,7 @@ static void test_tuning_errors(hk_context *ctx, int coop)
 {
     flash_case c = {17, 8, 2, 128, 17, 40, 1, HK_TYPE_F16, 0, 0, 16, 0, 0, 0, 3};
     flash_data fd;
-    flash_prepare(&c, &fd);
+    flash_prepare(&c, 0, &fd);
     hk_buffer *qb = hk_test_buffer(ctx, fd.n_out * 4, fd.q), *kb = hk_test_buffer(ctx, fd.k_bytes, fd.k);
     hk_buffer *vb = hk_test_buffer(ctx, fd.v_bytes, fd.v), *ob = hk_test_buffer(ctx, fd.n_out * 4, NULL);
     hk_view q = {qb, 0}, k = {kb, 0}, v = {vb, 0}, out = {ob, 0}, none = {NULL, 0};
@@ -446,7 +483,7 @@ static void test_workspace_errors(hk_context *ctx)
 {
     flash_case c = {3, 8, 2, 64, 900, 1100, 1, HK_TYPE_F16, 0, 0, 16, 0, 0, 0, 7};
     flash_data fd;
-    flash_prepare(&c, &fd);
+    flash_prepare(&c, 0, &fd);
     uint64_t ws = 0, ws_other = 0, ws_small = 0;
     hk_sdpa_desc other = fd.desc, small = fd.desc;
     other.seq_k = 17;
@@ -503,6 +540,7 @@ int main(void)
     printf("-- default context: prefill runs on the %s, gate %.0e\n", arm_name, arm_gate);
     worst_rel = 0;
     run_cases(ctx, cases, sizeof cases / sizeof cases[0]);
+    run_nonfinite(ctx, 0);
     test_split_limit(ctx, coop ? 8192 : 2048, coop ? "flash-coopmat" : "flash", 1);
     test_workspace_errors(ctx);
     test_tuning_errors(ctx, coop);
@@ -526,6 +564,7 @@ int main(void)
             arm_gate = HK_GATE_F32;
             printf("-- without HK_FEATURE_COOPMAT_KHR: the %s, gate %.0e\n", arm_name, arm_gate);
             run_cases(twin, cases, sizeof cases / sizeof cases[0]);
+            run_nonfinite(twin, 0);
             test_split_limit(twin, 2048, "flash", 1);
             run_longest(twin, &longest_twin);
             uint32_t messages = hk_context_validation_messages(twin);
@@ -554,6 +593,8 @@ int main(void)
             hk_check(worst_rel > 1e-5, "flash: the emulated matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
         }
         setenv("HK_FLASH_EMULATE_COOPMAT", "1", 1); /* its default tile */
+        printf("-- HK_FLASH_EMULATE_COOPMAT=1: non-finite inputs, the key split's limit\n");
+        run_nonfinite(ctx, 1);
         test_split_limit(ctx, 8192, "flash", 0);
         printf("-- HK_FLASH_EMULATE_COOPMAT=1: one workgroup over 8192 keys\n");
         run_longest(ctx, &longest_coop);

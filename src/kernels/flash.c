@@ -71,20 +71,25 @@ typedef struct flash_plan {
 
 static int type_index(hk_type type) { return type == HK_TYPE_F32 ? 0 : type == HK_TYPE_F16 ? 1 : 2; }
 
-/* Shared memory of each arm, as flash.comp declares it (plus common.glsl's hk_partial[WG]), and
- * the emulation's exchange arrays. */
+/* 16-byte elements of the matrix-core arm's array sm (flash.comp). */
+static uint64_t coop_elements(uint32_t d, const flash_tile *t)
+{
+    uint64_t str8 = (d + 8) / 8, ur = 16ull * t->mr, br = ur * t->nsg;
+    uint64_t s4 = (t->bc + 4) / 4, p8 = (t->bc + 8) / 8 + 4;
+    return (t->qreg ? 0 : br * str8) + 2ull * t->bkv * str8 + t->nsg * ur * (s4 > p8 ? s4 : p8);
+}
+
+/* Shared memory of each arm, as flash.comp declares it (plus common.glsl's hk_partial[WG] and
+ * vbad[D]), and the emulation's exchange arrays. */
 static uint64_t coop_shared_bytes(uint32_t d, const flash_tile *t, uint32_t sg, int emulated)
 {
-    uint64_t str8 = (d + 8) / 8, ur = 16ull * t->mr, br = ur * t->nsg, wg = (uint64_t)t->nsg * sg;
-    uint64_t s4 = (t->bc + 4) / 4, p8 = (t->bc + 8) / 8 + 4;
-    uint64_t elems = (t->qreg ? 0 : br * str8) + 2ull * t->bkv * str8 + t->nsg * ur * (s4 > p8 ? s4 : p8);
-    return 16 * elems + 4 * wg + (emulated ? 2ull * t->nsg * 256 * 4 : 0);
+    return 16 * coop_elements(d, t) + 4ull * t->nsg * sg + 4ull * d + (emulated ? 2ull * t->nsg * 256 * 4 : 0);
 }
 
 static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t bkv)
 {
     uint64_t str8 = (d + 8) / 8;
-    return 32 * (br + 2ull * bkv) * str8 + 16ull * br * ((bc + 4) / 4) + 4 * FLASH_TWIN_WG;
+    return 32 * (br + 2ull * bkv) * str8 + 16ull * br * ((bc + 4) / 4) + 4 * FLASH_TWIN_WG + 4ull * d;
 }
 
 /* Why a matrix-core tile cannot run here (NULL: it can), for subgroups of sg invocations. */
@@ -102,8 +107,7 @@ static const char *coop_tile_problem(const hk_context *context, uint32_t d, cons
     if ((uint64_t)t->nsg * sg > context->caps.max_workgroup_size)
         return "more invocations than a workgroup may have";
     uint64_t str8 = (d + 8) / 8, br = 16ull * t->mr * t->nsg;
-    uint64_t whole = (coop_shared_bytes(d, t, sg, 0) - 4ull * t->nsg * sg) / 16;
-    if (t->qreg && br * str8 > whole)
+    if (t->qreg && br * str8 > coop_elements(d, t))
         return "Q in registers passes through the tiles' shared memory, which is smaller than Q";
     if (coop_shared_bytes(d, t, sg, emulated) > context->caps.shared_memory_bytes)
         return "more shared memory than the device has";
