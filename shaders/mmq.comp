@@ -76,7 +76,7 @@ const uint STRIDE = 8u * KS + 4u;
 // X rows: Q6_K's blocks take 12 words, the low 16 values (4 words), 4 words of zeros, the high 16:
 // the 8 words from 12 kk are the block with its high half zero, those from 12 kk + 4 the block
 // with its low half zero, so that each 16-value scale has its own product with no operand
-// arithmetic (a product with a mask compiled to ~170 byte instructions per split on NVIDIA).
+// arithmetic (a product with a mask compiles to many byte instructions per split on NVIDIA).
 // 12 KS + 4 words keeps the rows of a matrix load in different banks (KS >= 2).
 #ifdef HK_Q6_K
 const uint A_BLOCK = 12u;
@@ -151,9 +151,8 @@ void w_set(uint kk, uint r, vec2 f)
 // A product starts from a zero accumulator and its int32 sums (exact in f32: below 2^24, at most
 // 32 x 128 x 128 for Q8_0) become f32 by a conversion. Not common.glsl's biased start
 // (HK_I2F_BIAS and a subtraction): an accumulator is overwritten by its product, so the compiler
-// writes the bias constant into every product's registers first (4 moves per 16x8x32 product; in
-// the 255-register Q4_K kernel 322 moves per k step, 20% of its multiplies' instructions), and
-// on the H200 the conversion (I2FP, no moves) is 5-6% faster for Q8_0 and Q4_K, 1-2% for Q6_K.
+// writes the bias constant into every product's registers first, moves that cost more than the
+// conversion saves.
 #ifdef HK_COOPMAT
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, 32, 16, gl_MatrixUseB>

@@ -31,12 +31,10 @@
 //               32 invocations that need not be subgroups (workgroup barriers).
 // Staging takes 16-byte loads and stores: the tokens' 4 blocks of a half lie in 144 contiguous
 // bytes on a 16-byte boundary (k a multiple of 256), loaded as 9 pieces and sorted into quants and
-// d word by word at the store (on the H200 8 x 14336 x 4096 0.0351 -> 0.0317 ms against a 4-byte
-// load per word: fewer load and store instructions per byte). Every address an invocation stages
-// to is fixed for the whole loop (computed once, before it: no divisions by 9 in the loop), and
-// the stores and the epilogue's reads of shared memory are free of bank conflicts (on the H200
-// 8 x 4096 x 4096 0.0110 -> 0.0095 ms, 8 x 14336 x 4096 0.0320 -> 0.0265 at 2 warps; docs/perf.md,
-// sixth session).
+// d word by word at the store: fewer load and store instructions per byte than a 4-byte load per
+// word. Every address an invocation stages to is fixed for the whole loop (computed once, before
+// it: no divisions by 9 in the loop), and the stores and the epilogue's reads of shared memory are
+// free of bank conflicts.
 // Q8_0's blocks lie on 2 bytes, their quants on 4 (odd blocks) or 2 (even ones); its weights are
 // still read in 16-byte pieces of the rows, 9 per half super-block, so the stream takes as few load
 // instructions per byte as Q4_K's: which of a piece's 4 words start a block's quant word, which of
@@ -103,8 +101,7 @@ HK_PUSH_END
 // 16 x 32 int8 tiles (tile i of row tile g at (4 g + i) TILE), rows TV uvec4 apart (32 bytes and 16
 // of padding, so that the 16-byte rows a matrix load reads from 8 rows fall into different banks),
 // tiles one uvec4 more than 16 rows apart: a store instruction's 8-invocation phase writes rows x
-// and x + 4 (wrow) into tiles 2 apart, 32 bytes apart in the banks, so its 8 pieces fill all 32
-// (on the H200 8 x 14336 x 4096 0.0320 -> 0.0314 ms against rows x, x + 1 and tiles 0 apart).
+// and x + 4 (wrow) into tiles 2 apart, 32 bytes apart in the banks, so its 8 pieces fill all 32.
 // Q8_0's quant words are stored one by one (8 invocations per row, 4 rows a store): with tiles 4
 // uvec4 more than 16 rows apart a store instruction meets at most 2-way bank conflicts (1 apart: 3).
 const uint TV = 3u;
@@ -115,8 +112,7 @@ const uint TILE = 16u * TV + 1u; // Q6_K's stores: 8 rows of one tile per phase,
 #endif
 const uint WSHW = 4u * RT * TILE;
 // Q8_0 stores its tiles word by word, so they are an array of words there (offsets below stay in
-// uvec4, SHW_WORDS words each; as uvec4 stored a component at a time, 8 x 4096 x 4096 took 0.0233
-// ms against 0.0218 on the H200)
+// uvec4, SHW_WORDS words each): a uvec4 array stored a component at a time is slower
 #ifdef HK_Q8_0
 const uint SHW_WORDS = 4u;
 shared uint shw[WARPS * WSHW * 4u];
@@ -166,10 +162,9 @@ shared int spat[16u * TOKENS];
 // quants 16 q .. 16 q + 15 of the half, q = u % 4) and the 9 TOKENS 16-byte pieces of the tokens' 4
 // Q8_1 blocks (TPL tokens per load: token TPL j + ln / 9's piece ln % 9); and once per super-block its
 // 32 RT headers (row u / 2, twice: in each half each of the two invocations decodes two of the
-// half's sub-blocks), in one set of registers, loaded right after the second half's decode (on the
-// H200 8x4096x4096 0.0111 -> 0.0110 ms against a load per half; 8x14336x4096 the same). Rows past
-// n, tokens past m and super-blocks past k load the last ones (in bounds; their results are never
-// written).
+// half's sub-blocks), in one set of registers, loaded right after the second half's decode. Rows
+// past n, tokens past m and super-blocks past k load the last ones (in bounds; their results are
+// never written).
 // Q8_0: a half's pieces 0 .. 7 of each row, 8 invocations per row (piece u % 8 of row u / 8), with
 // the words after them that a shifted last word needs (rn), and its ninth piece (one invocation per
 // row; it never needs the next word): 9 loads of 16 bytes per row where Q4_K takes 4 and a header.
@@ -190,8 +185,6 @@ uvec4 rq[NR], rx[2][NX];
 #else
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
-// on the H200 one register set was slower than two (8x4096x4096 / 8x14336x4096: 0.0129 / 0.0381
-// ms against 0.0125 / 0.0369, 196 registers against 220; docs/perf.md, fifth session)
 uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
 #endif
 

@@ -12,10 +12,10 @@
 // contiguous runs, not one cache line per lane); rows past n stage zeros. GGUF blocks are only
 // 2-byte aligned: the loads are as wide as the view's alignment allows (WLOAD, a constant): Q4_K
 // 16-byte chunks, Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes, else 16-bit
-// words. On the H200 at 512 x 4096 x 4096 (docs/perf.md, eighth session) Q8_0 0.195 -> 0.177 ms
-// and Q6_K 0.314 -> 0.301 against 16-bit words throughout; the width as a constant rather than a
-// branch on a push constant took Q4_K 0.169 -> 0.161. Needs w16/w32/w128, sb, w_set, STRIDE, BN,
-// KS, WG, tid, n0, w_row0 (the tile's first row's first 16-bit word), row_u16, pc.n, KB.
+// words: fewer load instructions than 16-bit words throughout. The width is a constant rather
+// than a branch on a push constant, so that each pipeline holds only its own loads. Needs
+// w16/w32/w128, sb, w_set, STRIDE, BN, KS, WG, tid, n0, w_row0 (the tile's first row's first
+// 16-bit word), row_u16, pc.n, KB.
 #define HK_WIDE_WEIGHT_LOADS
 #include "gemm_q4k.glsl"
 #include "w16.glsl"
@@ -92,8 +92,8 @@ void w_store(uint st)
 // 2(q/2)+1. A step of KS sub-blocks (KS even, j0 = the step's first sub-block in its super-block)
 // takes chunks j0 .. j0+KS-1 of each row. A unit is a pair of chunks, j0 + 2p and j0 + 2p + 1 (the
 // whole of sub-blocks j0 + 2p and j0 + 2p + 1), and its super-block's header: every invocation
-// decodes the factors of its own two sub-blocks (on the H200, 512 x 4096 x 4096 0.178 -> 0.169 ms
-// against a unit of one chunk, whose header half the invocations loaded and decoded for nothing).
+// decodes the factors of its own two sub-blocks (with a unit of one chunk, half the invocations
+// would load and decode a header for nothing).
 const uint WU = (BN * KS / 2u + WG - 1u) / WG;
 uvec4 wh_raw[WU], wc_raw[WU][2];
 
@@ -149,14 +149,11 @@ void w_store(uint st)
 // scales[8h + 2g + 1]. The four blocks of a half share their bytes: a unit is values l = 4 QW p
 // .. 4 QW p + 4 QW - 1 (p < 8 / QW) of the step's blocks of one half (QG of them from block g0),
 // from QW words of each 32 ql bytes and QW qh words, and the half's scales and d for p = 0; it
-// stores QW consecutive words of each block at once. QW is the widest of 4, 2, 1 that leaves no
-// invocation without a unit. On the H200 against units of one word (512 x 4096 x 4096 / the
-// expert-indexed down projection, ms): 0.300 -> 0.283 / 0.556 -> 0.521 (QW 2 / 4; QW 4 in the
-// dense tile too: 0.311, half its 512 invocations idle); Q4_K's stores in runs of 4 words rather
-// than interleaved took 0.160 -> 0.155 (docs/perf.md, twelfth session). A step
-// is two blocks of a half (KS 2), one half (KS 4) or both (KS 8). With WLOAD 1 (the view on 4
-// bytes, k / 256 even: every row on 4 bytes) the even super-blocks (210 bytes each) start on 4
-// bytes and are read in 32-bit words.
+// stores QW consecutive words of each block at once: fewer, wider loads and stores than units of
+// one word. QW is the widest of 4, 2, 1 that leaves no invocation without a unit (idle invocations
+// cost more than the wider units gain). A step is two blocks of a half (KS 2), one half (KS 4) or
+// both (KS 8). With WLOAD 1 (the view on 4 bytes, k / 256 even: every row on 4 bytes) the even
+// super-blocks (210 bytes each) start on 4 bytes and are read in 32-bit words.
 const uint QH = KS >= 4u ? KS / 4u : 1u; // halves per step
 const uint QG = KS >= 4u ? 4u : KS;      // blocks per half and step
 const uint QW = BN * QH * 2u >= WG ? 4u : BN * QH * 4u >= WG ? 2u : 1u;
@@ -182,8 +179,7 @@ void w_load(uint st)
             // the unit's first words in the super-block (its ql runs, its qh run; the scales at
             // word 48 + 2h), read as words or as pairs of 16-bit words
             const uint o[3] = uint[3](16u * h + QW * p, 16u * h + 8u + QW * p, 32u + 8u * h + QW * p);
-            // d loaded inside each branch: with one load after both, the H200 ran the expert-
-            // indexed Q6_K kernel (k 768, always the 16-bit branch) 7% slower (0.557 -> 0.598 ms)
+            // d loaded inside each branch: one load after both slows the 16-bit branch
             if (WLOAD == 1u && (sbk & 1u) == 0u) { // the super-block on 4 bytes: 32-bit words
                 uint b2 = b >> 1;
                 [[unroll]] for (uint a = 0; a < 3u; a++)

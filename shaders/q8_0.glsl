@@ -29,7 +29,7 @@ uint hk_item_block(uint it) { return it >> 1; }
 
 // hk_load issues a row's loads of the item (slot c * HK_NROWS + r: the c-th of the HK_NITEMS
 // items in flight, row r): d's 16 bits and the 16 quants (2-byte aligned), either as 8 16-bit
-// loads put together in pairs (HK_Q8_0_W16; the one-token kernel as measured) or, loading
+// loads put together in pairs (HK_Q8_0_W16, a tuning choice of the one-token kernel) or, loading
 // nothing that waits for a load so that they fly while x is staged, as the 4 words from the one
 // holding their first byte and, when they start 2 bytes into a word, the 16 bits after those
 // (every byte read is the block's). hk_compute aligns them and meets them with each token's

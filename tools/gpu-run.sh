@@ -7,7 +7,7 @@
 # with registers. few: hk_mmq's few-token kernel at 8 and 16 tokens of 4096 and 14336 under a set of its
 # HK_MMQ_FEW_* settings, with registers (a build with CMake HK_MMQ_PROBES=ON; others ignore them).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
-# prefill shapes of docs/perf.md and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
+# prefill shapes listed below and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
 # shape, default 12) into a cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's
 # prefill and MoE matvec rows taking those winners (run it with tune).
 for f in .gl/*.deb; do dpkg -x "$f" /; done

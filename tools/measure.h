@@ -1,4 +1,4 @@
-/* measure.h — the one timing method of hk-check and hk-bench (docs/perf.md says why):
+/* measure.h — the one timing method of hk-check and hk-bench (docs/perf.md, Method, says why):
  * weights rotated over copies whose footprint is well past the last-level cache, many dispatches
  * recorded in one stream, GPU timestamps, clocks warmed first, and the device's copy bandwidth
  * measured beside each row; and the options and case loop both tools share. Uses only the public

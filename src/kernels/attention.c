@@ -185,9 +185,7 @@ _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capaci
 /* Workgroups the split count aims for: 32 splits per kv head, between 128 and 256 workgroups
  * (about one to two per SM of the H200's 132), with every load of a 2048-key decode in flight at
  * once (8 kv heads x 32 splits of 64 keys); fewer splits keep the combine (one workgroup reading
- * every split's partial) short. Measured on the H200 at seq_k 32768: 4 kv heads, 128 workgroups
- * 0.090 ms (Q8_0) and 0.082 ms (f16) against 0.114 and 0.105 at 256; 8 kv heads, 256 workgroups
- * 0.056 ms against 0.074 at 128 (docs/perf.md). A CPU device runs a few at a time. */
+ * every split's partial) short. A CPU device runs a few at a time. */
 #define SDPA_GPU_SPLITS_PER_KV_HEAD 32u
 #define SDPA_GPU_GROUPS_MIN 128u
 #define SDPA_GPU_GROUPS_MAX 256u

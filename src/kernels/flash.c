@@ -20,9 +20,8 @@ typedef struct flash_tile {
 } flash_tile;
 
 /* Matrix-core defaults, the first that fits the device and this head_dim (shared memory, and
- * about 224 registers a lane by coop_registers) wins: 8 subgroups of 16 rows (BR 128; on the
- * H200 52, 126 and 127 TFLOP/s at 512x512, 512x4096 and 2048x2048 causal against 46, 97 and 80
- * with 4, docs/perf.md), else 4 subgroups of 16 rows (BR 64), Q in
+ * about 224 registers a lane by coop_registers) wins: 8 subgroups of 16 rows (BR 128: more warps
+ * to hide latency than 4, faster on causal prefill), else 4 subgroups of 16 rows (BR 64), Q in
  * registers, tiles of 32 keys prefetched, one chunk per tile (27 KiB of shared memory at head_dim
  * 128: two workgroups fit an SM even where the driver gives a workgroup's SM only 64 KiB); Q in
  * shared memory and smaller tiles where registers or shared memory are short (head_dim above

@@ -20,16 +20,15 @@
 #define MATVEC_SUBGROUPS 4u
 #define MATVEC_MAX_GROUPS 8192u
 /* Rows per subgroup: with few rows, 1, so that small matrices still spread over enough subgroups
- * to fill the device; with more, several rows share each x load. Measured on the H200
- * (docs/perf.md): from 4096 rows 2; from 16384 rows (151936x2048) f32 x 4 for every type, int8
- * Q8_0 2, Q4_K 2, Q6_K 4. */
+ * to fill the device; with more, several rows share each x load: from 4096 rows 2; from 16384
+ * rows (a vocabulary head) f32 x 4 for every type, int8 by type. */
 #define MATVEC_SOME_ROWS 4096u
 #define MATVEC_MANY_ROWS 16384u
 static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 /* Items per step (spec constant HK_NITEMS): each lane issues the weight loads of that many items
- * (one per gl_SubgroupSize) before computing them. One token: 1, the measured kernel
- * (HK_MATVEC_INT8_ITEMS = 1, 2 or 4 overrides for the dense kernel: more loads in flight where few
- * subgroups run, for more registers).
+ * (one per gl_SubgroupSize) before computing them. One token: 1 (HK_MATVEC_INT8_ITEMS = 1, 2 or 4
+ * overrides for the dense kernel: more loads in flight where few subgroups run, for more
+ * registers).
  * The one-token int8 kernels' schedule, rows per subgroup, items per step and the Q8_0 weight
  * loads (MV_*), is the autotuner's: HK_TUNE_MATVEC_INT8 for hk_matvec_int8 and
  * HK_TUNE_MOE_MATVEC_INT8 for hk_moe_matvec_int8, whose row groups run the same loop (the MoE's
@@ -50,30 +49,25 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  * operations); what the token side costs (the activation's 80 bytes of shared-memory reads per
  * lane, token and item) is shared by a subgroup's rows, and the staging (reading all of x, 1.125
  * bytes a value per token, from L2 and writing it to shared memory) by the workgroup's rows:
- *  - staged per step (the first kernel): every workgroup copies, per step, the blocks its items
- *    read, between two barriers, for each group of rows it computes. At 4096 x 4096 x 8 tokens
- *    with 4 subgroups of 2 rows that is 36 KB of x per 8 rows against 18 KB of their weights, and
- *    the copy's registers (5 words per token) are live beside the weights' and the sums: issue-
- *    and occupancy-bound (docs/perf.md: 8-13% of copy, 4x the one-token time);
+ *  - staged per step: every workgroup copies, per step, the blocks its items read, between two
+ *    barriers, for each group of rows it computes. At 4096 x 4096 x 8 tokens with 4 subgroups of
+ *    2 rows that is 36 KB of x per 8 rows against 18 KB of their weights, and the copy's registers
+ *    (5 words per token) are live beside the weights' and the sums: issue- and occupancy-bound;
  *  - resident: where the pass's x fits in shared memory (per token 40 bytes a block: all of k for
  *    8 tokens up to k = 4864 in 48 KiB), each workgroup stages it once, then its subgroups run the
  *    row groups of the grid-stride loop on their own, with no barrier, as the one-token kernel
  *    does. The staging is then once per workgroup: with the default cap of 256 workgroups, ~9 MB
  *    of L2 reads at 4096 x 4096 x 8 (the weights: 9.4 MB from DRAM), and each subgroup's
  *    registers hold its weights and sums only.
- * Defaults, from the autotuner's winners on the H200 (docs/perf.md, 2026-12-01: 8 tokens of Q4_K
- * 4096 x 4096 subgroups=16,nrows=2,items=4,wgs=128 0.0181 ms against 0.0225 for the counted
- * default of 8 subgroups; of 14336 x 4096 16,2,2,128 0.0416 against 0.0601 with 4 rows; Q8_0
- * 4096 x 4096 16,2,1,256 0.0224 against 0.0294): 16 subgroups (512 invocations, one workgroup per
- * SM, a quarter of the staging per row of 4 subgroups); x resident where all tokens fit, at most
- * 128 workgroups (K-quants) or 256 (Q8_0); else staged per step, as many workgroups as row groups
- * need (up to MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup: 2 from 4096 rows (4
- * lost at 14336 rows: more weights and sums held), 1 below. Items per step: K-quants 2, Q8_0 1.
- * The environment variables
- * HK_MATVEC_TOKENS_* override each (tuning hooks, hkernel.h). A row's sums do not depend on any
- * of these (its items run in the same lanes in the same order, shared memory holds the values
- * the buffer does, and subgroupAdd sees the same values), so every schedule stays bit-identical
- * to hk_matvec_int8. */
+ * Defaults, from the autotuner's winners: 16 subgroups (512 invocations, one workgroup per SM, a
+ * quarter of the staging per row of 4 subgroups); x resident where all tokens fit, at most 128
+ * workgroups (K-quants) or 256 (Q8_0); else staged per step, as many workgroups as row groups need
+ * (up to MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup: 2 from 4096 rows (4 lose
+ * at 14336 rows: more weights and sums held), 1 below. Items per step: K-quants 2, Q8_0 1. The
+ * environment variables HK_MATVEC_TOKENS_* override each (tuning hooks, hkernel.h). A row's sums
+ * do not depend on any of these (its items run in the same lanes in the same order, shared memory
+ * holds the values the buffer does, and subgroupAdd sees the same values), so every schedule stays
+ * bit-identical to hk_matvec_int8. */
 #define MATVEC_TOKENS_ITEMS_Q8_0 1u
 #define MATVEC_TOKENS_ITEMS_KQ 2u
 #define MATVEC_TOKENS_SUBGROUPS 16u
@@ -267,7 +261,7 @@ static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_
         st = hk__env_u32(fn, "HK_MATVEC_INT8_ITEMS", 0, 1, 4, 1, &env_items);
     if (st != HK_OK)
         return st;
-    *q8_0_w16 = bits == 16; /* 32-bit words by default: faster on the H200 for any token count */
+    *q8_0_w16 = bits == 16; /* 32-bit words by default: the faster loads at any token count */
     uint32_t want_items = env_items ? env_items : 1;
     for (uint32_t nr = *nrows; nr >= 1; nr /= 2) {
         if (moe_n % nr)

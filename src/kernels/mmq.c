@@ -66,18 +66,15 @@ typedef struct mmq_tile {
     uint32_t wm, wn, rm, rn, ks, prefetch, rolled;
 } mmq_tile;
 
-/* Defaults, from the H200's sweeps (docs/perf.md, 2026-12-01 and 12-02), coopmat by kernel and
- * type. Dense: 128 x 128 tiles without prefetch (the registers it takes cost more than the latency
- * it hides) where the shape yields about a tile per SM or more, else the small 64 x 64 tile of 4
- * warps. Q8_0 on 16 warps of 2 x 2 subtiles with 128-value steps; Q4_K on 8 warps of 4 x 2 (255
- * registers, more of a block's products in flight: 0.191 ms at 512 x 4096 x 4096 against 0.209
- * for 16 warps, where Q8_0 takes 0.243 against 0.211); Q6_K on 16 warps with 64-value steps (its X
- * tile takes 1.5 times the words, its halves staged apart: 128-value steps need 55 KiB).
+/* Defaults, from sweeps of the tiles on a GPU, coopmat by kernel and type. Dense: 128 x 128 tiles
+ * without prefetch (the registers it takes cost more than the latency it hides) where the shape
+ * yields about a tile per SM or more, else the small 64 x 64 tile of 4 warps. Q8_0 on 16 warps of
+ * 2 x 2 subtiles with 128-value steps; Q4_K on 8 warps of 4 x 2 (the most registers, more of a
+ * block's products in flight; Q8_0 gains nothing from them); Q6_K on 16 warps with 64-value steps
+ * (its X tile takes 1.5 times the words, its halves staged apart: 128-value steps need 55 KiB).
  * Expert-indexed (Qwen3-30B-A3B's experts get 32 rows on average at 512 tokens): 32 x 128 on 4
- * warps of 2 x 2 with 64-value steps, no prefetch (Q4_K E128 768 x 2048 top-8: 0.347 ms, against
- * 0.410 for 32 x 64 with prefetch), Q6_K 32 x 64 (E128 2048 x 768: 0.610 ms, against 0.904 for
- * 32 x 128). Portable: 32 x 32 tiles, one subtile per warp (lavapipe has 32 KiB of shared
- * memory). */
+ * warps of 2 x 2 with 64-value steps, no prefetch, Q6_K 32 x 64. Portable: 32 x 32 tiles, one
+ * subtile per warp (lavapipe has 32 KiB of shared memory). */
 static const mmq_tile coopmat_tiles[2][3] = {
     {{4, 4, 2, 2, 4, 0, 0}, {2, 4, 4, 2, 4, 0, 0}, {4, 4, 2, 2, 2, 0, 0}}, /* dense: Q8_0, Q4_K, Q6_K */
     {{1, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 1, 2, 0, 0}}, /* expert-indexed */
@@ -232,8 +229,8 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     }
     *source = HK_SCHED_DEFAULT;
     *out = arm == ARM_COOPMAT ? coopmat_tiles[id][t] : portable_tiles[id];
-    /* a CPU device (lavapipe): LLVM compiles the unrolled k loop 3x slower (the expert-indexed
-     * Q4_K pipeline 60 s against 17 s on 2 cores) and runs it no faster */
+    /* a CPU device (lavapipe): LLVM compiles the unrolled k loop several times slower and runs
+     * it no faster */
     if (arm != ARM_COOPMAT && context->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU)
         out->rolled = 1;
     if (!id && arm == ARM_COOPMAT) {
@@ -357,32 +354,15 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     else if (shader[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
     /* Workgroups of 32 rows (two row tiles per warp); two register sets at 8 token columns, one at
-     * 16, whose products and sums take the registers of the second (on the H200, 16 x 4096 x 4096
-     * / 16 x 14336 x 4096: 0.0128 / 0.0360 ms against 0.0150 / 0.0480 with two sets, which spill;
-     * at 8 tokens one set is slower, 0.0097 / 0.0267 against 0.0094 / 0.0247; docs/perf.md,
-     * eleventh session). The warps split k: 4,
-     * 2 or 1 of them, the most that keep the grid's warps within one per scheduler of the device
-     * (caps.schedulers, else 512): a warp runs fastest alone on its scheduler, and splitting k
-     * pays only where the rows alone leave schedulers idle. On the H200 (528 schedulers,
-     * docs/perf.md, sixth session), ms at 8 tokens with 1 / 2 / 4 warps: 4096 x 4096 (128
-     * workgroups) 0.0206 / 0.0130 / 0.0094, 8192 x 4096 (256) 0.0214 / 0.0147 / 0.0162, 11008 x
-     * 4096 (344) 0.0225 / 0.0256 / 0.0226, 14336 x 4096 (448) 0.0247 / 0.0261 / 0.0292, 4096 x 14336
-     * (128) 0.0652 / 0.0365 / 0.0229.
-     * Q8_0 (3.8x Q4_K's bytes per value; thirteenth session, ms) takes workgroups of 16 rows and up
-     * to two warps per scheduler: its loop waits on its loads (no products: 0.0219 against 0.0218
-     * at 8 x 4096 x 4096; no weight loads: 0.0107), so more warps in flight pay where Q4_K's do not.
-     * 8 x 4096 x 4096 (256 workgroups) 2 / 4 warps 0.0218 / 0.0155, 16 x 4096 x 4096 0.0262 /
-     * 0.0182, 8 x 4096 x 14336 0.0661 / 0.0412, 8 x 14336 x 4096 (896) 1 / 2 / 4 warps 0.0375 /
-     * 0.0511 / 0.0517; 32 rows: 0.0206, 0.0427 (two sets, 255 registers) at 8 x 4096 x 4096 and
-     * 8 x 14336 x 4096.
-     * Q6_K (1.46x Q4_K's bytes, and its staging through a raw area: 4x the instructions per
-     * row, fourteenth session, ms) takes workgroups of 16 rows and up to one warp per scheduler
-     * as Q4_K: 32 rows (2 warps, 243 registers) 0.0191 / 0.0678 / 0.0366 / 0.0571 at 8 x 4096 x
-     * 4096, 8 x 14336 x 4096, 16 x 4096 x 4096, 8 x 4096 x 14336 against 0.0161 / 0.0460 / 0.0209
-     * / 0.0427 with 16 rows (172-176 registers) and 4, 1, 4, 4 warps (two per scheduler), 0.0144 /
-     * 0.0488 / 0.0188 / 0.0407 with 2 warps; the tokens matvec 0.0236 / 0.0651 / 0.0493 (16 tokens)
-     * / 0.0659. Its weights take one set of registers (a whole super-block ahead), the tokens'
-     * halves two (one: 0.0184 at 8 x 4096 x 4096).
+     * 16, whose products and sums take the registers of the second (two sets there spill). The
+     * warps split k: 4, 2 or 1 of them, the most that keep the grid's warps within one per
+     * scheduler of the device (caps.schedulers, else 512): a warp runs fastest alone on its
+     * scheduler, and splitting k pays only where the rows alone leave schedulers idle.
+     * Q8_0 (nearly twice Q4_K's bytes per value) takes workgroups of 16 rows and up to two warps
+     * per scheduler: its loop waits on its loads, so more warps in flight pay where Q4_K's do not.
+     * Q6_K (1.46x Q4_K's bytes, and its staging through a raw area) takes workgroups of 16 rows
+     * (32 take too many registers) and up to one warp per scheduler as Q4_K. Its weights take one
+     * set of registers (a whole super-block ahead), the tokens' halves two.
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
     const int q8 = mmq_types[t] == HK_TYPE_Q8_0;
     uint32_t lanes = lanes_of(context, arm), row_tiles = q8 || q6 ? 1 : 2, sets = tokens == 8 || q6 ? 2 : 1;
@@ -462,13 +442,10 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     flags |= probe << 4;
 #endif
     /* A few tokens: the tile does not apply; the tuner's family still notes it (every schedule
-     * runs this). Up to 16 where few_takes: the few-token kernel (on the H200 at 16 x 4096 x 4096
-     * Q4_K 0.0128 ms against the tokens matvec's 0.0346, eleventh session; at 8 x 4096 x 4096 Q8_0
-     * 0.0127 against 0.0230, thirteenth; Q6_K 0.0143 against 0.0236, fourteenth). Otherwise up to
-     * 16 (views off 16 bytes, k off 256, Q6_K tensors off 16 bytes): the tokens matvec, which reads
-     * each weight once for
-     * all of them where the tiles would run a handful of workgroups mostly on rows past m (on the
-     * H200 at 8 x 4096 x 4096 Q8_0 0.130 -> 0.023 ms, Q6_K 0.187 -> 0.024; tenth session). */
+     * runs this). Up to 16 where few_takes: the few-token kernel, whose weight stream beats the
+     * tokens matvec. Otherwise up to 16 (views off 16 bytes, k off 256, Q6_K tensors off 16
+     * bytes): the tokens matvec, which reads each weight once for all of them where the tiles
+     * would run a handful of workgroups mostly on rows past m. */
     int few = few_takes(t, b, p);
     if (!id && (few || (p->m <= HK_MATVEC_MAX_TOKENS &&
                         hk__matvec_tokens_takes(context, mmq_types[t], b[0].view, p->n, p->k, p->m)))) {

@@ -712,8 +712,8 @@ hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_con
     /* Pipelines that say their storage-buffer loads need no bounds checks (every kernel keeps its
      * reads inside its views itself; the tests check it under GPU-assisted validation). NVIDIA's
      * driver otherwise compares every load against the buffer's size, though it reports no
-     * robustness as its default (docs/perf.md). HK_PIPELINE_ROBUSTNESS=default in the environment
-     * leaves the driver's default (to compare). */
+     * robustness as its default (docs/perf.md, Method). HK_PIPELINE_ROBUSTNESS=default in the
+     * environment leaves the driver's default (to compare). */
     const char *robust_env = getenv("HK_PIPELINE_ROBUSTNESS");
     int robust_default = robust_env && strcmp(robust_env, "default") == 0;
     if (!robust_default && device_has_extension(pd, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME)) {

@@ -4,7 +4,7 @@
  * the order tune.c's family table lists them). A family's host code asks hk__tune_lookup for the
  * schedule of a call: the candidate the tuner is measuring on this thread, else the context's
  * cached winner for the call's device and shape class; with neither it takes its environment
- * hooks or its built-in defaults, as before. It then tells hk__tune_note what it ran, which
+ * hooks or its built-in defaults. It then tells hk__tune_note what it ran, which
  * hk_schedule_last reports. */
 #ifndef HK_TUNE_H
 #define HK_TUNE_H
