@@ -254,11 +254,7 @@ typedef struct hk_context_desc {
      * created or written, anything but a regular file at the file's path, a file over 256 MiB
      * (HK_PIPELINE_CACHE_MAX_BYTES) or one written for another device or driver) is a warning on
      * stderr ("hkernel: pipeline cache: ...") and the cache stays in memory; it never fails or
-     * blocks context creation. disable_pipeline_cache != 0 keeps the cache in memory only.
-     * Diagnostic: with HK_PIPELINE_STATS=1 in the environment, an owned context on a device with
-     * VK_KHR_pipeline_executable_properties prints each pipeline it creates, with its
-     * specialization constants and the driver's statistics (registers, spills), on stderr
-     * ("hkernel: pipeline ..."). */
+     * blocks context creation. disable_pipeline_cache != 0 keeps the cache in memory only. */
     const char *pipeline_cache_dir;
     int disable_pipeline_cache;
     /* HK_FEATURE_* bits the kernels must not use even where the device has them: selects the
@@ -283,9 +279,9 @@ HK_API void hk_context_desc_init_sized(hk_context_desc *desc, size_t desc_size);
  * VK_KHR_cooperative_matrix where HK_FEATURE_COOPMAT_KHR is among them), less
  * desc->disable_features. Where the device has VK_EXT_pipeline_robustness it is enabled too, and
  * every pipeline says its storage-buffer loads need no bounds checks (the kernels keep their reads
- * inside their views themselves); the environment variable HK_PIPELINE_ROBUSTNESS=default leaves
- * the driver's default instead. A borrowed device always runs the driver's default. desc may be
- * NULL (defaults); else desc->struct_size must be set (hk_context_desc_init): 0 or a size smaller
+ * inside their views themselves; HK_PIPELINE_ROBUSTNESS, docs/tuning.md, keeps the driver's
+ * default). A borrowed device always runs the driver's default. desc may be NULL (defaults); else
+ * desc->struct_size must be set (hk_context_desc_init): 0 or a size smaller
  * than any version's is HK_ERROR_INVALID_ARGUMENT, and bytes past this version's fields must be
  * zero. HK_ERROR_NOT_FOUND when there is no Vulkan
  * loader, no Vulkan driver (the loader finds no ICD: install one, e.g. mesa-vulkan-drivers for
@@ -348,8 +344,7 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * prefill of 64 and 512 tokens at k 4096 and 14336 and hk_mmq's 8-token kernel, on aligned
  * views as GGUF tensors are; MoE prefill at Qwen3-30B-A3B's expert shapes; the KV types and head
  * sizes 64/128/256, GQA groups of 2; the matvec row classes; every weight type), so that a first
- * recording does not compile them mid-decode
- * (28-36 ms for a decode step's kernels on an H200). Kernels whose variants follow the exact shape
+ * recording does not compile them mid-decode. Kernels whose variants follow the exact shape
  * (head size, GQA group, tile) may still build one for a shape outside that list: for exactly the
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
@@ -599,6 +594,9 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
  * type, or a tensor of another shape whose bytes suffice all run and compute garbage. The caller
  * guarantees that each view holds the type and layout the function's documentation names, with
  * the shape it passes.
+ * Tuning hooks (environment variables, docs/tuning.md) are read at each call, for measuring: a
+ * value the variable does not accept, or a tile the device cannot run, fails the call with a
+ * message naming the variable; no hook changes a result beyond float rounding.
  */
 
 /* Dense quantized matvec: y[rows] = W[rows, k] . x[k]. W is rows contiguous GGUF rows of k values
@@ -629,9 +627,9 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * 1e-2 of the output scale at most, more where blocks are tiny (see hk_quantize_q8_1). Q4_K
  * weights must be 16-byte aligned (GGUF aligns tensor data to 32); needs
  * caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
- * rows <= 16777216, ceil(rows / 32768) * k <= 262144. Tuning hooks HK_MATVEC_INT8_ITEMS and
- * HK_MATVEC_Q8_0_LOAD_BITS: see hk_matvec_int8_tokens; an autotuner winner for the shape (hk_tune,
- * HK_TUNE_MATVEC_INT8) takes precedence over them. */
+ * rows <= 16777216, ceil(rows / 32768) * k <= 262144. Tuning hooks: docs/tuning.md
+ * (HK_MATVEC_INT8_ITEMS, HK_MATVEC_Q8_0_LOAD_BITS); an autotuner winner for the shape class
+ * (hk_tune, HK_TUNE_MATVEC_INT8) takes precedence over them; every schedule gives the same bits. */
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
@@ -653,31 +651,9 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * iteration limit, they run in several passes (each reading the weights), with the same results.
  * The schedule (subgroups per workgroup, rows per subgroup, items per step, x resident or staged,
  * the most workgroups launched) is the autotuner's family HK_TUNE_MATVEC_TOKENS: a cached winner
- * for the call's shape class (weight type, rows, k, tokens) takes precedence over the hooks.
- * Tuning hooks (environment variables, read at each call; for measuring, not for production:
- * a value out of range fails the call with HK_ERROR_INVALID_ARGUMENT naming the variable; none
- * changes a result, every choice is bit-identical):
- *  - HK_MATVEC_TOKENS_SUBGROUPS = 4, 8, 16, 32: subgroups per workgroup of the tokens kernel,
- *    which share what is staged (default 16);
- *  - HK_MATVEC_TOKENS_NROWS = 1, 2, 4: rows per subgroup of the tokens kernel (default 2 from
- *    4096 rows, else 1);
- *  - HK_MATVEC_TOKENS_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
- *    (and, staged per step, whose x a step stages) in the tokens kernel (default Q8_0 1,
- *    K-quants 2);
- *  - HK_MATVEC_TOKENS_RESIDENT = 0, 1: x staged per step or resident (default resident where all
- *    tokens of the pass fit; 1 where they do not runs resident passes of as many tokens as fit);
- *  - HK_MATVEC_TOKENS_WGS = 1 .. 8192: the most workgroups launched (the grid-stride loop runs
- *    the other row groups; the count is balanced, so that every subgroup runs as many): default
- *    128 with x resident (Q8_0 256; each workgroup stages x once), else 8192;
- *  - HK_MATVEC_TOKENS_PASS = 1 .. 16: at most this many tokens per pass (default all);
- *  - HK_MATVEC_INT8_ITEMS = 1, 2, 4: items whose weights each lane loads before computing them
- *    in hk_matvec_int8 (default 1);
- *  - HK_MATVEC_Q8_0_LOAD_BITS = 16, 32: Q8_0 weights read through 16-bit loads or 32-bit words
- *    (default 32; also the tokens kernel's and hk_moe_matvec_int8's, but for a tuned schedule's).
- * A hook is ignored where the loop limit (or shared memory, or the device's workgroup size) does
- * not allow it: then, in this order, staged x (where even 2 tokens do not fit resident), fewer
- * tokens per pass, fewer rows per subgroup, the default items, 8192 workgroups are taken
- * instead; hk_schedule_last(HK_TUNE_MATVEC_TOKENS) says what served.
+ * for the call's shape class (weight type, rows, k, tokens) takes precedence over the tuning hooks
+ * (docs/tuning.md: HK_MATVEC_TOKENS_*, HK_MATVEC_Q8_0_LOAD_BITS); every schedule gives the same
+ * bits; hk_schedule_last(HK_TUNE_MATVEC_TOKENS) says what served.
  * Alignment, types and limits as hk_matvec_int8 (k <= 98304, rows <= 16777216,
  * ceil(rows / 32768) * k <= 262144) and, for tokens > 1, ceil(rows / 32768) * k * (tokens + 1)
  * <= 1048576 (HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS): at 16 tokens k <= 61680 for up to 32768 rows
@@ -707,8 +683,8 @@ HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type w
  * hk_matvec_int8 computes them (deq(W) . deq(xq), s never read, NaN blocks give NaN); an id >=
  * n_experts gives zeros. The schedule (rows per subgroup, items per step, Q8_0 weight loads) is the
  * autotuner's family HK_TUNE_MOE_MATVEC_INT8: a cached winner for the call's shape class (weight
- * type, n_experts, n, k, slots' power-of-two range, x_per_slot) takes precedence over the
- * HK_MATVEC_Q8_0_LOAD_BITS hook (hk_matvec_int8_tokens); every schedule gives the same bits;
+ * type, n_experts, n, k, slots' power-of-two range, x_per_slot) takes precedence over the tuning
+ * hook HK_MATVEC_Q8_0_LOAD_BITS (docs/tuning.md); every schedule gives the same bits;
  * hk_schedule_last(HK_TUNE_MOE_MATVEC_INT8) says what served. */
 HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view ids, hk_view y, const hk_moe_shape *shape);
@@ -799,9 +775,9 @@ typedef struct hk_sdpa_desc {
 HK_API const char *hk_sdpa_path(hk_context *context, const hk_sdpa_desc *desc);
 
 /* Bytes of workspace hk_sdpa_blk needs for this shape on this device (0: none; the workspace
- * view may then be {NULL, 0}). Depends on the shape, kv.capacity, the device and the
- * HK_SDPA_* tuning hooks (hk_sdpa_blk), never on seq_k, so one workspace serves a replayed
- * stream whatever the number of keys. Flash-decoding needs
+ * view may then be {NULL, 0}). Depends on the shape, kv.capacity, the device, a cached autotuner
+ * winner and the tuning hooks (HK_SDPA_*, HK_FLASH_*), never on seq_k, so one workspace serves a
+ * replayed stream whatever the number of keys. Flash-decoding needs
  * (n_q x n_heads x splits x (head_dim + 2) + n_kv_heads x row chunks x (splits + 2)) x 4 bytes,
  * the splits fixed by kv.capacity and the device (at least capacity/2048; none when one split
  * serves, e.g. a short cache on a CPU device); decode with H=32, Hkv=8, d=128 on a GPU
@@ -839,25 +815,10 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * has them).
  * Flash-decoding's limits: kv.capacity <= 2097152 (at most 1024 splits of at most 2048 keys, so
  * no invocation loops more than ~60000 times); head_dim as above.
- * Tuning hooks (environment variables, read at every call, for benchmarking; a malformed value
- * fails the call, HK_ERROR_INVALID_ARGUMENT naming it; they change the workspace size, so set
- * them before hk_sdpa_workspace_bytes and keep them while recording):
- *   HK_SDPA_SINGLE_PASS  1 (default): the last split combines; 0: a second dispatch does.
- *   HK_SDPA_GROUPS       workgroups the split count aims for (default on GPUs 32 per kv head,
- *                        within 128..256: one to two per SM of an H200; 16 on CPU devices); splits stay within
- *                        ceil(capacity/2048)..min(1024, capacity / keys per workgroup batch).
- *   HK_SDPA_WG           invocations per workgroup, a power of two 32..1024 (default 128; raised
- *                        to the device's largest subgroup).
- *   HK_SDPA_LPK          lanes per key, a power of two (default 16; lowered to the smallest
- *                        subgroup and to the 16-byte chunks of a row: f16 8 values, f32 4, Q8_0
- *                        a quarter block).
- *   HK_SDPA_KB           keys each key group loads per batch, a power of two 1..16 (default
- *                        32 / (rows x chunks per lane), at most 8).
- *   HK_SDPA_ROWS         query rows per workgroup at most, a power of two 1..8 (default 8; fewer
- *                        where a lane's accumulators would pass 64 floats).
- *   HK_SDPA_SHUFFLE      0: the variant without subgroup shuffles (testing).
- * For n_q = 1, an autotuner winner for the shape class (hk_tune, HK_TUNE_SDPA_DECODE) takes
- * precedence over the hooks (and fixes the workspace size as they do). */
+ * Tuning hooks: docs/tuning.md (HK_SDPA_*); they change the workspace size, so set them before
+ * hk_sdpa_workspace_bytes and keep them while recording. For n_q = 1 an autotuner winner for the
+ * shape class (hk_tune, HK_TUNE_SDPA_DECODE) takes precedence over them (and fixes the workspace
+ * size as they do). */
 HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc *desc, hk_view q,
                              hk_view k_cache, hk_view v_cache, hk_view out, hk_view workspace,
                              hk_view seq_k_counter);
@@ -887,24 +848,9 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  *    kv.capacity). A cache that needs more than 64 chunks (kv.capacity above 524288 keys on the
  *    matrix cores, 131072 on the twin, however few the rows), or a workspace larger than one
  *    binding, goes to flash-decoding instead.
- *  - Tuning hooks (read at every call; a value that cannot run makes the call fail with
- *    HK_ERROR_UNSUPPORTED and a message, never a silent fallback):
- *    HK_FLASH_TILE="subgroups,mr,bc,bkv,qreg,prefetch" replaces the matrix-core tile: subgroups
- *    per workgroup (1..16), 16-row blocks per subgroup (mr 1 or 2; rows per workgroup = 16 x mr
- *    x subgroups), keys per chunk (bc: 16..128, a multiple of 16, and of 8 per invocation of a
- *    row), keys per staged tile (bkv: a multiple of bc up to 256), Q in registers (qreg 1) or
- *    shared memory (0), next tile's loads issued before the current tile's work (prefetch 1).
- *    Default "8,1,32,32,1,1" (smaller tiles where head_dim or the device needs them). Ignored
- *    where the twin runs.
- *    HK_FLASH_GROUPS=N: split keys into chunks while a call has fewer than N workgroups
- *    (default 256). HK_FLASH_WORKGROUP_SYNC=1 (diagnostic): the matrix-core arm's subgroups
- *    synchronise by workgroup barriers and skip no chunk on their own, as its emulation does.
- *  - Testing only: HK_FLASH_EMULATE_COOPMAT="1" (or a tile in HK_FLASH_TILE's format) runs the
- *    matrix-core arm's code with its matrix operations emulated, on a device without matrix
- *    cores, for f16 caches (slow).
- *  - An autotuner winner for the shape class (hk_tune, HK_TUNE_FLASH_PREFILL) takes precedence
- *    over the tile, the split target and the defaults above (and fixes the workspace size as they
- *    do: tune before sizing workspaces). */
+ *  - Tuning hooks: docs/tuning.md (HK_FLASH_*). An autotuner winner for the shape class (hk_tune,
+ *    HK_TUNE_FLASH_PREFILL) takes precedence over them and the defaults above (and fixes the
+ *    workspace size as they do: tune before sizing workspaces). */
 
 /* Rotary position embedding fused with the KV-cache append, for n_tokens new tokens. */
 typedef struct hk_rope_desc {
@@ -953,17 +899,7 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * int8 dot products from shared-memory tiles ("dot"; "scalar": plain arithmetic where the device
  * has no shaderIntegerDotProduct). hk_context_desc.disable_features (HK_FEATURE_COOPMAT_KHR,
  * HK_FEATURE_INTEGER_DOT) selects the portable arms. The tile is a set of specialization
- * constants; the environment variables HK_MMQ_TILE and HK_MMQ_ID_TILE ("wm,wn,rm,rn,ks": a wm x wn
- * grid of warps, each rm x rn subtiles of 16 x 16, ks blocks of 32 values per k step: 1, 2, 4 or 8,
- * at least 2 for Q4_K and Q6_K) replace the defaults, for tuning (a tile the device cannot
- * hold is refused with HK_ERROR_UNSUPPORTED; Q6_K's activation tile takes 1.5 times the shared
- * memory of the others, its blocks staged as two zero-padded halves, so the 128 x 128 tile of
- * 128-value steps that Q8_0 and Q4_K run in 48 KiB does not fit for Q6_K); HK_MMQ_PREFETCH (0 or 1: the next k step's loads
- * issued before the current step's multiplies), HK_MMQ_ROLLED (0 or 1: a step's blocks kept a loop
- * rather than unrolled; the portable arms' default on a CPU device such as lavapipe, whose compiler
- * builds the unrolled loop 3x slower and runs it no faster) and HK_MMQ_LAYOUT ("auto", or
- * "generic": the epilogue that serves any accumulator ownership, where NVIDIA's was recognised) are
- * for measuring. Every setting computes the same sums. An autotuner winner for the shape class
+ * constants. Tuning hooks: docs/tuning.md (HK_MMQ_*); an autotuner winner for the shape class
  * (hk_tune, HK_TUNE_MMQ / HK_TUNE_MMQ_ID) takes precedence over the tile hooks.
  * Limits (all calls): k <= 65536 (per-invocation loop trip counts stay bounded); every tensor
  * within one binding of the device (caps.max_storage_buffer_range; the call says which one is too
@@ -984,11 +920,10 @@ HK_API const char *hk_mmq_path(hk_context *context, hk_type wtype);
  * its warps; int8 16x8x32 matrices up to 8 tokens and 16x16x32 past them
  * where the device lists them, else packed dot products): the speculative-decoding and
  * small-batch case, the matrix-unit counterpart of hk_matvec_int8_tokens (whose sums it matches
- * at the MMQ gates, not bit for bit). The tile hooks do not apply to it. Any other call of m <= 16
- * (HK_MATVEC_MAX_TOKENS: other offsets, k or Q6_K row counts) that hk_matvec_int8_tokens
- * takes (its Q4_K views on 16 bytes, its loop limits) is that call, bit for bit: the GEMM's tiles
- * would spend most of their work on rows past m (on the H200 at 8 x 4096 x 4096, Q6_K 0.187
- * against 0.024 ms). */
+ * at the MMQ gates, not bit for bit). Any other call of m <= 16 (HK_MATVEC_MAX_TOKENS: other
+ * offsets, k or Q6_K row counts) that hk_matvec_int8_tokens takes (its Q4_K views on 16 bytes,
+ * its loop limits) is that call, bit for bit: the GEMM's tiles would spend most of their work on
+ * rows past m. */
 HK_API hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
                         uint32_t m, uint32_t n, uint32_t k);
 
@@ -1052,14 +987,9 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
  * of 64 x 32) with 64-value k steps where the shape yields at least 100 of them, else 64 x 64 of 4;
  * portable 64 x 64 of 4 warps, 32-value steps. x is read 16 bytes at a time where x.offset is a
  * multiple of 16, Q4_K weights where w.offset is (4 bytes where it is a multiple of 4); each k
- * step's loads are issued before the previous step's multiplies. For tuning, read at each call:
- *   HK_GEMM_TILE      "wm,wn,rm,rn,bk": wm x wn warps of rm x rn tiles of 16 x 16, bk values per
- *                     k step (32, 64, 128, 256); the arm stays the default one; a tile the device
- *                     cannot hold is refused with HK_ERROR_UNSUPPORTED
- *   HK_GEMM_PREFETCH=0  no register double buffering
- *   HK_GEMM_WIDE=0      scalar x and 16-bit weight loads whatever the alignment
- * An autotuner winner for the shape class (hk_tune, HK_TUNE_GEMM_F16) takes precedence over the
- * tiles and HK_GEMM_TILE / HK_GEMM_PREFETCH (HK_GEMM_WIDE still applies). */
+ * step's loads are issued before the previous step's multiplies. Tuning hooks: docs/tuning.md
+ * (HK_GEMM_*); an autotuner winner for the shape class (hk_tune, HK_TUNE_GEMM_F16) takes
+ * precedence over the tiles and HK_GEMM_TILE / HK_GEMM_PREFETCH (HK_GEMM_WIDE still applies). */
 #define HK_GEMM_MAX_M 16777216u
 #define HK_GEMM_MAX_N 16777216u
 #define HK_GEMM_MAX_K 1048576u
@@ -1084,8 +1014,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * parameters. hk_tune searches them for one shape on the context's device and caches the winner;
  * from then on every call of that family and shape class on a context of that device takes it.
  * A call's schedule comes from, first to last: the context's cached winner for its shape class,
- * the family's environment tuning hooks (kept for measuring), the built-in default (valid on every
- * device). hk_schedule_last says which one served a family's last call.
+ * the family's tuning hooks (docs/tuning.md), the built-in default (valid on every device).
+ * hk_schedule_last says which one served a family's last call.
  *
  * Families and their parameters (values searched; constraints checked by a static tier before
  * any GPU time: workgroup over maxComputeWorkGroupInvocations, shared memory over the device's,
@@ -1142,23 +1072,15 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * version, kernel, shape class ("q4_k:m257-512/n4096/k4096"), schedule
  * ("nrows=2,items=1,load_bits=32"), its time in ms; tab-separated, '#' comments. A context reads
  * the lines of its device, driver and library version when it is created; a malformed line, or
- * one of this device in another format (earlier libraries wrote "hkernel-tune-1", whose shape
- * classes were exact shapes), with another library version or a schedule whose parameters no
+ * one of this device in another format (such as "hkernel-tune-1", whose shape classes are exact
+ * shapes), with another library version or a schedule whose parameters no
  * longer match (stale), is ignored with a warning on stderr ("hkernel: tune cache: ..."), never
  * a failure; other devices' and formats' lines are kept. hk_tune writes under an exclusive
  * lock on tune.tsv.lock (fcntl), rereading the file and renaming a new one over it, so
  * concurrent tuners (threads or processes) leave a valid file holding every winner. Where the
  * file cannot be written the winner still serves the context (a warning says so).
  * hk-check tune matvec_int8_tokens q4_k:4096x4096x8 runs a search from the command line.
- * Testing only: HK_TUNE_PLANT_WRONG=1 makes hk_tune also measure a planted copy of the default
- * schedule that skips half of the work (half the rows or columns, half the keys); the gate must
- * reject it. HK_TUNE_FAKE_TIMES=1 replaces every time measured by a pseudo-time drawn from the
- * schedule's values (the gate still runs; nothing is timed), =2 by another that orders the
- * schedules the same way: with them a search is repeatable, and the genetic search's sequence
- * can be checked to depend on the order of the times only. =3 by pseudo-times within 1/4 of
- * each other, two measurements of every three on a thread made 1.5x slower: noise larger than
- * any gain, so the default is kept. HK_TUNE_GENETIC=1 runs the genetic
- * search on a space small enough for the exhaustive one. */
+ * Testing only: HK_TUNE_PLANT_WRONG, HK_TUNE_FAKE_TIMES, HK_TUNE_GENETIC (docs/tuning.md). */
 typedef enum hk_tune_kernel {
     HK_TUNE_MATVEC_INT8 = 1,
     HK_TUNE_SDPA_DECODE = 2,
