@@ -29,7 +29,7 @@
  *    points are process-wide: create (and destroy) contexts from one thread at a time, and not
  *    while another thread uses a context.
  *
- * ABI: the soname changes with every 0.x minor version (libhkernel.so.0.2), and from 1.0 with the
+ * ABI: the soname changes with every 0.x minor version (libhkernel.so.0.3), and from 1.0 with the
  * major version. Structs the caller passes in carry their own size (struct_size, set by their
  * _init macro from the caller's sizeof), and hk_context_caps passes the caller's sizeof too, so
  * fields can be appended without breaking programs built against an older header. hk_view, the
@@ -56,7 +56,7 @@ extern "C" {
 
 /* The version of this header (CMakeLists.txt reads it from here). */
 #define HK_VERSION_MAJOR 0
-#define HK_VERSION_MINOR 2
+#define HK_VERSION_MINOR 3
 #define HK_VERSION_PATCH 0
 #define HK_MAKE_VERSION(major, minor, patch) \
     ((((uint32_t)(major)) << 22) | (((uint32_t)(minor)) << 12) | ((uint32_t)(patch)))
@@ -372,8 +372,9 @@ typedef struct hk_coopmat_props {
 
 #define HK_MAX_COOPMAT_PROPS 32
 
-/* What the context's device can do with the features the context enabled. Fields may be appended
- * in later versions (hk_context_caps writes only the caller's sizeof). */
+/* What the context's device can do with the features the context enabled. Every context has
+ * 16-bit storage and subgroup arithmetic in compute shaders (a device without them is refused).
+ * Fields may be appended in later versions (hk_context_caps writes only the caller's sizeof). */
 typedef struct hk_caps {
     char device_name[256];
     uint32_t vendor_id, device_id;
@@ -383,19 +384,16 @@ typedef struct hk_caps {
     uint32_t subgroup_size;            /* default subgroup size */
     uint32_t subgroup_size_min, subgroup_size_max;
     int subgroup_size_control;         /* HK_FEATURE_SUBGROUP_SIZE_CONTROL */
-    int subgroup_arithmetic;           /* subgroupAdd etc. in compute shaders */
     uint32_t shared_memory_bytes;      /* maxComputeSharedMemorySize */
     uint32_t max_workgroup_size;       /* maxComputeWorkGroupInvocations */
     uint64_t max_storage_buffer_range;
     uint64_t min_storage_offset_alignment;
-    int storage_16bit, storage_8bit;   /* storage_8bit: always 0 (no kernel uses it) */
-    int float16, int8;
+    int float16, int8;                 /* HK_FEATURE_FLOAT16, HK_FEATURE_INT8 */
     int integer_dot;                   /* shaderIntegerDotProduct enabled */
     int integer_dot_accelerated;       /* 4x8-bit packed signed dot is hardware accelerated */
-    int coopmat_khr, coopmat_nv;       /* coopmat_nv: always 0 (no kernel uses it) */
-    uint32_t coopmat_khr_count, coopmat_nv_count;
+    int coopmat_khr;                   /* HK_FEATURE_COOPMAT_KHR */
+    uint32_t coopmat_khr_count;        /* entries of coopmat_khr_props */
     hk_coopmat_props coopmat_khr_props[HK_MAX_COOPMAT_PROPS];
-    hk_coopmat_props coopmat_nv_props[HK_MAX_COOPMAT_PROPS];
     int timestamps;                    /* compute queue supports timestamps */
     float timestamp_period_ns;
     uint32_t features;                 /* the HK_FEATURE_* bits the kernels use on this context */

@@ -524,8 +524,8 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     caps->subgroup_size = v11.subgroupSize;
     caps->subgroup_size_min = ssc.minSubgroupSize ? ssc.minSubgroupSize : v11.subgroupSize;
     caps->subgroup_size_max = ssc.maxSubgroupSize ? ssc.maxSubgroupSize : v11.subgroupSize;
-    caps->subgroup_arithmetic = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                                (v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    context->subgroup_arithmetic = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                                   (v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
     caps->shared_memory_bytes = p->limits.maxComputeSharedMemorySize;
     /* NVIDIA's SMs have had 4 schedulers since Volta */
     uint64_t schedulers = sm.shaderSMCount ? 4ull * sm.shaderSMCount
@@ -543,7 +543,6 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     uint32_t f = context->features;
     caps->features = f;
     caps->subgroup_size_control = !!(f & HK_FEATURE_SUBGROUP_SIZE_CONTROL);
-    caps->storage_16bit = !!(f & HK_FEATURE_STORAGE_16BIT);
     caps->float16 = !!(f & HK_FEATURE_FLOAT16);
     caps->int8 = !!(f & HK_FEATURE_INT8);
     caps->integer_dot = !!(f & HK_FEATURE_INTEGER_DOT);
@@ -597,7 +596,7 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
                    : hk__fail(HK_ERROR_UNSUPPORTED, fn,
                               "borrowed->enabled_features lacks HK_FEATURE_STORAGE_16BIT (storageBuffer16BitAccess), "
                               "which every kernel needs: create the device with it (hk_features_enable)");
-    if (!context->caps.subgroup_arithmetic)
+    if (!context->subgroup_arithmetic)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" lacks subgroup arithmetic in compute shaders",
                         context->caps.device_name);
     hk__mutex_init(&context->pipeline_lock);
@@ -956,7 +955,7 @@ hk_status hk_context_caps_sized(const hk_context *context, hk_caps *out_caps, si
     static const char fn[] = "hk_context_caps";
     if (!context || !out_caps)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", context ? "out_caps" : "context");
-    /* the first version's hk_caps ends with timestamp_period_ns */
+    /* the shortest hk_caps accepted ends with timestamp_period_ns: a prefix of this one */
     size_t oldest = offsetof(hk_caps, timestamp_period_ns) + sizeof(float);
     if (caps_size < oldest || caps_size > (1u << 20))
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "caps_size=%zu is not the size of any version's hk_caps (this one's: %zu)",

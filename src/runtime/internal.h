@@ -90,6 +90,7 @@ struct hk_context {
     int owns_device; /* created instance and device (not borrowed) */
     struct VolkDeviceTable vk;
     uint32_t features; /* HK_FEATURE_* enabled on the device */
+    int subgroup_arithmetic; /* subgroup arithmetic in compute shaders: every kernel needs it */
     hk_caps caps;
     VkPhysicalDeviceMemoryProperties memory;
     uint64_t max_allocation_size; /* maxMemoryAllocationSize (Vulkan 1.1) */
