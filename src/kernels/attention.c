@@ -605,3 +605,53 @@ int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, 
     }
     return 1;
 }
+
+/* ---- hk_context_prepare ---- */
+
+const uint32_t hk__prep_head_dims[HK_PREP_HEAD_DIMS] = {64, 128, 256};
+
+uint32_t hk__kv_types(hk_type out[8])
+{
+    uint32_t n = 0;
+    for (int t = 0; t < HK_REF_TYPES && n < 8; t++) {
+        const hk_type_traits *traits = hk_ref_type(t);
+        if (traits && (traits->roles & HK_REF_ROLE_KV))
+            out[n++] = (hk_type)t;
+    }
+    return n;
+}
+
+hk_kv_layout hk__prep_kv(hk_type type, uint32_t head_dim, uint32_t capacity)
+{
+    uint64_t row = hk_type_bytes(type, head_dim);
+    return (hk_kv_layout){type, capacity, row, row * capacity, row, row * capacity};
+}
+
+/* decode (one query) and prefill (a causal chunk), every KV type and head size, with seq_k given
+ * and from a counter, short and long key ranges */
+static hk_status prepare_sdpa(hk__prep *p)
+{
+    static const uint32_t n_qs[] = {1, 4, 64}, seq_ks[] = {64, 4096};
+    hk_type types[8];
+    uint32_t n_types = hk__kv_types(types);
+    hk_view none = {NULL, 0};
+    for (uint32_t t = 0; t < n_types; t++)
+        for (int h = 0; h < HK_PREP_HEAD_DIMS; h++)
+            for (int q = 0; q < 3; q++)
+                for (int sk = 0; sk < 2; sk++)
+                    for (int counter = 0; counter < 2; counter++) {
+                        hk_sdpa_desc d = {.n_q = n_qs[q], .n_heads = 8, .n_kv_heads = 2,
+                                          .head_dim = hk__prep_head_dims[h], .seq_k = seq_ks[sk], .scale = 0.125f,
+                                          .causal = n_qs[q] > 1,
+                                          .kv = hk__prep_kv(types[t], hk__prep_head_dims[h], 4096)};
+                        uint64_t ws = 0;
+                        HK_PREP_TRY(p, hk_sdpa_workspace_bytes(p->ctx, &d, &ws));
+                        HK_PREP_TRY(p, hk_sdpa_blk(p->ctx, p->s, &d, hk__prep_view(p, 0), hk__prep_view(p, 1),
+                                                   hk__prep_view(p, 2), hk__prep_view(p, 3),
+                                                   ws ? hk__prep_view(p, 4) : none,
+                                                   counter ? hk__prep_view(p, 5) : none));
+                    }
+    return HK_OK;
+}
+
+const hk__family hk__family_sdpa = {"hk_sdpa_blk", prepare_sdpa, {NULL}};

@@ -4,7 +4,7 @@
 #ifndef HK_ATTENTION_H
 #define HK_ATTENTION_H
 
-#include "internal.h"
+#include "family.h"
 
 /* Bindings of an attention call, in shader binding order. Optional views that were not given are
  * bound to the q view with 0 bytes (nothing is read through them). */
@@ -35,5 +35,12 @@ int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc
 const char *hk__sdpa_flash_arm(const hk_context *context, const hk_sdpa_desc *desc);
 uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc *desc);
 hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call);
+
+/* hk_context_prepare's attention shapes (hk_sdpa_blk, hk_rope): every KV-cache type (from the
+ * type traits) and head size, head-major caches of `capacity` rows. */
+#define HK_PREP_HEAD_DIMS 3
+extern const uint32_t hk__prep_head_dims[HK_PREP_HEAD_DIMS];
+uint32_t hk__kv_types(hk_type out[8]);
+hk_kv_layout hk__prep_kv(hk_type type, uint32_t head_dim, uint32_t capacity);
 
 #endif

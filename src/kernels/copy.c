@@ -1,7 +1,7 @@
 /* Buffer copy: a compute kernel with 16-byte loads and stores where both views and the size are
  * 16-byte aligned (the device's real copy bandwidth, the yardstick of hk-check and hk-bench),
  * a transfer copy otherwise. */
-#include "internal.h"
+#include "family.h"
 
 #define COPY_WG 256u
 /* each invocation moves this many 16-byte words, strided by the grid, so big copies need no
@@ -28,3 +28,11 @@ hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk_view d
                           .params = &words, .params_bytes = sizeof words, .groups = groups};
     return hk__dispatch(context, stream, fn, &d);
 }
+
+static hk_status prepare_copy(hk__prep *p)
+{
+    HK_PREP_TRY(p, hk_copy(p->ctx, p->s, hk__prep_view(p, 0), hk__prep_view(p, 1), 4096));
+    return HK_OK;
+}
+
+const hk__family hk__family_copy = {"hk_copy", prepare_copy, {NULL}};

@@ -8,7 +8,8 @@
  * picked by shape; a cached autotuner winner (src/tune, HK_TUNE_GEMM_F16) replaces them, else
  * HK_GEMM_TILE and the staging switches override them, for tuning (include/hkernel.h lists the
  * variables). */
-#include "tune.h"
+
+#include "family.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,3 +332,24 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     }
     return st;
 }
+
+/* ---- hk_context_prepare ---- */
+
+/* every weight type with x on 16 bytes and not, and Q4_K weights on 4 and 2 bytes: the narrower
+ * loads are specializations of their own */
+static hk_status prepare_gemm_f16(hk__prep *p)
+{
+    hk_type types[8];
+    uint32_t n_types = hk__weight_types(types);
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), out = hk__prep_view(p, 2);
+    for (uint32_t t = 0; t < n_types; t++)
+        for (uint64_t skew = 0; skew <= 4; skew += 4)
+            HK_PREP_TRY(p, hk_gemm_f16(p->ctx, p->s, types[t], w, (hk_view){x.buffer, x.offset + skew}, out, 64, 64,
+                                       hk_type_block_values(types[t])));
+    for (uint64_t skew = 2; skew <= 4; skew += 2)
+        HK_PREP_TRY(p, hk_gemm_f16(p->ctx, p->s, HK_TYPE_Q4_K, (hk_view){w.buffer, w.offset + skew}, x, out, 64, 64,
+                                   256));
+    return HK_OK;
+}
+
+const hk__family hk__family_gemm_f16 = {"hk_gemm_f16", prepare_gemm_f16, {NULL}};

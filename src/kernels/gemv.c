@@ -1,5 +1,5 @@
 /* f32 GEMV, the MoE router gate (shaders/gemv.comp). */
-#include "internal.h"
+#include "family.h"
 
 #define GEMV_WG 128u /* every Vulkan device takes it: maxComputeWorkGroupInvocations >= 128 */
 
@@ -29,3 +29,11 @@ hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view
                           .binding_count = 3, .params = params, .params_bytes = sizeof params, .groups = rows};
     return hk__dispatch(context, stream, fn, &d);
 }
+
+static hk_status prepare_gemv(hk__prep *p)
+{
+    HK_PREP_TRY(p, hk_gemv_f32(p->ctx, p->s, hk__prep_view(p, 0), hk__prep_view(p, 1), hk__prep_view(p, 2), 1, 2048));
+    return HK_OK;
+}
+
+const hk__family hk__family_gemv_f32 = {"hk_gemv_f32", prepare_gemv, {NULL}};

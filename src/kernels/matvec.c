@@ -5,8 +5,7 @@
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
-#include "internal.h"
-#include "tune.h"
+#include "family.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -820,3 +819,85 @@ int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t 
     sig[MT_PARAMS] = p.per_pass;
     return 1;
 }
+
+/* ---- hk_context_prepare ---- */
+
+/* hk_matvec and hk_matvec_int8: the subgroup rows kernel at 1, 2 and 4 rows per subgroup (from
+ * MATVEC_SOME_ROWS and MATVEC_MANY_ROWS rows), and for f32 x the portable kernel (x 4-byte aligned
+ * only) */
+static hk_status prepare_matvec_any(hk__prep *p, int int8)
+{
+    static const uint32_t rows[] = {1, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS};
+    hk_type types[8];
+    uint32_t n_types = hk__weight_types(types);
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
+    for (uint32_t t = 0; t < n_types; t++) {
+        uint32_t k = hk_type_block_values(types[t]);
+        for (int r = 0; r < 3; r++)
+            HK_PREP_TRY(p, int8 ? hk_matvec_int8(p->ctx, p->s, types[t], w, x, y, rows[r], k)
+                                : hk_matvec(p->ctx, p->s, types[t], w, x, y, rows[r], k));
+        if (!int8)
+            HK_PREP_TRY(p, hk_matvec(p->ctx, p->s, types[t], w, (hk_view){x.buffer, x.offset + 4}, y, 1, k));
+    }
+    return HK_OK;
+}
+
+static hk_status prepare_matvec(hk__prep *p) { return prepare_matvec_any(p, 0); }
+static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p, 1); }
+
+/* hk_matvec_int8_tokens: 2, 4, 8 and 16 tokens at the row classes of its rows per subgroup (1
+ * below 4096 rows, 2, 4 from 8192 at up to 8 tokens), each at k of one block (x resident on any
+ * device) and at the largest k that the API's limits and the device's binding range take at those
+ * rows: x staged per step where the device's shared memory does not hold that k (the class past
+ * the resident one starts at a k that depends on the device; a row class's fewest rows bind the
+ * largest k of the class). */
+static hk_status prepare_tokens(hk__prep *p)
+{
+    static const uint32_t rows[] = {1, 4096, 8192}, tokens[] = {2, 4, 8, 16};
+    hk_type types[8];
+    uint32_t n_types = hk__weight_types(types);
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
+    for (uint32_t t = 0; t < n_types; t++)
+        for (int r = 0; r < 3; r++)
+            for (int n = 0; n < 4; n++) {
+                uint32_t block = hk_type_block_values(types[t]);
+                uint64_t k_max = HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS / (tokens[n] + 1); /* rows <= 32768 */
+                uint64_t k_bind = p->ctx->caps.max_storage_buffer_range /
+                                  ((uint64_t)rows[r] * hk_type_block_bytes(types[t])) * block;
+                k_max = k_max < HK_MATVEC_MAX_K ? k_max : HK_MATVEC_MAX_K;
+                k_max = (k_max < k_bind ? k_max : k_bind) / block * block;
+                for (int big = 0; big < 2; big++)
+                    if (!big || k_max > block)
+                        HK_PREP_TRY(p, hk_matvec_int8_tokens(p->ctx, p->s, types[t], w, x, y, rows[r],
+                                                             big ? (uint32_t)k_max : block, tokens[n]));
+            }
+    return HK_OK;
+}
+
+/* hk_moe_matvec*: rows = slots * n picks 1, 2 or 4 rows per subgroup, then halved until n is a
+ * multiple: (n, slots) pairs that reach each count */
+static hk_status prepare_moe_any(hk__prep *p, int int8)
+{
+    static const uint32_t pairs[][2] = {{1, 1}, {2, 2048}, {4, 4096}, {2, 8192}, {1, 16384}, {4, 1024}};
+    hk_type types[8];
+    uint32_t n_types = hk__weight_types(types);
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), ids = hk__prep_view(p, 3), y = hk__prep_view(p, 2);
+    for (uint32_t t = 0; t < n_types; t++) {
+        uint32_t k = hk_type_block_values(types[t]);
+        for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+            hk_moe_shape shape = {1, pairs[i][0], k, pairs[i][1], 0};
+            HK_PREP_TRY(p, int8 ? hk_moe_matvec_int8(p->ctx, p->s, types[t], w, x, ids, y, &shape)
+                                : hk_moe_matvec(p->ctx, p->s, types[t], w, x, ids, y, &shape));
+        }
+    }
+    return HK_OK;
+}
+
+static hk_status prepare_moe(hk__prep *p) { return prepare_moe_any(p, 0); }
+static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1); }
+
+const hk__family hk__family_matvec = {"hk_matvec", prepare_matvec, {NULL}};
+const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8, {NULL}};
+const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepare_tokens, {NULL}};
+const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
+const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {NULL}};

@@ -11,7 +11,8 @@
  * picks the epilogue's form, for measuring.
  * Testing only: HK_MMQ_EMULATE_GENERIC=1 runs the portable arm on an element ownership other than
  * NVIDIA's, so that the coopmat arm's generic epilogue runs on any device. */
-#include "tune.h"
+
+#include "family.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -628,3 +629,55 @@ hk_status hk_moe_expert_rows(hk_context *context, hk_stream *stream, hk_view ids
                           .groups = 1};
     return hk__dispatch(context, stream, fn, &d);
 }
+
+/* ---- hk_context_prepare ---- */
+
+/* The int8 GEMM dense (and its few-token kernel) per weight type. Its pipelines follow the shape
+ * and the views (record): the tile (64-token chunks take the small one, 512 tokens the big one),
+ * f32 sums per 32 blocks past k = 4096, X rows read 16 bytes at a time where k is a multiple of
+ * 128, and the widest weight loads every row's alignment allows (Q8_0 and Q6_K words only for an
+ * even count of blocks per row). So the shapes are models': k 4096 and 14336, on aligned views as
+ * GGUF tensors are; and a few tokens (speculative decoding), whose warps per workgroup follow the
+ * rows against the device's schedulers. */
+static hk_status prepare_mmq(hk__prep *p)
+{
+    static const uint32_t tokens[] = {64, 512}, ks[] = {4096, 14336}, few_rows[] = {64, 4096, 8192, 14336};
+    hk_type types[8];
+    uint32_t n_types = hk__weight_types(types);
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), out = hk__prep_view(p, 2);
+    for (uint32_t t = 0; t < n_types; t++) {
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                HK_PREP_TRY(p, hk_mmq(p->ctx, p->s, types[t], w, x, out, tokens[i], 4096, ks[j]));
+        for (int i = 0; i < 4; i++)
+            HK_PREP_TRY(p, hk_mmq(p->ctx, p->s, types[t], w, x, out, 8, few_rows[i], 4096));
+    }
+    return HK_OK;
+}
+
+static hk_status prepare_expert_rows(hk__prep *p)
+{
+    HK_PREP_TRY(p, hk_moe_expert_rows(p->ctx, p->s, hk__prep_view(p, 0), hk__prep_view(p, 1), hk__prep_view(p, 2),
+                                      hk__prep_view(p, 3), 64, 8));
+    return HK_OK;
+}
+
+/* MoE prefill: Qwen3-30B-A3B's experts (768 x 2048, top-8, 512 tokens), gate/up (k 2048) and down
+ * (k 768: Q6_K's 3 super-blocks per row take 16-bit weight loads) in every weight type; 16 of its
+ * 128 experts (the count is no part of the pipeline, and 16 keep a bank within what lavapipe binds) */
+static hk_status prepare_mmq_id(hk__prep *p)
+{
+    /* experts, n, k, slots, slots per x row: gate/up read x per token, down per slot */
+    static const hk_mmq_id_shape shapes[] = {{16, 768, 2048, 512 * 8, 8}, {16, 2048, 768, 512 * 8, 1}};
+    hk_type types[8];
+    uint32_t n_types = hk__weight_types(types);
+    for (uint32_t t = 0; t < n_types; t++)
+        for (int j = 0; j < 2; j++)
+            HK_PREP_TRY(p, hk_mmq_id(p->ctx, p->s, types[t], hk__prep_view(p, 0), hk__prep_view(p, 1),
+                                     hk__prep_view(p, 2), hk__prep_view(p, 3), hk__prep_view(p, 4), &shapes[j]));
+    return HK_OK;
+}
+
+const hk__family hk__family_mmq = {"hk_mmq", prepare_mmq, {NULL}};
+const hk__family hk__family_moe_expert_rows = {"hk_moe_expert_rows", prepare_expert_rows, {NULL}};
+const hk__family hk__family_mmq_id = {"hk_mmq_id", prepare_mmq_id, {NULL}};

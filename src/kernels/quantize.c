@@ -1,5 +1,5 @@
 /* f32 -> Q8_1 activation quantizer (shaders/quantize.comp). */
-#include "internal.h"
+#include "family.h"
 
 #define QUANTIZE_WG 64u
 
@@ -23,3 +23,11 @@ hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk
                           .groups = (blocks + wg - 1) / wg};
     return hk__dispatch(context, stream, fn, &d);
 }
+
+static hk_status prepare_quantize(hk__prep *p)
+{
+    HK_PREP_TRY(p, hk_quantize_q8_1(p->ctx, p->s, hk__prep_view(p, 0), hk__prep_view(p, 1), 2048));
+    return HK_OK;
+}
+
+const hk__family hk__family_quantize_q8_1 = {"hk_quantize_q8_1", prepare_quantize, {NULL}};

@@ -1,5 +1,5 @@
 /* RMSNorm over rows (shaders/rmsnorm.comp). */
-#include "internal.h"
+#include "family.h"
 
 #include <math.h>
 #include <string.h>
@@ -43,3 +43,14 @@ hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view 
                           .binding_count = 3, .params = &params, .params_bytes = sizeof params, .groups = rows};
     return hk__dispatch(context, stream, fn, &d);
 }
+
+/* a wide workgroup for a few long rows, the default otherwise */
+static hk_status prepare_rmsnorm(hk__prep *p)
+{
+    hk_view x = hk__prep_view(p, 0), w = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
+    HK_PREP_TRY(p, hk_rmsnorm(p->ctx, p->s, x, w, y, 1, 4096, 1e-6f));
+    HK_PREP_TRY(p, hk_rmsnorm(p->ctx, p->s, x, w, y, 64, 64, 1e-6f));
+    return HK_OK;
+}
+
+const hk__family hk__family_rmsnorm = {"hk_rmsnorm", prepare_rmsnorm, {NULL}};

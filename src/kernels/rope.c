@@ -107,3 +107,28 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
                            .groups = (uint64_t)d->n_tokens * (d->n_heads + 2ull * d->n_kv_heads)};
     return hk__dispatch(context, stream, fn, &dd);
 }
+
+static hk_status prepare_rope(hk__prep *p)
+{
+    static const uint32_t n_tokens[] = {1, 64};
+    hk_type types[8];
+    uint32_t n_types = hk__kv_types(types);
+    hk_view none = {NULL, 0};
+    for (uint32_t t = 0; t < n_types; t++)
+        for (int h = 0; h < HK_PREP_HEAD_DIMS; h++)
+            for (int n = 0; n < 2; n++)
+                for (int neox = 0; neox < 2; neox++)
+                    for (int factors = 0; factors < 2; factors++) {
+                        hk_rope_desc d = {.n_tokens = n_tokens[n], .n_heads = 8, .n_kv_heads = 2,
+                                          .head_dim = hk__prep_head_dims[h], .rot_dim = 0, .neox = neox,
+                                          .theta_base = 10000.0f, .freq_scale = 1.0f,
+                                          .kv = hk__prep_kv(types[t], hk__prep_head_dims[h], 4096)};
+                        HK_PREP_TRY(p, hk_rope(p->ctx, p->s, &d, hk__prep_view(p, 0), hk__prep_view(p, 1),
+                                               hk__prep_view(p, 2), hk__prep_view(p, 3),
+                                               factors ? hk__prep_view(p, 4) : none, hk__prep_view(p, 5),
+                                               hk__prep_view(p, 6), hk__prep_view(p, 7)));
+                    }
+    return HK_OK;
+}
+
+const hk__family hk__family_rope = {"hk_rope", prepare_rope, {NULL}};

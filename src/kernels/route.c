@@ -1,5 +1,5 @@
 /* Fused MoE router: softmax + top-k, one subgroup per token (shaders/route.comp). */
-#include "internal.h"
+#include "family.h"
 
 #define ROUTE_MAX_TOP_K 64u
 
@@ -35,3 +35,12 @@ hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, h
                           .groups = tokens};
     return hk__dispatch(context, stream, fn, &d);
 }
+
+static hk_status prepare_route(hk__prep *p)
+{
+    HK_PREP_TRY(p, hk_moe_route(p->ctx, p->s, hk__prep_view(p, 0), hk__prep_view(p, 1), hk__prep_view(p, 2), 1, 128, 8,
+                                1));
+    return HK_OK;
+}
+
+const hk__family hk__family_moe_route = {"hk_moe_route", prepare_route, {NULL}};

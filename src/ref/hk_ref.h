@@ -87,7 +87,13 @@ typedef struct hk_type_traits {
     uint32_t block_bytes;  /* bytes per block */
     uint32_t align;        /* byte alignment of the type's natural storage (GGUF blocks: 2) */
     uint32_t ggml_type;    /* GGML_TYPE_* id as in a .gguf file */
+    uint32_t roles;        /* HK_REF_ROLE_*: what the kernels take the type as */
 } hk_type_traits;
+/* Roles of a type: quantized weights (the matvecs, MMQ, the f16 GEMM), a KV cache's rows,
+ * activations of the int8 kernels. */
+enum { HK_REF_ROLE_WEIGHT = 1, HK_REF_ROLE_KV = 2, HK_REF_ROLE_ACTIVATION = 4 };
+/* Number of type ids (some may be unused: hk_ref_type gives NULL). */
+#define HK_REF_TYPES 6
 /* The traits of a type, NULL for an unknown one. */
 const hk_type_traits *hk_ref_type(int type);
 /* The type with this ggml id, -1 if the library has none. */

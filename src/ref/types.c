@@ -2,13 +2,13 @@
  * ggml type id. The references and the public API (hk_type_* in src/runtime/error.c) both read it. */
 #include "hk_ref.h"
 
-static const hk_type_traits traits[] = {
-    [HK_REF_F32] = {"f32", 1, 4, 4, 0},
-    [HK_REF_Q8_0] = {"q8_0", 32, 34, 2, 8},
-    [HK_REF_Q4_K] = {"q4_k", 256, 144, 2, 12},
-    [HK_REF_Q6_K] = {"q6_k", 256, 210, 2, 14},
-    [HK_REF_Q8_1] = {"q8_1", 32, 36, 4, 9},
-    [HK_REF_F16] = {"f16", 1, 2, 2, 1},
+static const hk_type_traits traits[HK_REF_TYPES] = {
+    [HK_REF_F32] = {"f32", 1, 4, 4, 0, HK_REF_ROLE_KV},
+    [HK_REF_Q8_0] = {"q8_0", 32, 34, 2, 8, HK_REF_ROLE_WEIGHT | HK_REF_ROLE_KV},
+    [HK_REF_Q4_K] = {"q4_k", 256, 144, 2, 12, HK_REF_ROLE_WEIGHT},
+    [HK_REF_Q6_K] = {"q6_k", 256, 210, 2, 14, HK_REF_ROLE_WEIGHT},
+    [HK_REF_Q8_1] = {"q8_1", 32, 36, 4, 9, HK_REF_ROLE_ACTIVATION},
+    [HK_REF_F16] = {"f16", 1, 2, 2, 1, HK_REF_ROLE_KV},
 };
 
 const hk_type_traits *hk_ref_type(int type)

@@ -1,0 +1,48 @@
+/* A kernel family as the rest of the library sees it: one const descriptor beside the family's
+ * public entry points, listed once in families.c. hk_context_prepare walks the list; the tuner
+ * finds a tunable family's search space, shape checks and measuring case through it. */
+#ifndef HK_FAMILY_H
+#define HK_FAMILY_H
+
+#include "hk_ref.h"
+#include "internal.h"
+#include "tune.h"
+
+/* What hk_context_prepare hands a family: a stream that records nothing (a dispatch only builds
+ * its pipeline there) and views of a buffer without memory, so that one call per shape class the
+ * family distinguishes builds exactly the pipeline that class takes on this device. */
+typedef struct hk__prep {
+    hk_context *ctx;
+    hk_stream *s;
+    hk_buffer *buf;
+    const char *kernel;
+} hk__prep;
+
+/* View i of the memoryless buffer: 4 GiB apart, so that no two overlap and every offset is
+ * aligned. */
+hk_view hk__prep_view(const hk__prep *p, int i);
+/* A shape the device cannot run (HK_ERROR_UNSUPPORTED) builds nothing and is fine; any other
+ * refusal means the family's prepare shapes no longer fit its own checks: an internal error. */
+hk_status hk__prep_check(const hk__prep *p, hk_status st);
+#define HK_PREP_TRY(p, call)                                                                                        \
+    do {                                                                                                            \
+        hk_status st_ = hk__prep_check((p), (call));                                                                \
+        if (st_ != HK_OK)                                                                                           \
+            return st_;                                                                                             \
+    } while (0)
+
+typedef struct hk__tunable hk__tunable; /* tune.h */
+
+typedef struct hk__family {
+    const char *name;                  /* the public kernel, as hk_context_prepare's list names it */
+    hk_status (*prepare)(hk__prep *p); /* calls that build every pipeline the family takes here */
+    const hk__tunable *tunables[2];    /* the autotuner families it owns (NULL: none) */
+} hk__family;
+
+/* The list of every family (families.c), NULL-terminated. */
+extern const hk__family *const hk__families[];
+
+/* The weight types of the quantized kernels, from the type traits (HK_REF_ROLE_WEIGHT). */
+uint32_t hk__weight_types(hk_type out[8]);
+
+#endif
