@@ -397,9 +397,6 @@ typedef struct hk_caps {
     int timestamps;                    /* compute queue supports timestamps */
     float timestamp_period_ns;
     uint32_t features;                 /* the HK_FEATURE_* bits the kernels use on this context */
-    uint32_t schedulers;               /* warp schedulers (NVIDIA: SMs x 4, VK_NV_shader_sm_builtins;
-                                          AMD: CUs x SIMDs, VK_AMD_shader_core_properties); 0 where
-                                          the driver does not say. Kernels size their grids by it. */
 } hk_caps;
 
 /* Copies the capabilities probed when the context was created: the first caps_size bytes of this

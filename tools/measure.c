@@ -361,14 +361,11 @@ void bench_open(bench *b, const char *tool, const bench_options *o, const char *
     int quick = b->quick = o->quick >= 0 ? o->quick : cpu;
     /* cold: weights rotate over a footprint several times a GPU's L2 (the H200's is 50+ MB) */
     b->cold_bytes = quick ? (64u << 20) : (1024u << 20);
-    char schedulers[32] = "";
-    if (b->caps.schedulers)
-        snprintf(schedulers, sizeof schedulers, ", %u schedulers", b->caps.schedulers);
-    printf("%s %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes)%s, %s shapes\n", tool,
+    printf("%s %d.%d.%d on %s (%s), subgroup %u%s, int8 dot %s, KHR coopmat %s (%u shapes), %s shapes\n", tool,
            HK_VERSION_MAJOR, HK_VERSION_MINOR, HK_VERSION_PATCH, b->caps.device_name, cpu ? "CPU" : "GPU",
            b->caps.subgroup_size, b->caps.subgroup_size_control ? " (size control)" : "",
            b->caps.integer_dot_accelerated ? "accelerated" : b->caps.integer_dot ? "yes" : "no",
-           b->caps.coopmat_khr ? "yes" : "no", b->caps.coopmat_khr_count, schedulers, quick ? "quick" : "full");
+           b->caps.coopmat_khr ? "yes" : "no", b->caps.coopmat_khr_count, quick ? "quick" : "full");
     if (!b->caps.timestamps)
         printf("(no timestamps on this device: times are not measured)\n");
     if (o->csv && !(b->csv = fopen(o->csv, "w")))

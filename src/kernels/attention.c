@@ -315,7 +315,6 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
     uint32_t sg = caps->subgroup_size_min && caps->subgroup_size_min < caps->subgroup_size ? caps->subgroup_size_min
                                                                                           : caps->subgroup_size;
     uint32_t sg_max = caps->subgroup_size_max > caps->subgroup_size ? caps->subgroup_size_max : caps->subgroup_size;
-    int cpu = caps->device_type == VK_PHYSICAL_DEVICE_TYPE_CPU;
     uint64_t per_head = (uint64_t)desc->n_kv_heads * SDPA_GPU_SPLITS_PER_KV_HEAD;
     uint32_t gpu_groups = per_head < SDPA_GPU_GROUPS_MIN   ? SDPA_GPU_GROUPS_MIN
                           : per_head > SDPA_GPU_GROUPS_MAX ? SDPA_GPU_GROUPS_MAX
@@ -342,7 +341,8 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_KB", 0, 1, 16, 1, &kb);
     if (st == HK_OK)
-        st = hk__env_u32(fn, "HK_SDPA_GROUPS", cpu ? SDPA_CPU_GROUPS : gpu_groups, 1, 1u << 20, 0, &target);
+        st = hk__env_u32(fn, "HK_SDPA_GROUPS", context->profile.few_workgroups ? SDPA_CPU_GROUPS : gpu_groups, 1,
+                         1u << 20, 0, &target);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
     if (st != HK_OK)

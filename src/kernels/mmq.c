@@ -230,9 +230,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     }
     *source = HK_SCHED_DEFAULT;
     *out = arm == ARM_COOPMAT ? coopmat_tiles[id][t] : portable_tiles[id];
-    /* a CPU device (lavapipe): LLVM compiles the unrolled k loop several times slower and runs
-     * it no faster */
-    if (arm != ARM_COOPMAT && context->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+    if (arm != ARM_COOPMAT && context->profile.slow_unrolled_loops)
         out->rolled = 1;
     if (!id && arm == ARM_COOPMAT) {
         uint64_t bm = out->wm * out->rm * 16ull, bn = out->wn * out->rn * 16ull;
@@ -357,7 +355,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     /* Workgroups of 32 rows (two row tiles per warp); two register sets at 8 token columns, one at
      * 16, whose products and sums take the registers of the second (two sets there spill). The
      * warps split k: 4, 2 or 1 of them, the most that keep the grid's warps within one per
-     * scheduler of the device (caps.schedulers, else 512): a warp runs fastest alone on its
+     * scheduler of the device (its profile's schedulers, else 512): a warp runs fastest alone on its
      * scheduler, and splitting k pays only where the rows alone leave schedulers idle.
      * Q8_0 (nearly twice Q4_K's bytes per value) takes workgroups of 16 rows and up to two warps
      * per scheduler: its loop waits on its loads, so more warps in flight pay where Q4_K's do not.
@@ -372,7 +370,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
 #endif
     const uint32_t groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles);
-    const uint64_t schedulers = context->caps.schedulers ? context->caps.schedulers : 512;
+    const uint64_t schedulers = context->profile.schedulers ? context->profile.schedulers : 512;
     uint32_t warps = 4;
     while (warps > 1 && (uint64_t)groups * warps > schedulers * (q8 ? 2 : 1))
         warps /= 2;

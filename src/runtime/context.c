@@ -531,7 +531,15 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     uint64_t schedulers = sm.shaderSMCount ? 4ull * sm.shaderSMCount
                                            : (uint64_t)core.shaderEngineCount * core.shaderArraysPerEngineCount *
                                                  core.computeUnitsPerShaderArray * core.simdPerComputeUnit;
-    caps->schedulers = schedulers <= UINT32_MAX ? (uint32_t)schedulers : 0;
+    hk_device_profile *dev = &context->profile;
+    dev->schedulers = schedulers <= UINT32_MAX ? (uint32_t)schedulers : 0;
+    dev->arch = p->deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HK_ARCH_CPU
+                : p->vendorID == 0x10DE                     ? HK_ARCH_NVIDIA
+                : p->vendorID == 0x1002                     ? HK_ARCH_AMD
+                : p->vendorID == 0x8086                     ? HK_ARCH_INTEL
+                                                            : HK_ARCH_OTHER;
+    dev->few_workgroups = dev->arch == HK_ARCH_CPU;
+    dev->slow_unrolled_loops = dev->arch == HK_ARCH_CPU;
     caps->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     caps->min_storage_offset_alignment = p->limits.minStorageBufferOffsetAlignment;

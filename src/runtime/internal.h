@@ -81,6 +81,20 @@ typedef struct hk_object {
     hk_object_kind kind;
 } hk_object;
 
+/* What the kernels adapt to beyond the capabilities, read once when the context is created
+ * (context.c): the one place that tells devices apart by vendor or type. Kernels consult these
+ * by name, never the vendor or the device type. */
+typedef enum hk_device_arch { HK_ARCH_OTHER, HK_ARCH_NVIDIA, HK_ARCH_AMD, HK_ARCH_INTEL, HK_ARCH_CPU } hk_device_arch;
+typedef struct hk_device_profile {
+    hk_device_arch arch;
+    uint32_t schedulers;     /* warp schedulers (NVIDIA: SMs x 4; AMD: CUs x SIMDs); 0 where the driver
+                                does not say */
+    int few_workgroups;      /* runs a few workgroups at a time (a CPU device): grids need not fill
+                                many schedulers */
+    int slow_unrolled_loops; /* the compiler takes much longer on unrolled loops and runs them no
+                                faster (LLVM on a CPU device) */
+} hk_device_profile;
+
 struct hk_context {
     VkInstance instance;
     VkPhysicalDevice physical_device;
@@ -92,6 +106,7 @@ struct hk_context {
     uint32_t features; /* HK_FEATURE_* enabled on the device */
     int subgroup_arithmetic; /* subgroup arithmetic in compute shaders: every kernel needs it */
     hk_caps caps;
+    hk_device_profile profile;
     VkPhysicalDeviceMemoryProperties memory;
     uint64_t max_allocation_size; /* maxMemoryAllocationSize (Vulkan 1.1) */
     uint64_t max_buffer_size;     /* maxBufferSize (Vulkan 1.3 / maintenance4); UINT64_MAX when unknown */
