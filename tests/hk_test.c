@@ -1,10 +1,15 @@
+#define _XOPEN_SOURCE 700 /* mknod */
 #include "hk_test.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static unsigned passed, failed;
 
@@ -269,4 +274,21 @@ int hk_check_sdpa_classes(const char *name, const float *got, const float *ref, 
              count[HK_TEST_NAN], wrong[HK_TEST_NAN], count[HK_TEST_NONFINITE], wrong[HK_TEST_NONFINITE],
              count[HK_TEST_FINITE], wrong[HK_TEST_FINITE], rel, gate, ref_wrong);
     return ok;
+
+int hk_test_zero_device(const char *path)
+{
+    struct stat zero;
+    if (stat("/dev/zero", &zero) != 0 || !S_ISCHR(zero.st_mode) ||
+        mknod(path, S_IFCHR | 0644, zero.st_rdev) != 0) {
+        printf("(no device made at %s: %s)\n", path, strerror(errno));
+        return 0;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) { /* a file system mounted nodev */
+        printf("(the device made at %s does not open: %s)\n", path, strerror(errno));
+        unlink(path);
+        return 0;
+    }
+    close(fd);
+    return 1;
 }

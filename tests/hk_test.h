@@ -89,4 +89,8 @@ const float *hk_test_out_read(hk_test_out *out, const char *name);
 void hk_test_out_poison(hk_test_out *out);
 void hk_test_out_destroy(hk_test_out *out);
 
+/* Makes a character device at path with /dev/zero's numbers (reading it never ends): 1, or 0
+ * (printing why) where this process may not make one or its file system does not open devices. */
+int hk_test_zero_device(const char *path);
+
 #endif

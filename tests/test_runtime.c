@@ -295,6 +295,30 @@ static void test_pipeline_cache_problems(void)
              "cache directory: left as it was, no temporary file left behind", NULL);
     remove_tree(dir);
 
+    /* a device whose reads never end (/dev/zero's numbers) at the file's path, and links to such
+     * a device and to a directory: none is read */
+    strcpy(dir, "/tmp/hk-cache-XXXXXX");
+    if (!mkdtemp(dir)) {
+        hk_check(0, "mkdtemp", NULL);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (hk_test_zero_device(path)) {
+        cache_case("device", dir, "not a regular file");
+        hk_check(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0, "cache device: replaced by a cache file",
+                 NULL);
+        unlink(path);
+    }
+    hk_check(symlink("/dev/zero", path) == 0, "cache link to /dev/zero: setup", NULL);
+    cache_case("link to /dev/zero", dir, "a symbolic link, not followed");
+    unlink(path);
+    char target[512];
+    snprintf(target, sizeof target, "%s/sub", dir);
+    hk_check(mkdir(target, 0755) == 0 && symlink(target, path) == 0, "cache link to a directory: setup", NULL);
+    cache_case("link to a directory", dir, "a symbolic link, not followed");
+    hk_check(count_suffix(target, "") == 2, "cache link to a directory: the directory left empty", NULL); /* . and .. */
+    remove_tree(dir);
+
     /* garbage in the file: not given to the driver, replaced by a real cache */
     strcpy(dir, "/tmp/hk-cache-XXXXXX");
     if (!mkdtemp(dir)) {

@@ -158,6 +158,19 @@ char *hk__cache_dir(const char *dir, const char *env_var);
 /* mkdir -p: 0 when dir is a directory afterwards, else the errno of the step that failed. */
 int hk__make_dirs(const char *dir);
 
+/* ---- reading a cache file (file.c) ---- */
+typedef enum hk_file_status {
+    HK_FILE_READ,        /* *data (malloc'ed, NUL past its *size bytes) holds the whole file */
+    HK_FILE_ABSENT,      /* nothing at the path */
+    HK_FILE_LINK,        /* a symbolic link: not followed */
+    HK_FILE_NOT_REGULAR, /* a FIFO, a directory, a device, a socket */
+    HK_FILE_TOO_LARGE,   /* more than max_bytes */
+    HK_FILE_ERROR,       /* open, fstat or read failed, or out of memory: *err says why */
+} hk_file_status;
+/* Reads the regular file at path without blocking, following a link or reading past max_bytes;
+ * the caller warns in its own words about anything but HK_FILE_READ and HK_FILE_ABSENT. */
+hk_file_status hk__read_file(const char *path, uint64_t max_bytes, char **data, size_t *size, int *err);
+
 /* ---- errors (error.c) ---- */
 /* Sets this thread's message ("fn: ...") and returns status. */
 hk_status hk__fail(hk_status status, const char *fn, const char *fmt, ...)

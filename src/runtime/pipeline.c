@@ -361,46 +361,30 @@ static char *cache_path(const hk_context *context, const char *dir)
 /* The cache file's bytes, or NULL: no file yet (silently), or a warning. */
 static void *read_cache(const char *file, size_t *out_size)
 {
-    *out_size = 0;
-    int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ELOOP)
-            warn("a symbolic link, not followed:", file, 0);
-        else if (errno != ENOENT)
-            warn("cannot open", file, errno);
-        return NULL;
-    }
-    struct stat st;
-    void *data = NULL;
-    if (fstat(fd, &st) != 0) {
-        warn("cannot stat", file, errno);
-    } else if (!S_ISREG(st.st_mode)) {
+    char *data;
+    int err;
+    switch (hk__read_file(file, HK_PIPELINE_CACHE_MAX_BYTES, &data, out_size, &err)) {
+    case HK_FILE_READ:
+        if (*out_size)
+            return data;
+        free(data); /* empty: as if absent */
+        break;
+    case HK_FILE_ABSENT:
+        break;
+    case HK_FILE_LINK:
+        warn("a symbolic link, not followed:", file, 0);
+        break;
+    case HK_FILE_NOT_REGULAR:
         warn("not a regular file, ignored:", file, 0);
-    } else if ((uint64_t)st.st_size > HK_PIPELINE_CACHE_MAX_BYTES) {
+        break;
+    case HK_FILE_TOO_LARGE:
         warn("larger than HK_PIPELINE_CACHE_MAX_BYTES (256 MiB), ignored:", file, 0);
-    } else if (st.st_size > 0 && (data = malloc((size_t)st.st_size)) == NULL) {
-        warn("out of host memory reading", file, 0);
-    } else if (data) {
-        size_t size = (size_t)st.st_size, done = 0;
-        while (done < size) {
-            ssize_t n = read(fd, (char *)data + done, size - done);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                warn("cannot read", file, n < 0 ? errno : 0);
-                break;
-            }
-            done += (size_t)n;
-        }
-        if (done == size) {
-            *out_size = size;
-        } else {
-            free(data);
-            data = NULL;
-        }
+        break;
+    case HK_FILE_ERROR:
+        warn("cannot read", file, err);
+        break;
     }
-    close(fd);
-    return data;
+    return NULL;
 }
 
 static uint32_t le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
