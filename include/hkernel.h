@@ -251,7 +251,8 @@ typedef struct hk_context_desc {
      * version, 8 hex digits>.bin, is read at context creation and written (a new file created
      * exclusively, then renamed over it) when the context is destroyed. The cache is a
      * convenience: any problem with it (a path the system refuses, a directory that cannot be
-     * created or written, anything but a regular file at the file's path, a file over 256 MiB
+     * created or written, anything but a regular file at the file's path (a FIFO, a directory, a
+     * device, a symbolic link, which is never followed), a file over 256 MiB
      * (HK_PIPELINE_CACHE_MAX_BYTES) or one written for another device or driver) is a warning on
      * stderr ("hkernel: pipeline cache: ...") and the cache stays in memory; it never fails or
      * blocks context creation. disable_pipeline_cache != 0 keeps the cache in memory only. */
@@ -265,7 +266,10 @@ typedef struct hk_context_desc {
     void *validation_user;
     /* Autotuner winner cache (hk_tune): directory of the file tune.tsv, NULL for the default
      * ($HK_TUNE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel; borrowed
-     * contexts always take the default). Read at context creation; see hk_tune. */
+     * contexts always take the default). Read at context creation; see hk_tune. Anything but a
+     * regular file at tune.tsv (a FIFO, a directory, a device, a symbolic link, which is never
+     * followed) or a file over HK_TUNE_CACHE_MAX_BYTES is a warning on stderr ("hkernel: tune
+     * cache: ..."), neither read nor replaced: the winners stay in the context's memory. */
     const char *tune_cache_dir;
 } hk_context_desc;
 
@@ -577,6 +581,8 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
 #define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
 /* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
 #define HK_PIPELINE_CACHE_MAX_BYTES (256u << 20)
+/* The largest winner cache file (tune.tsv, hk_tune) read or written: some 25000 winners. */
+#define HK_TUNE_CACHE_MAX_BYTES (4u << 20)
 
 /* ---- kernels ----------------------------------------------------------------------------------
  * Common rules: stream NULL means run now (record + submit + wait). Views must lie inside their
@@ -1070,10 +1076,12 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * one of this device in another format (such as "hkernel-tune-1", whose shape classes are exact
  * shapes), with another library version or a schedule whose parameters no
  * longer match (stale), is ignored with a warning on stderr ("hkernel: tune cache: ..."), never
- * a failure; other devices' and formats' lines are kept. hk_tune writes under an exclusive
- * lock on tune.tsv.lock (fcntl), rereading the file and renaming a new one over it, so
- * concurrent tuners (threads or processes) leave a valid file holding every winner. Where the
- * file cannot be written the winner still serves the context (a warning says so).
+ * a failure; other devices' and formats' lines are kept. A line longer than 1023 characters is
+ * ignored with a warning, as a malformed one. hk_tune writes under an exclusive lock on
+ * tune.tsv.lock (fcntl; another process's lock is waited for a few seconds at most), rereading
+ * the file and renaming a new one over it, so concurrent tuners (threads or processes) leave a
+ * valid file holding every winner. Where the file cannot be written, or is not a regular file
+ * (hk_context_desc.tune_cache_dir), the winner still serves the context (a warning says so).
  * hk-check tune matvec_int8_tokens q4_k:4096x4096x8 runs a search from the command line.
  * Testing only: HK_TUNE_PLANT_WRONG, HK_TUNE_FAKE_TIMES, HK_TUNE_GENETIC (docs/tuning.md). */
 typedef enum hk_tune_kernel {

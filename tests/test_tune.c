@@ -15,7 +15,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "hk_test.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,26 +42,44 @@ static hk_context *context_in(const char *dir, int validation)
     return context;
 }
 
-/* Runs f(context) with stderr going to a file; returns what was written (malloc'ed). */
+/* stderr going to a temporary file between capture_begin and capture_end, which returns what was
+ * written (malloc'ed) and shows it in the test log */
+typedef struct captured {
+    char path[32];
+    int fd, saved;
+} captured;
+
+static void capture_begin(captured *c)
+{
+    snprintf(c->path, sizeof c->path, "/tmp/hk_tune_stderrXXXXXX");
+    c->fd = mkstemp(c->path);
+    fflush(stderr);
+    c->saved = dup(2);
+    dup2(c->fd, 2);
+}
+
+static char *capture_end(captured *c)
+{
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    off_t n = lseek(c->fd, 0, SEEK_END);
+    char *text = calloc((size_t)n + 1, 1);
+    if (text && n > 0 && pread(c->fd, text, (size_t)n, 0) != n)
+        text[0] = 0;
+    close(c->fd);
+    unlink(c->path);
+    fputs(text ? text : "", stdout);
+    return text;
+}
+
+/* Runs f(context) with stderr captured; returns what was written (malloc'ed). */
 static char *capture_stderr(hk_context *(*f)(const char *, int), const char *dir, hk_context **out)
 {
-    char path[] = "/tmp/hk_tune_stderrXXXXXX";
-    int fd = mkstemp(path);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
+    captured c;
+    capture_begin(&c);
     *out = f(dir, 1);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    off_t n = lseek(fd, 0, SEEK_END);
-    char *text = calloc((size_t)n + 1, 1);
-    if (text && n > 0 && pread(fd, text, (size_t)n, 0) != n)
-        text[0] = 0;
-    close(fd);
-    unlink(path);
-    fputs(text ? text : "", stdout); /* shown in the test log */
-    return text;
+    return capture_end(&c);
 }
 
 static unsigned count_of(const char *text, const char *needle)
@@ -752,6 +772,224 @@ static void test_noise(hk_context *ctx, mv_case *mv)
         hk_check(!strcmp(sched, want), noisy ? "calls take the default kept" : "calls take the candidate stored",
                  "hk_schedule_last \"%s\", want \"%s\"", sched, want);
     }
+/* ---- the winner cache when something is wrong at its path ----------------------------------
+ * Each case: a fresh directory under base, something placed at tune.tsv or beside it, then a
+ * context on it and a search that stores its winner: both come back (alarm), each warns on
+ * stderr where it should, the winner serves the context from memory, and what was at the path is
+ * left as it was. */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "FAIL tune cache: hung (no answer within 60 s)\n";
+    if (write(1, msg, sizeof msg - 1) < 0)
+        _exit(2);
+    _exit(1);
+}
+
+/* base/name, created empty, into dir; its tune.tsv into file */
+#define DIR_CHARS 500
+#define FILE_CHARS 600
+static void fresh_dir(const char *base, const char *name, char dir[DIR_CHARS], char file[FILE_CHARS])
+{
+    snprintf(dir, DIR_CHARS, "%s/%s", base, name);
+    hk_check(mkdir(dir, 0755) == 0, "tune cache: a fresh directory", "%s", dir);
+    snprintf(file, FILE_CHARS, "%s/tune.tsv", dir);
+}
+
+/* load_want, store_want: what creating the context and storing a winner must warn (NULL: no
+ * warning of the tuner's) */
+static void cache_case(const char *name, const char *dir, const char *load_want, const char *store_want)
+{
+    char label[200];
+    alarm(60);
+    captured cap;
+    capture_begin(&cap);
+    hk_context *c = context_in(dir, 0);
+    char *text = capture_end(&cap);
+    snprintf(label, sizeof label, "tune cache %s: context created, %s", name, load_want ? "warned" : "no warning");
+    hk_check(c && text && (load_want ? strstr(text, "hkernel: tune cache: ") && strstr(text, load_want)
+                                   : !strstr(text, "hkernel: tune cache: ")), label,
+             "want \"%s\"", load_want ? load_want : "");
+    free(text);
+    if (c) {
+        hk_tune_desc d = mv_desc(HK_TYPE_Q8_0, 32, 128);
+        d.max_measured = 2;
+        hk_tune_report r, r2;
+        capture_begin(&cap);
+        hk_status st = hk_tune(c, &d, &r);
+        text = capture_end(&cap);
+        snprintf(label, sizeof label, "tune cache %s: a winner stored, %s", name, store_want ? "warned" : "no warning");
+        hk_check(st == HK_OK && text &&
+                     (store_want ? strstr(text, "hkernel: tune cache: ") && strstr(text, store_want)
+                                 : !strstr(text, "hkernel: tune cache: ")),
+                 label, "%s; want \"%s\"", hk_status_name(st), store_want ? store_want : "");
+        free(text);
+        st = hk_tune(c, &d, &r2);
+        snprintf(label, sizeof label, "tune cache %s: the winner serves from memory", name);
+        hk_check(st == HK_OK && r2.from_cache && !strcmp(r2.schedule, r.schedule), label, "from_cache %d", r2.from_cache);
+        hk_context_destroy(c);
+    }
+    alarm(0);
+}
+
+static void test_cache_problems(const char *base, const char *line)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    char dir[DIR_CHARS], file[FILE_CHARS], target[700];
+    struct stat st;
+
+    /* a FIFO: opening it to read waits for a writer forever */
+    fresh_dir(base, "fifo", dir, file);
+    hk_check(mkfifo(file, 0644) == 0, "tune cache fifo: mkfifo", NULL);
+    cache_case("fifo", dir, "not a regular file", "not replaced");
+    hk_check(lstat(file, &st) == 0 && S_ISFIFO(st.st_mode), "tune cache fifo: left as it was", NULL);
+
+    /* a device whose reads never end (/dev/zero's numbers) */
+    fresh_dir(base, "device", dir, file);
+    if (hk_test_zero_device(file)) {
+        cache_case("device", dir, "not a regular file", "not replaced");
+        hk_check(lstat(file, &st) == 0 && S_ISCHR(st.st_mode), "tune cache device: left as it was", NULL);
+    }
+
+    /* a directory */
+    fresh_dir(base, "directory", dir, file);
+    hk_check(mkdir(file, 0755) == 0, "tune cache directory: mkdir", NULL);
+    cache_case("directory", dir, "not a regular file", "not replaced");
+    hk_check(lstat(file, &st) == 0 && S_ISDIR(st.st_mode), "tune cache directory: left as it was", NULL);
+
+    /* links to /dev/zero, to a FIFO, to a directory and to a valid cache: never followed */
+    static const char *const links[] = {"/dev/zero", "fifo", "directory", "file"};
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "link-%d", i);
+        fresh_dir(base, name, dir, file);
+        if (i == 0)
+            snprintf(target, sizeof target, "%s", links[i]);
+        else
+            snprintf(target, sizeof target, "%s/target", dir);
+        int made = i == 0 || (i == 1 && mkfifo(target, 0644) == 0) || (i == 2 && mkdir(target, 0755) == 0);
+        if (i == 3) {
+            FILE *f = fopen(target, "w");
+            made = f && fputs(line, f) >= 0;
+            made &= f && fclose(f) == 0;
+        }
+        snprintf(name, sizeof name, "tune cache link to %s: setup", links[i]);
+        hk_check(made && symlink(target, file) == 0, name, NULL);
+        snprintf(name, sizeof name, "link to %s", links[i]);
+        cache_case(name, dir, "a symbolic link, not followed", "not replaced");
+        snprintf(name, sizeof name, "tune cache link to %s: left as it was", links[i]);
+        char *text = i == 3 ? read_file(target) : NULL;
+        hk_check(lstat(file, &st) == 0 && S_ISLNK(st.st_mode) && (i != 3 || (text && !strcmp(text, line))), name, NULL);
+        free(text);
+    }
+
+    /* a file past HK_TUNE_CACHE_MAX_BYTES (sparse): neither read nor replaced */
+    fresh_dir(base, "huge", dir, file);
+    int fd = open(file, O_WRONLY | O_CREAT, 0644);
+    hk_check(fd >= 0 && ftruncate(fd, (off_t)HK_TUNE_CACHE_MAX_BYTES + 1) == 0, "tune cache huge: sparse file", NULL);
+    if (fd >= 0)
+        close(fd);
+    cache_case("huge file", dir, "larger than HK_TUNE_CACHE_MAX_BYTES", "not replaced");
+    long long bytes = stat(file, &st) == 0 ? (long long)st.st_size : -1;
+    hk_check(bytes == (long long)HK_TUNE_CACHE_MAX_BYTES + 1, "tune cache huge: left as it was", "%lld bytes", bytes);
+
+    /* overlong lines, one of them 3 MiB without a newline at the end: each skipped with a warning,
+     * the valid line between them read; the rewritten file drops them */
+    fresh_dir(base, "long-lines", dir, file);
+    FILE *f = fopen(file, "w");
+    for (int i = 0; f && i < 2000; i++)
+        fputc('x', f);
+    if (f)
+        fprintf(f, "\n%s", line);
+    for (int i = 0; f && i < 3 << 20; i++)
+        fputc('\t', f);
+    hk_check(f && fclose(f) == 0, "tune cache long lines: written", NULL);
+    alarm(60);
+    captured cap;
+    capture_begin(&cap);
+    hk_context *c = context_in(dir, 0);
+    char *text = capture_end(&cap);
+    hk_check(c && text && count_of(text, "line too long, ignored") == 2 && count_of(text, "hkernel: tune cache: ") == 2,
+             "tune cache long lines: each warned about", "%s", text ? text : "");
+    free(text);
+    if (c) {
+        hk_tune_report r;
+        hk_tune_desc d = mv_desc(HK_TYPE_Q8_0, 64, 256);
+        hk_status status = hk_tune(c, &d, &r);
+        hk_check(status == HK_OK && r.from_cache, "tune cache long lines: the valid line between them read",
+                 "%s, from_cache %d", hk_status_name(status), r.from_cache);
+        hk_context_destroy(c);
+    }
+    alarm(0);
+    cache_case("long lines", dir, "line too long", NULL);
+    text = read_file(file);
+    unsigned lines = 0;
+    int valid = file_valid(text, &lines);
+    hk_check(valid && lines == 2, "tune cache long lines: the rewritten file drops them", "%u lines", lines);
+    free(text);
+
+    /* a FIFO at the temporary file's name (tune.tsv.<pid>.tmp): under the lock it is a crashed
+     * writer's, replaced */
+    fresh_dir(base, "tmp-fifo", dir, file);
+    snprintf(target, sizeof target, "%s.%ld.tmp", file, (long)getpid());
+    hk_check(mkfifo(target, 0644) == 0, "tune cache temporary fifo: mkfifo", NULL);
+    cache_case("temporary fifo", dir, NULL, NULL);
+    text = read_file(file);
+    valid = file_valid(text, &lines);
+    hk_check(valid && lines == 1 && lstat(target, &st) != 0, "tune cache temporary fifo: file written", "%u lines", lines);
+    free(text);
+
+    /* the lock file a FIFO, or a link: neither opened */
+    fresh_dir(base, "lock-fifo", dir, file);
+    snprintf(target, sizeof target, "%s.lock", file);
+    hk_check(mkfifo(target, 0644) == 0, "tune cache lock fifo: mkfifo", NULL);
+    cache_case("lock fifo", dir, NULL, "not a regular file");
+    hk_check(lstat(file, &st) != 0, "tune cache lock fifo: nothing written", NULL);
+    fresh_dir(base, "lock-link", dir, file);
+    snprintf(target, sizeof target, "%s.lock", file);
+    hk_check(symlink("/dev/zero", target) == 0, "tune cache lock link: symlink", NULL);
+    cache_case("lock link", dir, NULL, "a symbolic link, not followed");
+    hk_check(lstat(file, &st) != 0, "tune cache lock link: nothing written", NULL);
+
+    /* another process holding the lock and never letting go: the store gives up */
+    fresh_dir(base, "lock-held", dir, file);
+    snprintf(target, sizeof target, "%s.lock", file);
+    int ready[2], hold[2];
+    if (pipe(ready) != 0 || pipe(hold) != 0) {
+        hk_check(0, "tune cache lock held: pipe", NULL);
+        return;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) { /* async-signal-safe calls only: this process has threads */
+        close(ready[0]);
+        close(hold[1]);
+        char ok = 0;
+        int lock = open(target, O_RDWR | O_CREAT, 0644);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        ok = lock >= 0 && fcntl(lock, F_SETLK, &fl) == 0;
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        while (read(hold[0], &ok, 1) > 0) /* until the parent closes its end */
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    char locked = 0;
+    hk_check(pid > 0 && read(ready[0], &locked, 1) == 1 && locked, "tune cache lock held: another process locks", NULL);
+    if (locked) {
+        cache_case("lock held", dir, NULL, "held by another process");
+        hk_check(lstat(file, &st) != 0, "tune cache lock held: nothing written", NULL);
+    }
+    close(ready[0]);
+    close(hold[1]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
 }
 
 /* ---- main ---- */
@@ -1050,6 +1288,13 @@ int main(void)
     test_moe(ctx);
     test_determinism(ctx);
     test_noise(ctx, &mv);
+    {
+        /* a valid line of this device: the winner of mv_desc(Q8_0, 64, 256) */
+        char line[300];
+        snprintf(line, sizeof line, "hkernel-tune-2\t%s\t%s\tmatvec_int8\tq8_0:64x256\tnrows=1,items=2,load_bits=16\t0.1\n",
+                 id, version);
+        test_cache_problems(base, line);
+    }
 
     /* argument checks */
     hk_tune_desc bad = mv_desc(HK_TYPE_Q8_0, 64, 100);

@@ -24,6 +24,8 @@
  * lines are kept in the file but never read). */
 #define TUNE_TAG "hkernel-tune-2"
 #define TUNE_TAG_PREFIX "hkernel-tune-"
+#define TUNE_LINE_CHARS 1024 /* a longer line is skipped with a warning */
+#define TUNE_LOCK_SECONDS 5  /* the longest wait for another process's lock on the file */
 #define TUNE_MAX_VALUES 8
 #define TUNE_MAX_REASONS 16
 
@@ -358,9 +360,6 @@ enum { SPLIT_BAD, SPLIT_OK, SPLIT_OTHER_FORMAT };
 static int split_line(char *line, tune_line *l)
 {
     memset(l, 0, sizeof *l);
-    size_t len = strlen(line);
-    if (len && line[len - 1] == '\n')
-        line[--len] = 0;
     int n = 0;
     for (char *s = line; n < 9;) {
         l->col[n++] = s;
@@ -439,24 +438,58 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
+/* The next line of text[*pos, size) into line, without its newline: 1, or 0 past the end. A line
+ * longer than line holds is skipped, *too_long set. */
+static int next_line(const char *text, size_t size, size_t *pos, char *line, size_t line_size, int *too_long)
+{
+    if (*pos >= size)
+        return 0;
+    const char *start = text + *pos, *newline = memchr(start, '\n', size - *pos);
+    size_t len = newline ? (size_t)(newline - start) : size - *pos;
+    *pos += len + (newline != NULL);
+    *too_long = len >= line_size;
+    if (!*too_long) {
+        memcpy(line, start, len);
+        line[len] = 0;
+    }
+    return 1;
+}
+
+/* A warning that the file at path was not read (hk__read_file's status and errno), ending in what
+ * follows from it. */
+static void warn_file(const char *path, hk_file_status status, int err, const char *then)
+{
+    if (status == HK_FILE_LINK)
+        warn("%s: a symbolic link, not followed; %s", path, then);
+    else if (status == HK_FILE_NOT_REGULAR)
+        warn("%s: not a regular file; %s", path, then);
+    else if (status == HK_FILE_TOO_LARGE)
+        warn("%s: larger than HK_TUNE_CACHE_MAX_BYTES (%u MiB); %s", path, HK_TUNE_CACHE_MAX_BYTES >> 20, then);
+    else
+        warn("cannot read %s: %s; %s", path, strerror(err), then);
+}
+
 static void load_file(hk_context *context, struct hk_tune_state *t)
 {
-    FILE *f = fopen(t->file, "r");
-    if (!f)
-        return; /* no winners yet */
-    char line[1024];
+    char *text;
+    size_t size;
+    int err;
+    hk_file_status status = hk__read_file(t->file, HK_TUNE_CACHE_MAX_BYTES, &text, &size, &err);
+    if (status != HK_FILE_READ) {
+        if (status != HK_FILE_ABSENT) /* absent: no winners yet */
+            warn_file(t->file, status, err, "ignored, new winners stay in memory");
+        return;
+    }
+    char line[TUNE_LINE_CHARS];
     unsigned number = 0;
-    while (fgets(line, sizeof line, f)) {
+    int too_long;
+    for (size_t pos = 0; next_line(text, size, &pos, line, sizeof line, &too_long);) {
         number++;
-        int whole = strchr(line, '\n') || feof(f);
-        if (!whole) { /* skip the rest of an overlong line */
-            int c;
-            while ((c = fgetc(f)) != EOF && c != '\n')
-                ;
+        if (too_long) {
             warn("%s:%u: line too long, ignored", t->file, number);
             continue;
         }
-        if (line[0] == '#' || line[0] == '\n')
+        if (line[0] == '#' || line[0] == 0)
             continue;
         tune_line l;
         char why[160] = "";
@@ -471,7 +504,7 @@ static void load_file(hk_context *context, struct hk_tune_state *t)
         else if (c == LINE_OK && !entry_set(t, l.family, l.col[6], l.v, l.ms))
             warn("out of host memory");
     }
-    fclose(f);
+    free(text);
 }
 
 void hk__tune_open(hk_context *context, const char *dir)
@@ -503,9 +536,51 @@ void hk__tune_close(hk_context *context)
 /* Writes the winner into the file: under an exclusive lock on TUNE_FILE.lock, the current file is
  * read again (other processes' winners kept, malformed lines dropped, this key replaced) and
  * written to a temporary file renamed over it, so a reader sees the old file or the new one and
- * two tuners at once both land. Failures are warnings: the winner stays in the context. */
+ * two tuners at once both land. Anything but a regular file at TUNE_FILE is left alone. Failures
+ * are warnings: the winner stays in the context. */
 #if !defined(_WIN32)
 static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER; /* threads of one process: fcntl locks are per process */
+
+/* The lock file, open and locked (closing it releases the lock), or -1 after a warning. Only a
+ * regular file is locked, and another process's lock is waited for TUNE_LOCK_SECONDS at most, so
+ * that a stuck process cannot hang hk_tune. */
+static int lock_file(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644), err = 0;
+    char why[64] = "";
+    struct stat st;
+    if (fd < 0) {
+        err = errno;
+        if (err == ELOOP)
+            snprintf(why, sizeof why, "a symbolic link, not followed");
+    } else if (fstat(fd, &st) != 0) {
+        err = errno;
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(why, sizeof why, "not a regular file");
+    } else {
+        struct timespec start, now, pause = {0, 20 * 1000 * 1000};
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+            struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+            if (fcntl(fd, F_SETLK, &fl) == 0)
+                return fd;
+            if (errno != EACCES && errno != EAGAIN && errno != EINTR) {
+                err = errno;
+                break;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - start.tv_sec >= TUNE_LOCK_SECONDS) {
+                snprintf(why, sizeof why, "held by another process for %d s", TUNE_LOCK_SECONDS);
+                break;
+            }
+            nanosleep(&pause, NULL);
+        }
+    }
+    warn("cannot lock %s: %s; the winner stays in memory", path, *why ? why : strerror(err));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
 #endif
 
 static void store(hk_context *context, int family, const char *key, const uint32_t *v, double ms)
@@ -522,25 +597,33 @@ static void store(hk_context *context, int family, const char *key, const uint32
     char tmp_name[64];
     snprintf(tmp_name, sizeof tmp_name, TUNE_FILE ".%ld.tmp", (long)getpid());
     char *tmp_path = join_path(t->dir, tmp_name);
-    int fd = -1;
+    int fd = -1, err = 0;
     FILE *out = NULL;
+    char *old = NULL;
+    size_t old_size = 0;
     int dir_err = lock_path && tmp_path ? hk__make_dirs(t->dir) : ENOMEM;
     if (dir_err) {
         warn("cannot create %s: %s", t->dir, strerror(dir_err));
         goto done;
     }
-    fd = open(lock_path, O_RDWR | O_CREAT, 0644);
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    int locked = 0;
-    while (fd >= 0 && !(locked = fcntl(fd, F_SETLKW, &fl) == 0) && errno == EINTR)
-        ;
-    if (!locked) {
-        warn("cannot lock %s: %s", lock_path, strerror(errno));
+    fd = lock_file(lock_path);
+    if (fd < 0)
+        goto done;
+    hk_file_status status = hk__read_file(t->file, HK_TUNE_CACHE_MAX_BYTES, &old, &old_size, &err);
+    if (status != HK_FILE_READ && status != HK_FILE_ABSENT) {
+        warn_file(t->file, status, err, "not replaced, the winner stays in memory");
         goto done;
     }
-    out = fopen(tmp_path, "w");
+    /* under the lock a file of this name is a crashed writer's: replaced, never opened */
+    unlink(tmp_path);
+    int tmp_fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    out = tmp_fd >= 0 ? fdopen(tmp_fd, "w") : NULL;
     if (!out) {
         warn("cannot write %s: %s", tmp_path, strerror(errno));
+        if (tmp_fd >= 0) {
+            close(tmp_fd);
+            remove(tmp_path);
+        }
         goto done;
     }
     const tune_family *f = &families[family];
@@ -550,50 +633,43 @@ static void store(hk_context *context, int family, const char *key, const uint32
     char mine[512];
     snprintf(mine, sizeof mine, "%s\t%s\t%s\t%s", TUNE_TAG, id, f->name, key);
     fprintf(out, "# libhkernel autotuner winners: tag, vendor, device, driver, library, kernel, shape, schedule, ms\n");
-    FILE *in = fopen(t->file, "r");
-    if (in) {
-        char line[1024], copy[1024];
-        while (fgets(line, sizeof line, in)) {
-            if (!strchr(line, '\n') && !feof(in)) {
-                int c;
-                while ((c = fgetc(in)) != EOF && c != '\n')
-                    ;
+    char line[TUNE_LINE_CHARS], copy[TUNE_LINE_CHARS];
+    int too_long;
+    for (size_t pos = 0; next_line(old, old_size, &pos, line, sizeof line, &too_long);) {
+        if (too_long)
+            continue;
+        memcpy(copy, line, sizeof copy);
+        tune_line l;
+        int split = line[0] == '#' ? SPLIT_BAD : split_line(copy, &l);
+        if (split == SPLIT_BAD)
+            continue;
+        char key_of[512];
+        if (split == SPLIT_OK) {
+            snprintf(key_of, sizeof key_of, "%s\t%s\t%s\t%s\t%s\t%s\t%s", l.col[0], l.col[1], l.col[2], l.col[3],
+                     l.col[4], l.col[5], l.col[6]);
+            if (!strcmp(key_of, mine))
                 continue;
-            }
-            memcpy(copy, line, sizeof copy);
-            tune_line l;
-            int split = line[0] == '#' ? SPLIT_BAD : split_line(copy, &l);
-            if (split == SPLIT_BAD)
-                continue;
-            char key_of[512];
-            if (split == SPLIT_OK) {
-                snprintf(key_of, sizeof key_of, "%s\t%s\t%s\t%s\t%s\t%s\t%s", l.col[0], l.col[1], l.col[2],
-                         l.col[3], l.col[4], l.col[5], l.col[6]);
-                if (!strcmp(key_of, mine))
-                    continue;
-            }
-            fputs(line, out);
-            if (!strchr(line, '\n'))
-                fputc('\n', out);
         }
-        fclose(in);
+        fprintf(out, "%s\n", line);
     }
     fprintf(out, "%s\t%s\t%.6f\n", mine, sched, ms);
+    long bytes = ftell(out);
     int bad = ferror(out);
     bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
     bad |= fclose(out) != 0;
     out = NULL;
-    if (bad || rename(tmp_path, t->file) != 0) {
+    if (!bad && bytes > (long)HK_TUNE_CACHE_MAX_BYTES) { /* it would not be read back */
+        warn("%s: would be larger than HK_TUNE_CACHE_MAX_BYTES (%u MiB); not replaced, the winner stays in memory",
+             t->file, HK_TUNE_CACHE_MAX_BYTES >> 20);
+        remove(tmp_path);
+    } else if (bad || rename(tmp_path, t->file) != 0) {
         warn("cannot write %s: %s", t->file, strerror(errno));
         remove(tmp_path);
     }
 done:
-    if (out) {
-        fclose(out);
-        remove(tmp_path);
-    }
     if (fd >= 0)
         close(fd); /* releases the lock */
+    free(old);
     free(lock_path);
     free(tmp_path);
     pthread_mutex_unlock(&store_lock);
