@@ -57,8 +57,8 @@ int main(int argc, char **argv)
         return rc;
     bench b = {0};
     bench_open(&b, "hk-bench", &o, "device,kernel,shape,ms,ms_single,gbs,ratio_to_copy,tflops,copy_gbs,llama_vk_ms");
-    if (json_path && !(json = fopen(json_path, "w")))
-        fprintf(stderr, "hk-bench: cannot write %s\n", json_path);
+    if (json_path)
+        json = bench_create("hk-bench", json_path);
     if (json)
         fprintf(json, "[");
     printf("%-17s %-36s %10s %10s %9s %7s %8s %8s  %s\n", "kernel", "shape", "ms/op", "ms single", "GB/s", "of copy",

@@ -274,6 +274,7 @@ int hk_check_sdpa_classes(const char *name, const float *got, const float *ref, 
              count[HK_TEST_NAN], wrong[HK_TEST_NAN], count[HK_TEST_NONFINITE], wrong[HK_TEST_NONFINITE],
              count[HK_TEST_FINITE], wrong[HK_TEST_FINITE], rel, gate, ref_wrong);
     return ok;
+}
 
 int hk_test_zero_device(const char *path)
 {

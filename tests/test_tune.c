@@ -772,6 +772,8 @@ static void test_noise(hk_context *ctx, mv_case *mv)
         hk_check(!strcmp(sched, want), noisy ? "calls take the default kept" : "calls take the candidate stored",
                  "hk_schedule_last \"%s\", want \"%s\"", sched, want);
     }
+}
+
 /* ---- the winner cache when something is wrong at its path ----------------------------------
  * Each case: a fresh directory under base, something placed at tune.tsv or beside it, then a
  * context on it and a search that stores its winner: both come back (alarm), each warns on

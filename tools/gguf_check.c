@@ -118,7 +118,8 @@ static int parse(options *o, int argc, char **argv)
 
 static int map_file(const char *path, mapped_file *m)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* without blocking: a FIFO with no writer is refused below instead of waited on */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "hk-check: %s: cannot open: %s\n", path, strerror(errno));
         return -1;

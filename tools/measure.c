@@ -1,8 +1,12 @@
+#define _POSIX_C_SOURCE 200809L
 #include "measure.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void die(const bench *b, const char *what)
 {
@@ -345,6 +349,23 @@ void for_each_case(bench *b, int ref_mode, row_fn row)
     }
 }
 
+FILE *bench_create(const char *tool, const char *path)
+{
+    /* opened without blocking, so that a FIFO with no reader fails at once instead of waiting for
+     * one; then blocking again, so that writes wait for a slow reader instead of failing */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        fprintf(stderr, "%s: cannot write %s: %s\n", tool, path,
+                err == ENXIO ? "a FIFO that no process reads" : strerror(err));
+    }
+    return f;
+}
+
 void bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header)
 {
     b->tool = tool;
@@ -368,8 +389,8 @@ void bench_open(bench *b, const char *tool, const bench_options *o, const char *
            b->caps.coopmat_khr ? "yes" : "no", b->caps.coopmat_khr_count, quick ? "quick" : "full");
     if (!b->caps.timestamps)
         printf("(no timestamps on this device: times are not measured)\n");
-    if (o->csv && !(b->csv = fopen(o->csv, "w")))
-        fprintf(stderr, "%s: cannot write %s\n", tool, o->csv);
+    if (o->csv)
+        b->csv = bench_create(tool, o->csv);
     if (b->csv)
         fprintf(b->csv, "%s\n", csv_header);
     measure_copy(b);

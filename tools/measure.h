@@ -64,6 +64,10 @@ void bench_options_help(FILE *f);
 int bench_parse(bench_options *o, int argc, char **argv, const char *tool, void (*usage)(FILE *f),
                 const char **json_path);
 
+/* Opens a file the user named for writing (--csv, --json): a regular file (created or truncated),
+ * a device, or a FIFO that a process reads; NULL, after a message, for one that no process reads
+ * (never a wait) or anything that cannot be written. */
+FILE *bench_create(const char *tool, const char *path);
 /* Opens the device the options name, sizes the cold footprint (small when quick), opens the CSV
  * file with its header line and measures the copy bandwidth. Exits 2 on failure. */
 void bench_open(bench *b, const char *tool, const bench_options *o, const char *csv_header);

@@ -3,8 +3,8 @@
 #   check.sh PYTHON make_gguf.py OUT_DIR HK_CHECK
 # the model (v3, and the same as v2): every tensor a kernel takes within its gate, the others listed
 # as skipped with their type, shapes as rows x k; one tensor timed, in row slices; a truncated
-# file, a corrupted tensor count, a wrong magic and a missing file: exit 2 with a clear message,
-# no crash.
+# file, a corrupted tensor count, a wrong magic, a missing file, and a FIFO, a directory, a device,
+# links to them and a huge sparse file: exit 2 with a clear message, no crash, no hang.
 # No Python or no gguf: SKIP (77) unless HK_REQUIRE_GGUF=1, as the gguf test.
 python=$1 script=$2 out=$3 hkcheck=$4
 . "$(dirname "$0")/need_gguf.sh"
@@ -75,6 +75,40 @@ expect "corrupted tensor count" 2 "hk-gguf-bad-count.gguf: not a valid GGUF file
 expect "wrong magic" 2 "not a valid GGUF file: .*not a GGUF file \(magic 47 47 55 47\)" \
     -- --gguf "$out/hk-gguf-bad-magic.gguf"
 expect "missing file" 2 "hk-gguf-none.gguf: cannot open" -- --gguf "$out/hk-gguf-none.gguf"
+# refused NAME PATH PATTERN: hk-check --gguf PATH exits 2 with PATTERN in its output, never
+# waiting on what is at PATH (a hang fails at the timeout)
+refused() {
+    timeout 60 "$hkcheck" --gguf "$2" --no-time >"$out/last.txt" 2>&1
+    rc=$?
+    if [ "$rc" = 2 ] && grep -Eq -- "$3" "$out/last.txt"; then
+        pass "$1 (exit 2)"
+    elif [ "$rc" = 124 ]; then
+        fail "$1: hung (no answer within 60 s)"
+    else
+        fail "$1: exit $rc, want 2 and \"$3\""
+        sed 's/^/    /' "$out/last.txt" | tail -10
+    fi
+}
+odd=$out/odd
+rm -rf "$odd"
+mkdir -p "$odd/dir"
+mkfifo "$odd/fifo"
+ln -s fifo "$odd/link-fifo"
+ln -s /dev/zero "$odd/link-zero"
+ln -s dir "$odd/link-dir"
+refused "a FIFO" "$odd/fifo" "fifo: not a regular file"
+refused "a link to a FIFO" "$odd/link-fifo" "link-fifo: not a regular file"
+refused "a directory" "$odd/dir" "dir: not a regular file"
+refused "a link to a directory" "$odd/link-dir" "link-dir: not a regular file"
+refused "a device (/dev/zero)" /dev/zero "/dev/zero: not a regular file"
+refused "a link to /dev/zero" "$odd/link-zero" "link-zero: not a regular file"
+# a huge file (sparse): mapped, never read through; its zeros are no GGUF header
+if truncate -s 64G "$odd/huge.gguf" 2>/dev/null; then
+    refused "a huge file" "$odd/huge.gguf" "huge.gguf: not a valid GGUF file: .*not a GGUF file \(magic 00 00 00 00\)"
+else
+    echo "(no 64 GiB sparse file here: the huge-file case not run)"
+fi
+rm -rf "$odd"
 expect "--gguf without a file" 2 "usage: hk-check --gguf" -- --gguf
 expect "--gguf --help" 0 "--slice-bytes" "Shapes print rows x k" -- --gguf "$m" --help
 echo "gguf_check: $failures failure(s)"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # hk-bench and hk-check options (tests/CMakeLists.txt): --only and --shapes select rows; a name or
-# dimensions that match nothing fail with a message instead of an empty, passing run. hk-check
-# tune reads every number of a shape whole: one past 2^32 - 1, a sign, an empty or zero count or
-# text after the shape is refused (exit 2) before any device is opened or anything cached.
+# dimensions that match nothing fail with a message instead of an empty, passing run; an output file
+# that is a FIFO no process reads is a message, never a hang. hk-check tune reads every number of a
+# shape whole: one past 2^32 - 1, a sign, an empty or zero count or text after the shape is refused
+# (exit 2) before any device is opened or anything cached.
 # Usage: options.sh HK_BENCH HK_CHECK
 bench=$1
 check=$2
@@ -94,4 +95,24 @@ else
     fail=1
 fi
 rm -rf "$cache"
+# --csv and --json naming a FIFO: one that no process reads is a message at once, not a wait (a
+# hang fails at the timeout, exit 124); one that a process reads gets the rows
+dir=$(mktemp -d /tmp/hk-options-XXXXXX)
+mkfifo "$dir/fifo"
+quick="--quick --only quantize_q8_1 --shapes 16384x0x0"
+expect 0 "cannot write $dir/fifo: a FIFO that no process reads" timeout 120 "$bench" $quick --csv "$dir/fifo"
+expect 0 "cannot write $dir/fifo: a FIFO that no process reads" timeout 120 "$bench" $quick --json "$dir/fifo"
+expect 0 "cannot write $dir/fifo: a FIFO that no process reads" timeout 120 "$check" $quick --csv "$dir/fifo"
+exec 3<>"$dir/fifo" # this shell reads it (and holds it open for writing, so nothing waits)
+expect 0 "quantize_q8_1     16384 " timeout 120 "$bench" $quick --csv "$dir/fifo"
+dd bs=65536 count=1 <&3 >"$dir/read.csv" 2>/dev/null # what the pipe holds: the rows, in one read
+exec 3<&-
+if grep -q "^device,kernel,shape" "$dir/read.csv" && grep -q ",quantize_q8_1,16384," "$dir/read.csv"; then
+    echo "PASS hk-bench --csv into a FIFO that a process reads: the rows arrive"
+else
+    echo "FAIL hk-bench --csv into a FIFO that a process reads:"
+    head -n 5 "$dir/read.csv"
+    fail=1
+fi
+rm -rf "$dir"
 exit $fail
