@@ -1,4 +1,4 @@
-/* hk-bench: throughput of every kernel of the table (tools/cases.h) over model shapes, measured
+/* hk-bench: throughput of every kernel of the table (src/cases/cases.h) over model shapes, measured
  * cold (tools/measure.h), beside llama.cpp's Vulkan backend on the H200 where the project has its
  * number. Each row: kernel, shape, ms per op in a long stream, ms of one op alone, GB/s on the
  * real bytes moved (quantized weights as stored, activations, outputs), its ratio to the copy

@@ -1,4 +1,4 @@
-/* Attention beyond its kernel-table rows (tools/cases_attention.c: hk_sdpa_blk and hk_rope on every
+/* Attention beyond its kernel-table rows (src/cases/cases_attention.c: hk_sdpa_blk and hk_rope on every
  * test shape in every placement, run by test_kernels): one decode step recorded once into an
  * engine's command buffer and replayed token after token, the workspace size's independence of
  * seq_k, flash-decoding's one-dispatch combine from any workspace contents and over calls of
@@ -19,7 +19,7 @@
 /* rope's angles are good to ~1e-6 rad up to position 2^24 (include/hkernel.h) */
 #define GATE_ROPE 1e-5
 
-extern const hk_case hk_case_sdpa; /* tools/cases_attention.c */
+extern const hk_case hk_case_sdpa; /* src/cases/cases_attention.c */
 
 static hk_context *ctx;
 

@@ -1,4 +1,4 @@
-/* The prefill f16 GEMM (hk_gemm_f16) beyond its kernel-table row (tools/cases_prefill.c, run by
+/* The prefill f16 GEMM (hk_gemm_f16) beyond its kernel-table row (src/cases/cases_prefill.c, run by
  * test_kernels on every shape and placement, with and without the cooperative-matrix arm): which
  * arm runs, the references on their own, two GEMMs chained in one stream on both arms, and every
  * argument error. */

@@ -1,4 +1,4 @@
-/* Every kernel of the table (tools/cases.h) against its C reference on its test shapes: seeded
+/* Every kernel of the table (src/cases/cases.h) against its C reference on its test shapes: seeded
  * random inputs, tails and real model shapes, each input placed at an aligned offset, at its
  * minimal alignment and flush against its buffer's end, outputs poisoned and every byte outside
  * them checked; the portable twins on contexts without the accelerated features; and a chain of

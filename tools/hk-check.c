@@ -1,4 +1,4 @@
-/* hk-check: parity and bandwidth of every kernel of the table (tools/cases.h) on one device.
+/* hk-check: parity and bandwidth of every kernel of the table (src/cases/cases.h) on one device.
  *
  * For each kernel and shape: run it once into poisoned outputs and compare with the C reference
  * at the gate the tests use, then time it cold — weights rotated over enough copies that their

@@ -116,11 +116,7 @@ static void measure_copy(bench *b)
            "right after it\n\n", size / MIB, b->copy_gbs);
 }
 
-uint32_t copies_for(const bench *b, uint64_t bytes)
-{
-    uint64_t n = (b->cold_bytes + bytes - 1) / bytes;
-    return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
-}
+uint32_t copies_for(const bench *b, uint64_t bytes) { return hk_case_copies(bytes, b->cold_bytes); }
 
 /* ---- options ---- */
 
@@ -326,9 +322,7 @@ void for_each_case(bench *b, int ref_mode, row_fn row)
                 printf("%-17s shape %u skipped: could not prepare it (%s)\n", kc->name, i, hk_status_name(st));
                 continue;
             }
-            uint64_t cold = 0;
-            for (uint32_t t = 0; t < run.n_tensors; t++)
-                cold += run.t[t].cold ? run.t[t].bytes : 0;
+            uint64_t cold = hk_case_cold_bytes(&run);
             hk_case_bound bound;
             st = hk_case_bind(&run, HK_PLACE_ALIGNED, copies_for(b, cold ? cold : 1), &bound);
             if (st != HK_OK) {

@@ -125,6 +125,12 @@ hk_status hk_case_prepare(const hk_case *kcase, const hk_case_shape *shape, hk_c
                           uint64_t seed, hk_case_run *run);
 void hk_case_release(hk_case_run *run);
 
+/* Bytes of the run's cold tensors (weights, KV caches: those timed calls rotate over). */
+uint64_t hk_case_cold_bytes(const hk_case_run *run);
+/* Copies of `bytes` that fill `footprint`, 1..256: timed calls rotating over them read memory,
+ * not a cache. */
+uint32_t hk_case_copies(uint64_t bytes, uint64_t footprint);
+
 /* Puts the run's tensors on the device in a placement, cold tensors `copies` times (>= 1).
  * HK_ERROR_UNSUPPORTED when a tensor is larger than the device can bind; bound->why says why it
  * failed. */

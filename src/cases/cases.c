@@ -84,6 +84,20 @@ int hk_case_available(const hk_case *kcase, hk_context *ctx, char *why, size_t w
     return !kcase->available || kcase->available(ctx, why, why_size);
 }
 
+uint64_t hk_case_cold_bytes(const hk_case_run *run)
+{
+    uint64_t cold = 0;
+    for (uint32_t t = 0; t < run->n_tensors; t++)
+        cold += run->t[t].cold ? run->t[t].bytes : 0;
+    return cold;
+}
+
+uint32_t hk_case_copies(uint64_t bytes, uint64_t footprint)
+{
+    uint64_t n = bytes ? (footprint + bytes - 1) / bytes : 1;
+    return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
+}
+
 /* ---- device side ---- */
 
 static uint64_t buffer_bytes(const hk_case_bound *bound, int i) { return hk_buffer_size(bound->buffer[i]); }
