@@ -11,13 +11,31 @@
 /* Flash-decoding folds at most 2048 keys per split and combines at most 1024 splits. */
 #define HK_SDPA_MAX_CAPACITY 2097152u
 
+/* A KV-cache type: head_dim's multiple (a Q8_0 block, else 16), values per 16-byte chunk of a row
+ * (the flash-decoding shader's CD: a quarter Q8_0 block), flash-decoding's shaders [shuffle][wide]
+ * (wide: 16-byte loads; Q8_0 has none). The types hk_sdpa_blk and hk_rope take. */
+typedef struct kv_type {
+    int takes;
+    uint32_t multiple, chunk;
+    int decode[2][2];
+} kv_type;
+
+static const kv_type kv_types[HK_REF_TYPES] = {
+    [HK_TYPE_F32] = {1, 16, 4, {{HK_SHADER_SDPA_F32_NS, HK_SHADER_SDPA_F32_NS},
+                                {HK_SHADER_SDPA_F32, HK_SHADER_SDPA_F32_WIDE}}},
+    [HK_TYPE_F16] = {1, 16, 8, {{HK_SHADER_SDPA_F16_NS, HK_SHADER_SDPA_F16_NS},
+                                {HK_SHADER_SDPA_F16, HK_SHADER_SDPA_F16_WIDE}}},
+    [HK_TYPE_Q8_0] = {1, 32, 8, {{HK_SHADER_SDPA_Q8_0_NS, HK_SHADER_SDPA_Q8_0_NS},
+                                 {HK_SHADER_SDPA_Q8_0, HK_SHADER_SDPA_Q8_0}}},
+};
+
 hk_status hk__kv_layout_check(const char *fn, const hk_kv_layout *kv, uint32_t n_kv_heads, uint32_t head_dim,
                               uint64_t *k_bytes, uint64_t *v_bytes)
 {
-    if (kv->type != HK_TYPE_F32 && kv->type != HK_TYPE_F16 && kv->type != HK_TYPE_Q8_0)
+    if (!HK_TYPE_TAKES(kv_types, kv->type))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "kv.type=%s (%d) is not a KV-cache type (f32, f16, q8_0)",
                         hk_type_name(kv->type), (int)kv->type);
-    uint32_t multiple = kv->type == HK_TYPE_Q8_0 ? 32 : 16;
+    uint32_t multiple = kv_types[kv->type].multiple;
     if (head_dim == 0 || head_dim % multiple || head_dim > HK_MAX_HEAD_DIM)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "head_dim=%u is not a positive multiple of %u up to %u (%s cache)",
                         head_dim, multiple, HK_MAX_HEAD_DIM, hk_type_name(kv->type));
@@ -206,7 +224,7 @@ typedef struct sdpa_plan {
 } sdpa_plan;
 
 /* values per chunk (16 bytes of f16/f32, a quarter Q8_0 block), as the shader's CD */
-static uint32_t chunk_values(hk_type type) { return type == HK_TYPE_F32 ? 4 : 8; }
+static uint32_t chunk_values(hk_type type) { return kv_types[type].chunk; }
 
 static uint32_t pow2_floor(uint32_t x)
 {
@@ -450,17 +468,6 @@ static int wide_ok(const hk_sdpa_call *call)
     return ((call->b[SDPA_K].view.offset | call->b[SDPA_V].view.offset | rs | hs) & 15) == 0;
 }
 
-static int decode_shader(hk_type type, int wide, int shuffle)
-{
-    if (!shuffle)
-        return type == HK_TYPE_Q8_0 ? HK_SHADER_SDPA_Q8_0_NS
-             : type == HK_TYPE_F16  ? HK_SHADER_SDPA_F16_NS
-                                    : HK_SHADER_SDPA_F32_NS;
-    return type == HK_TYPE_Q8_0 ? HK_SHADER_SDPA_Q8_0
-         : type == HK_TYPE_F16  ? (wide ? HK_SHADER_SDPA_F16_WIDE : HK_SHADER_SDPA_F16)
-                                : (wide ? HK_SHADER_SDPA_F32_WIDE : HK_SHADER_SDPA_F32);
-}
-
 hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call)
 {
     const hk_sdpa_desc *desc = call->desc;
@@ -513,8 +520,8 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         b2[SDPA_COUNTER] = call->b[SDPA_COUNTER];
     }
     uint32_t spec[6] = {p.wg, desc->head_dim, p.rows, p.lpk, p.kb, p.work};
-    hk_dispatch_desc d1 = {.shader = decode_shader(kv->type, wide_ok(call), p.shuffle), .spec = spec, .spec_count = 6,
-                           .bindings = b1, .binding_count = SDPA_BINDINGS, .params = &params,
+    hk_dispatch_desc d1 = {.shader = kv_types[kv->type].decode[p.shuffle][wide_ok(call)], .spec = spec,
+                           .spec_count = 6, .bindings = b1, .binding_count = SDPA_BINDINGS, .params = &params,
                            .params_bytes = sizeof params, .groups = groups};
     hk_dispatch_desc d2 = {.shader = HK_SHADER_SDPA_REDUCE, .spec = spec, .spec_count = 6, .bindings = b2,
                            .binding_count = SDPA_BINDINGS, .params = &params, .params_bytes = sizeof params,

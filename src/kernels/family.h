@@ -8,6 +8,13 @@
 #include "internal.h"
 #include "tune.h"
 
+/* Per-type tables of the kernels are indexed by hk_type (HK_REF_TYPES rows, designated
+ * initializers), each row with a member `takes`, 1 where the kernel takes the type: a row left
+ * out reads as zeros, and shader id 0 is a real shader. HK_TYPE_TAKES(table, t): whether the
+ * table has a row for t. HK_NO_SHADER marks a variant a row does not have. */
+#define HK_TYPE_TAKES(table, t) ((unsigned)(t) < HK_REF_TYPES && (table)[t].takes)
+#define HK_NO_SHADER (-1)
+
 /* What hk_context_prepare hands a family: a stream that records nothing (a dispatch only builds
  * its pipeline there) and views of a buffer without memory, so that one call per shape class the
  * family distinguishes builds exactly the pipeline that class takes on this device. */

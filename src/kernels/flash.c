@@ -68,7 +68,25 @@ typedef struct flash_plan {
     int plant;         /* testing only: the tuner's planted candidate */
 } flash_plan;
 
-static int type_index(hk_type type) { return type == HK_TYPE_F32 ? 0 : type == HK_TYPE_F16 ? 1 : 2; }
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
+#define FLASH_COOP(t) HK_SHADER_FLASH_COOP_##t
+#else
+#define FLASH_COOP(t) HK_NO_SHADER
+#endif
+
+/* A KV-cache type's shaders: the matrix cores, the twin, the emulated matrix-core arm (f16 caches
+ * only); wide: its rows take 16-byte loads where the views and strides allow (Q8_0's 34-byte
+ * blocks do not). */
+typedef struct flash_type {
+    int takes, coop, twin, emu;
+    uint32_t wide;
+} flash_type;
+
+static const flash_type flash_types[HK_REF_TYPES] = {
+    [HK_TYPE_F32] = {1, FLASH_COOP(F32), HK_SHADER_FLASH_F32, HK_NO_SHADER, 1},
+    [HK_TYPE_F16] = {1, FLASH_COOP(F16), HK_SHADER_FLASH_F16, HK_SHADER_FLASH_EMU_F16, 1},
+    [HK_TYPE_Q8_0] = {1, FLASH_COOP(Q8_0), HK_SHADER_FLASH_Q8_0, HK_NO_SHADER, 0},
+};
 
 /* 16-byte elements of the matrix-core arm's array sm (flash.comp). */
 static uint64_t coop_elements(uint32_t d, const flash_tile *t)
@@ -241,7 +259,7 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
 static const char *emulation_asked(const hk_context *context, const hk_sdpa_desc *desc)
 {
     const char *env = getenv("HK_FLASH_EMULATE_COOPMAT");
-    if (!env || !*env || desc->kv.type != HK_TYPE_F16 || !(context->features & HK_FEATURE_FLOAT16))
+    if (!env || !*env || flash_types[desc->kv.type].emu == HK_NO_SHADER || !(context->features & HK_FEATURE_FLOAT16))
         return NULL;
     return env;
 }
@@ -260,7 +278,7 @@ static int plan_emulated(const hk_context *context, const hk_sdpa_desc *desc, fl
         return 0;
     }
     set_tile(p, &t, 32);
-    p->shader = HK_SHADER_FLASH_EMU_F16;
+    p->shader = flash_types[desc->kv.type].emu;
     return 1;
 }
 
@@ -293,7 +311,7 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
                       char *why, size_t why_size)
 {
     uint32_t d = desc->head_dim, rows = v[FL_ROWS], bc = v[FL_BC], bkv = v[FL_BKV];
-    int t = type_index(desc->kv.type);
+    const flash_type *ft = &flash_types[desc->kv.type];
     uint32_t sg = coop_subgroup(context);
     if (sg) {
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16
@@ -307,11 +325,9 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
             snprintf(why, why_size, "%s", problem);
             return 0;
         }
-        static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16,
-                                            HK_SHADER_FLASH_COOP_Q8_0};
         set_tile(p, &tile, sg);
         p->subgroup = sg;
-        p->shader = coop_shaders[t];
+        p->shader = ft->coop;
         return 1;
 #endif
     }
@@ -338,7 +354,6 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
                  context->caps.shared_memory_bytes);
         return 0;
     }
-    static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
     p->wg = FLASH_TWIN_WG;
     p->br = rows;
     p->bc = bc;
@@ -346,7 +361,7 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
     p->mr = 1;
     p->flags = v[FL_PREFETCH] ? 4u : 0u;
     p->coop = 0;
-    p->shader = twin_shaders[t];
+    p->shader = ft->twin;
     return 1;
 }
 
@@ -359,6 +374,8 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
     const hk_caps *caps = &context->caps;
     uint32_t d = desc->head_dim;
     memset(p, 0, sizeof *p);
+    if (!HK_TYPE_TAKES(flash_types, desc->kv.type))
+        return 0;
     if (d % 16 || d > 256 || !isfinite((float)(desc->scale * LOG2E))) /* the shader's scale */
         return 0;
     uint64_t target = FLASH_TARGET_GROUPS;
@@ -367,18 +384,12 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
             return 0;
         target = sched->v[FL_GROUPS] ? sched->v[FL_GROUPS] : 1;
     } else {
-        int t = type_index(desc->kv.type), coop = plan_coop(context, d, p);
-        if (coop) {
-#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-            static const int coop_shaders[3] = {HK_SHADER_FLASH_COOP_F32, HK_SHADER_FLASH_COOP_F16,
-                                                HK_SHADER_FLASH_COOP_Q8_0};
-            p->shader = coop_shaders[t];
-#endif
+        if (plan_coop(context, d, p)) {
+            p->shader = flash_types[desc->kv.type].coop;
         } else if (!plan_emulated(context, desc, p)) {
-            static const int twin_shaders[3] = {HK_SHADER_FLASH_F32, HK_SHADER_FLASH_F16, HK_SHADER_FLASH_Q8_0};
             if (!plan_twin(context, d, p))
                 return 0;
-            p->shader = twin_shaders[t];
+            p->shader = flash_types[desc->kv.type].twin;
         }
         const char *env = getenv("HK_FLASH_GROUPS");
         if (env && *env) {
@@ -518,7 +529,7 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
      * are bounded by the binding (and so fit 32 bits) */
     uint64_t k_row = kv->capacity > 1 ? kv->k_row_stride : 0, v_row = kv->capacity > 1 ? kv->v_row_stride : 0;
     uint64_t k_head = d->n_kv_heads > 1 ? kv->k_head_stride : 0, v_head = d->n_kv_heads > 1 ? kv->v_head_stride : 0;
-    uint32_t aligned = kv->type != HK_TYPE_Q8_0 && call->b[SDPA_K].view.offset % 16 == 0 &&
+    uint32_t aligned = flash_types[kv->type].wide && call->b[SDPA_K].view.offset % 16 == 0 &&
                        call->b[SDPA_V].view.offset % 16 == 0 && k_row % 16 == 0 && v_row % 16 == 0 &&
                        k_head % 16 == 0 && v_head % 16 == 0;
     float scale = (float)(d->scale * LOG2E);

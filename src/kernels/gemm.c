@@ -95,12 +95,24 @@ static int env_flag(const char *name, int fallback)
 #if defined(HK_HAVE_SHADER_GEMM_F16_Q4_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_Q8_0_COOPMAT) &&                  \
     defined(HK_HAVE_SHADER_GEMM_F16_Q6_K_COOPMAT)
 #define GEMM_COOPMAT_BUILT 1
-static const int coopmat_shaders[3] = {HK_SHADER_GEMM_F16_Q8_0_COOPMAT, HK_SHADER_GEMM_F16_Q4_K_COOPMAT,
-                                       HK_SHADER_GEMM_F16_Q6_K_COOPMAT};
+#define GEMM_SHADERS(t) 1, HK_SHADER_GEMM_F16_##t, HK_SHADER_GEMM_F16_##t##_COOPMAT
 #else /* glslang without GL_KHR_cooperative_matrix: the portable arm everywhere */
 #define GEMM_COOPMAT_BUILT 0
+#define GEMM_SHADERS(t) 1, HK_SHADER_GEMM_F16_##t, HK_NO_SHADER
 #endif
-static const int portable_shaders[3] = {HK_SHADER_GEMM_F16_Q8_0, HK_SHADER_GEMM_F16_Q4_K, HK_SHADER_GEMM_F16_Q6_K};
+
+/* A weight type's shaders, and whether its weight loads widen with the view's alignment (WLOAD:
+ * Q4_K super-blocks of 144 = 9 x 16 bytes are as aligned as the view) */
+typedef struct gemm_type {
+    int takes, portable, coopmat;
+    uint32_t wide_loads;
+} gemm_type;
+
+static const gemm_type gemm_types[HK_REF_TYPES] = {
+    [HK_TYPE_Q8_0] = {GEMM_SHADERS(Q8_0), 0},
+    [HK_TYPE_Q4_K] = {GEMM_SHADERS(Q4_K), 1},
+    [HK_TYPE_Q6_K] = {GEMM_SHADERS(Q6_K), 0},
+};
 
 /* The coopmat arm runs where the library has it and the context may use cooperative matrices,
  * f16 arithmetic and full subgroups, the device lists f16 x f16 -> f32 at 16x16x16 in subgroup
@@ -222,7 +234,7 @@ int hk__gemm_f16_static(const hk_context *context, uint32_t k, const uint32_t *v
 
 const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
 {
-    if (!context || (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K))
+    if (!context || !HK_TYPE_TAKES(gemm_types, wtype))
         return NULL;
     return plan_for(context, 1, 1).coopmat ? "coopmat" : "portable";
 }
@@ -232,7 +244,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
 {
     static const char fn[] = "hk_gemm_f16";
     static const char *const names[] = {"w", "x", "out"};
-    if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
+    if (!HK_TYPE_TAKES(gemm_types, wtype))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
     uint32_t block = hk_type_block_values(wtype);
@@ -291,29 +303,27 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     uint32_t bm = p.t.wm * p.t.rm * 16, bn = p.t.wn * p.t.rn * 16;
     uint32_t tiles_n = ceil_div(n, bn);
     uint32_t k_per_dispatch = steps_per_dispatch(&p) * p.t.bk;
-    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
+    const gemm_type *gt = &gemm_types[wtype];
     /* x is read 16 bytes per load when its offset keeps them 16-byte aligned (the descriptor
      * base is aligned to a power of two, so offset % 16 == 0 suffices; k is a multiple of 32);
-     * Q4_K super-blocks (144 = 9 x 16 bytes) are as aligned as the weight view. x's width is a
-     * push constant (one pipeline for either alignment); the weights' a specialization constant,
-     * so that a pipeline holds only its own loads (as mmq's). */
+     * the weights as wide as their view's alignment allows where the type's blocks keep it
+     * (gemm_types). x's width is a push constant (one pipeline for either alignment); the
+     * weights' a specialization constant, so that a pipeline holds only its own loads (as mmq's). */
     uint32_t wload = 0, xv4 = 0;
     if (env_flag("HK_GEMM_WIDE", 1)) {
         xv4 = x.offset % 16 == 0;
-        if (t == 1)
+        if (gt->wide_loads)
             wload = hk__load_width(w.offset);
     }
     uint32_t flags = (prefetch ? FLAG_PREFETCH : 0) | (wload << FLAG_WLOAD_SHIFT);
     uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, flags};
-    hk_dispatch_desc d = {.shader = portable_shaders[t], .spec = spec, .spec_count = 7, .bindings = b,
+    hk_dispatch_desc d = {.shader = gt->portable, .spec = spec, .spec_count = 7, .bindings = b,
                           .binding_count = 3, .params_bytes = 8 * 4,
                           .groups = (uint64_t)ceil_div(m, bm) * tiles_n};
-#if GEMM_COOPMAT_BUILT
     if (p.coopmat) {
-        d.shader = coopmat_shaders[t];
+        d.shader = gt->coopmat;
         d.subgroup_size = p.lanes;
     }
-#endif
     /* A k longer than one dispatch's loop budget runs as passes that add to out. Without a
      * stream they are recorded together and submitted once. */
     hk_stream *s = stream ? stream : hk__immediate_begin(context);

@@ -20,10 +20,9 @@
 #define MATVEC_MAX_GROUPS 8192u
 /* Rows per subgroup: with few rows, 1, so that small matrices still spread over enough subgroups
  * to fill the device; with more, several rows share each x load: from 4096 rows 2; from 16384
- * rows (a vocabulary head) f32 x 4 for every type, int8 by type. */
+ * rows (a vocabulary head) f32 x 4 for every type, int8 by type (matvec_types). */
 #define MATVEC_SOME_ROWS 4096u
 #define MATVEC_MANY_ROWS 16384u
-static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4_K, Q6_K */
 /* Items per step (spec constant HK_NITEMS): each lane issues the weight loads of that many items
  * (one per gl_SubgroupSize) before computing them. One token: 1 (HK_MATVEC_INT8_ITEMS = 1, 2 or 4
  * overrides for the dense kernel: more loads in flight where few subgroups run, for more
@@ -62,16 +61,12 @@ static const uint32_t many_rows_nrows[3] = {2, 2, 4}; /* int8, by type: Q8_0, Q4
  * quarter of the staging per row of 4 subgroups); x resident where all tokens fit, at most 128
  * workgroups (K-quants) or 256 (Q8_0); else staged per step, as many workgroups as row groups need
  * (up to MATVEC_MAX_GROUPS: each re-stages anyway). Rows per subgroup: 2 from 4096 rows (4 lose
- * at 14336 rows: more weights and sums held), 1 below. Items per step: K-quants 2, Q8_0 1. The
- * environment variables HK_MATVEC_TOKENS_* override each (tuning hooks, hkernel.h). A row's sums
- * do not depend on any of these (its items run in the same lanes in the same order, shared memory
- * holds the values the buffer does, and subgroupAdd sees the same values), so every schedule stays
- * bit-identical to hk_matvec_int8. */
-#define MATVEC_TOKENS_ITEMS_Q8_0 1u
-#define MATVEC_TOKENS_ITEMS_KQ 2u
+ * at 14336 rows: more weights and sums held), 1 below. Items per step: K-quants 2, Q8_0 1 (the
+ * per-type values are in matvec_types). The environment variables HK_MATVEC_TOKENS_* override each
+ * (tuning hooks, hkernel.h). A row's sums do not depend on any of these (its items run in the same
+ * lanes in the same order, shared memory holds the values the buffer does, and subgroupAdd sees
+ * the same values), so every schedule stays bit-identical to hk_matvec_int8. */
 #define MATVEC_TOKENS_SUBGROUPS 16u
-#define MATVEC_TOKENS_RESIDENT_WGS 128u
-#define MATVEC_TOKENS_RESIDENT_WGS_Q8_0 256u
 
 /* Loop bounds (hkernel.h, HK_MATVEC_MAX_*). Counting every loop iteration of the shaders as if
  * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
@@ -113,6 +108,37 @@ _Static_assert(MATVEC_MAX_GROUPS * MATVEC_SUBGROUPS == 32768, "HK_MATVEC_MAX_K_R
 
 enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 
+#ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
+#define DOT(p, t) HK_SHADER_##p##_##t##_INT8
+#else /* glslang could not emit OpSDot: the scalar twin everywhere */
+#define DOT(p, t) HK_SHADER_##p##_##t##_INT8S
+#endif
+#define ROW_SHADERS(p, t) {HK_SHADER_##p##_##t##_ROWS, DOT(p, t), HK_SHADER_##p##_##t##_INT8S}
+#define MATVEC_SHADERS(t) 1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t
+
+/* A weight type's shaders and what the schedules and the loop count need of it. */
+typedef struct matvec_type {
+    int takes;
+    int rows[2][3];         /* subgroup rows layout [moe][mode]; rows per subgroup is specialization constant 1 */
+    int portable;           /* the portable kernel (f32 x) */
+    uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64 */
+    uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
+    uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
+    uint32_t rows_align;    /* the weight view's alignment on the rows layout: Q4_K loads 16 bytes at a time */
+    uint32_t many_nrows;    /* int8 rows per subgroup from MATVEC_MANY_ROWS */
+    uint32_t tokens_items;  /* hk_matvec_int8_tokens' items per step */
+    uint32_t resident_wgs;  /* hk_matvec_int8_tokens' workgroup cap with x resident */
+} matvec_type;
+
+static const matvec_type matvec_types[HK_REF_TYPES] = {
+    [HK_TYPE_Q8_0] = {MATVEC_SHADERS(Q8_0), .item = 16, .load16 = 1, .rows_align = 2, .many_nrows = 2,
+                      .tokens_items = 1, .resident_wgs = 256},
+    [HK_TYPE_Q4_K] = {MATVEC_SHADERS(Q4_K), .item = 64, .x_sums = 1, .rows_align = 16, .many_nrows = 2,
+                      .tokens_items = 2, .resident_wgs = 128},
+    [HK_TYPE_Q6_K] = {MATVEC_SHADERS(Q6_K), .item = 64, .x_sums = 1, .rows_align = 2, .many_nrows = 4,
+                      .tokens_items = 2, .resident_wgs = 128},
+};
+
 /* The geometry of an int8 rows-layout dispatch, as the loop count needs it. staged: 0 x read from
  * the buffer, 1 staged per step, 2 resident. */
 typedef struct int8_geom {
@@ -145,6 +171,12 @@ static uint64_t balanced_groups(uint32_t rows, uint32_t nrows, uint32_t subgroup
 static uint32_t stage_loads(uint32_t tokens) { return 40 / tokens > 5 ? 5 : 40 / tokens; }
 static uint32_t stage_chunk(uint32_t tokens, uint32_t wg) { return stage_loads(tokens) * wg / 9 & ~1u; }
 
+/* x staged per step: the blocks per token that a step of `items` items per lane reads */
+static uint32_t step_blocks(hk_type wtype, uint32_t sg, uint32_t items)
+{
+    return items * sg * matvec_types[wtype].item / 32;
+}
+
 /* Loop iterations of one invocation of the int8 rows layout (shaders/matvec.comp), every loop
  * counted: O row groups of 1 + 2 * nrows * (1 + tokens) (clear and reduce the sums) + steps of
  * `items` items per lane. A step: 1 + items * (1 + nrows) (loading the weights) + items * (1 +
@@ -152,40 +184,27 @@ static uint32_t stage_chunk(uint32_t tokens, uint32_t wg) { return stage_loads(t
  * staged per step; resident, the staging of all k / 32 blocks once. Staging n blocks:
  * ceil(n / chunk) chunks of 1 + 2 * tokens * (1 + loads) (loads, then stores, per token), and for
  * the K-quants 1 + ceil(tokens * n / 2 / WG) iterations of the sums. */
-static uint64_t int8_loop_count(uint32_t rows, uint32_t k, int t, const int8_geom *g)
+static uint64_t int8_loop_count(uint32_t rows, uint32_t k, hk_type wtype, const int8_geom *g)
 {
     uint64_t row_groups = (rows + (uint64_t)g->nrows - 1) / g->nrows;
     uint64_t stride = g->groups * g->subgroups;
     uint64_t o = (row_groups + stride - 1) / stride;
-    uint64_t all_items = t == 0 ? k / 16 : k / 64, per_step = (uint64_t)g->sg * g->items;
+    uint64_t all_items = k / matvec_types[wtype].item, per_step = (uint64_t)g->sg * g->items;
     uint64_t steps = (all_items + per_step - 1) / per_step;
     uint64_t tokens = g->tokens, wg = (uint64_t)g->sg * g->subgroups;
     uint64_t step = 1 + g->items * (1 + g->nrows) + g->items * (1 + g->nrows + tokens * (1 + g->nrows));
     uint64_t stage = 0;
     if (g->staged) {
-        uint64_t n = g->staged == 2 ? k / 32 : t == 0 ? (uint64_t)g->items * g->sg / 2 : 2ull * g->items * g->sg;
+        uint64_t n = g->staged == 2 ? k / 32 : step_blocks(wtype, g->sg, g->items);
         uint64_t chunk = stage_chunk(g->tokens, (uint32_t)wg);
         stage = (n + chunk - 1) / chunk * (1 + 2 * tokens * (1 + stage_loads(g->tokens)));
-        if (t != 0)
+        if (matvec_types[wtype].x_sums)
             stage += 1 + (tokens * (n / 2) + wg - 1) / wg;
         if (g->staged == 1)
             step += stage;
     }
     return o * (1 + 2 * g->nrows * (1 + tokens) + steps * step) + (g->staged == 2 ? stage : 0);
 }
-
-#ifdef HK_HAVE_SHADER_MATVEC_Q8_0_INT8
-#define DOT(p, t) HK_SHADER_##p##_##t##_INT8
-#else /* glslang could not emit OpSDot: the scalar twin everywhere */
-#define DOT(p, t) HK_SHADER_##p##_##t##_INT8S
-#endif
-#define ROW_SHADERS(p, t) {HK_SHADER_##p##_##t##_ROWS, DOT(p, t), HK_SHADER_##p##_##t##_INT8S}
-
-/* [moe][type][mode]; rows per subgroup is specialization constant 1 */
-static const int row_shaders[2][3][3] = {
-    {ROW_SHADERS(MATVEC, Q8_0), ROW_SHADERS(MATVEC, Q4_K), ROW_SHADERS(MATVEC, Q6_K)},
-    {ROW_SHADERS(MOE_MATVEC, Q8_0), ROW_SHADERS(MOE_MATVEC, Q4_K), ROW_SHADERS(MOE_MATVEC, Q6_K)}};
-static const int portable_shaders[3] = {HK_SHADER_MATVEC_Q8_0, HK_SHADER_MATVEC_Q4_K, HK_SHADER_MATVEC_Q6_K};
 
 /* The dense matvec (moe NULL) and the MoE expert gather (moe: ids and shape; rows = slots * n). */
 typedef struct moe_args {
@@ -197,7 +216,7 @@ typedef struct moe_args {
  * else 0 and the reason (the tuner tallies them by their words). moe_n: the MoE's rows per expert,
  * which nrows must divide (a row group inside one slot), 0 for the dense kernel. The static tier of
  * both one-token families, and the check of a cached winner at the call. */
-static int one_token_fits(const hk_context *context, int t, uint32_t rows, uint32_t k, uint32_t moe_n,
+static int one_token_fits(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t moe_n,
                           const uint32_t *v, char *why, size_t why_size)
 {
     const hk_caps *caps = &context->caps;
@@ -214,7 +233,7 @@ static int one_token_fits(const hk_context *context, int t, uint32_t rows, uint3
         snprintf(why, why_size, "shared memory %u over the device's %u", 16 + wg * 4, caps->shared_memory_bytes);
         return 0;
     }
-    if (t != 0 && v[MV_LOAD_BITS] != 32) {
+    if (!matvec_types[wtype].load16 && v[MV_LOAD_BITS] != 32) {
         snprintf(why, why_size, "invalid: load_bits=%u applies to q8_0 only", v[MV_LOAD_BITS]);
         return 0;
     }
@@ -224,7 +243,7 @@ static int one_token_fits(const hk_context *context, int t, uint32_t rows, uint3
         return 0;
     }
     int8_geom g = {sg, MATVEC_SUBGROUPS, v[MV_NROWS], 1, v[MV_ITEMS], one_groups(rows, v[MV_NROWS]), 0};
-    uint64_t loops = int8_loop_count(rows, k, t, &g);
+    uint64_t loops = int8_loop_count(rows, k, wtype, &g);
     if (loops > MATVEC_LOOP_BUDGET) {
         snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
         return 0;
@@ -239,22 +258,24 @@ static int one_token_fits(const hk_context *context, int t, uint32_t rows, uint3
  * budget. nrows 1 and 1 item (the default) loop as counted above, so there is always one. moe_n:
  * the MoE's rows per expert (nrows divides it), 0 for the dense kernel. sched: a tuned schedule
  * (one token, dense or MoE): no hook is read, nothing falls back (one_token_fits or a failure). */
-static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k, uint32_t moe_n,
-                             uint32_t *nrows, uint32_t *items, uint32_t *q8_0_w16, const hk__sched *sched)
+static hk_status int8_config(hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
+                             uint32_t moe_n, uint32_t *nrows, uint32_t *items, uint32_t *q8_0_w16, const hk__sched *sched)
 {
     uint32_t bits = 0, sg = context->caps.subgroup_size;
     if (sched) {
         char why[160] = "";
         const uint32_t *v = sched->v;
-        if (!one_token_fits(context, t, rows, k, moe_n, v, why, sizeof why))
+        if (!one_token_fits(context, wtype, rows, k, moe_n, v, why, sizeof why))
             return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule nrows=%u,items=%u,load_bits=%u does not run "
                             "(rows=%u, k=%u): %s", v[MV_NROWS], v[MV_ITEMS], v[MV_LOAD_BITS], rows, k, why);
         *nrows = v[MV_NROWS];
         *items = v[MV_ITEMS];
-        *q8_0_w16 = t == 0 && v[MV_LOAD_BITS] == 16;
+        *q8_0_w16 = matvec_types[wtype].load16 && v[MV_LOAD_BITS] == 16;
         return HK_OK;
     }
-    hk_status st = t == 0 ? hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits) : HK_OK;
+    hk_status st = HK_OK;
+    if (matvec_types[wtype].load16)
+        st = hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits);
     uint32_t env_items = 0;
     if (st == HK_OK && !moe_n)
         st = hk__env_u32(fn, "HK_MATVEC_INT8_ITEMS", 0, 1, 4, 1, &env_items);
@@ -270,7 +291,7 @@ static hk_status int8_config(hk_context *context, const char *fn, int t, uint32_
             if (fallback && it == want_items)
                 break;
             int8_geom g = {sg, MATVEC_SUBGROUPS, nr, 1, it, one_groups(rows, nr), 0};
-            if (int8_loop_count(rows, k, t, &g) > MATVEC_LOOP_BUDGET)
+            if (int8_loop_count(rows, k, wtype, &g) > MATVEC_LOOP_BUDGET)
                 continue;
             *nrows = nr;
             *items = it;
@@ -292,9 +313,6 @@ static uint32_t resident_blocks(const hk_context *context, uint32_t tokens)
     return shared > 16 ? (shared - 16) / (40 * tokens) & ~1u : 0;
 }
 
-/* x staged per step: the blocks per token that a step of `items` items per lane reads */
-static uint32_t step_blocks(int t, uint32_t sg, uint32_t items) { return t == 0 ? items * sg / 2 : 2 * items * sg; }
-
 /* A tokens kernel's plan: the schedule (MT_*), tokens per pass (1: one-token passes, the
  * hk_matvec_int8 kernel with the schedule's nrows and items in the one-token geometry), the
  * workgroups launched. */
@@ -305,18 +323,19 @@ typedef struct tokens_plan {
 } tokens_plan;
 
 /* The blocks per token held in shared memory by a pass of n tokens (spec constant HK_XSTAGE_BLOCKS) */
-static uint32_t plan_stage_blocks(const hk_context *context, int t, const tokens_plan *p, uint32_t n)
+static uint32_t plan_stage_blocks(const hk_context *context, hk_type wtype, const tokens_plan *p, uint32_t n)
 {
     if (n < 2)
         return 0;
-    return p->v[MT_RESIDENT] ? resident_blocks(context, n) : step_blocks(t, context->caps.subgroup_size, p->v[MT_ITEMS]);
+    return p->v[MT_RESIDENT] ? resident_blocks(context, n)
+                             : step_blocks(wtype, context->caps.subgroup_size, p->v[MT_ITEMS]);
 }
 
 /* 1 where schedule v runs passes of `pass` (>= 2) tokens of this shape exactly as asked on this
  * device, with *groups the workgroups it launches; else 0 and the reason (the tuner tallies them
  * by their words). */
-static int tokens_fits(const hk_context *context, int t, uint32_t rows, uint32_t k, uint32_t pass, const uint32_t *v,
-                       uint64_t *groups, char *why, size_t why_size)
+static int tokens_fits(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t pass,
+                       const uint32_t *v, uint64_t *groups, char *why, size_t why_size)
 {
     const hk_caps *caps = &context->caps;
     uint32_t sg = caps->subgroup_size, wg = sg * v[MT_SUBGROUPS];
@@ -329,7 +348,7 @@ static int tokens_fits(const hk_context *context, int t, uint32_t rows, uint32_t
                  16 + 40ull * pass * (k / 32 + (k / 32 & 1)), pass, caps->shared_memory_bytes);
         return 0;
     }
-    uint64_t shared = 16 + 40ull * pass * step_blocks(t, sg, v[MT_ITEMS]);
+    uint64_t shared = 16 + 40ull * pass * step_blocks(wtype, sg, v[MT_ITEMS]);
     if (!v[MT_RESIDENT] && shared > caps->shared_memory_bytes) {
         snprintf(why, why_size, "shared memory %llu over the device's %u", (unsigned long long)shared,
                  caps->shared_memory_bytes);
@@ -337,7 +356,7 @@ static int tokens_fits(const hk_context *context, int t, uint32_t rows, uint32_t
     }
     *groups = balanced_groups(rows, v[MT_NROWS], v[MT_SUBGROUPS], v[MT_WGS]);
     int8_geom g = {sg, v[MT_SUBGROUPS], v[MT_NROWS], pass, v[MT_ITEMS], *groups, v[MT_RESIDENT] ? 2 : 1};
-    uint64_t loops = int8_loop_count(rows, k, t, &g);
+    uint64_t loops = int8_loop_count(rows, k, wtype, &g);
     if (loops > MATVEC_LOOP_BUDGET) {
         snprintf(why, why_size, "loops %llu over the budget %u", (unsigned long long)loops, MATVEC_LOOP_BUDGET);
         return 0;
@@ -347,12 +366,12 @@ static int tokens_fits(const hk_context *context, int t, uint32_t rows, uint32_t
 
 /* A tuned schedule as asked: the most tokens per pass it runs, at least 2 (else it is not this
  * kernel's schedule: 0 and why). */
-static int tokens_strict(const hk_context *context, int t, uint32_t rows, uint32_t k, uint32_t tokens,
+static int tokens_strict(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
                          const uint32_t *v, tokens_plan *p, char *why, size_t why_size)
 {
     char first_why[160] = "";
     for (uint32_t pass = tokens; pass >= 2; pass--) {
-        if (tokens_fits(context, t, rows, k, pass, v, &p->groups, pass == tokens ? first_why : why,
+        if (tokens_fits(context, wtype, rows, k, pass, v, &p->groups, pass == tokens ? first_why : why,
                         pass == tokens ? sizeof first_why : why_size)) {
             memcpy(p->v, v, sizeof p->v);
             p->per_pass = pass;
@@ -369,12 +388,12 @@ static int tokens_strict(const hk_context *context, int t, uint32_t rows, uint32
  * largest nrows, the wanted items then the default, the wanted workgroup cap then
  * MATVEC_MAX_GROUPS; last, one-token passes in the one-token geometry (nrows 1 always loops
  * under the budget there). */
-static hk_status tokens_config(const hk_context *context, const char *fn, int t, uint32_t rows, uint32_t k,
+static hk_status tokens_config(const hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
                                uint32_t tokens, const hk__sched *sched, tokens_plan *p)
 {
     char why[160] = "";
     if (sched) {
-        if (tokens_strict(context, t, rows, k, tokens, sched->v, p, why, sizeof why))
+        if (tokens_strict(context, wtype, rows, k, tokens, sched->v, p, why, sizeof why))
             return HK_OK;
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the tuned schedule subgroups=%u,nrows=%u,items=%u,resident=%u,"
                         "wgs=%u does not run (rows=%u, k=%u, tokens=%u): %s", sched->v[MT_SUBGROUPS],
@@ -398,13 +417,10 @@ static hk_status tokens_config(const hk_context *context, const char *fn, int t,
     uint32_t cap = env_pass && env_pass < tokens ? env_pass : tokens;
     uint32_t want_rows = rows >= MATVEC_SOME_ROWS ? 2 : 1;
     want_rows = env_rows ? env_rows : want_rows;
-    uint32_t default_items = t == 0 ? MATVEC_TOKENS_ITEMS_Q8_0 : MATVEC_TOKENS_ITEMS_KQ, want_items = env_items ? env_items : default_items;
+    uint32_t default_items = matvec_types[wtype].tokens_items, want_items = env_items ? env_items : default_items;
     uint32_t want_res = env_res != 2 ? env_res : cap >= 2 && k / 32 <= resident_blocks(context, cap);
     uint32_t want_sub = env_sub ? env_sub : MATVEC_TOKENS_SUBGROUPS;
-    uint32_t want_wgs = env_wgs          ? env_wgs
-                        : !want_res      ? MATVEC_MAX_GROUPS
-                        : t == 0         ? MATVEC_TOKENS_RESIDENT_WGS_Q8_0
-                                         : MATVEC_TOKENS_RESIDENT_WGS;
+    uint32_t want_wgs = env_wgs ? env_wgs : !want_res ? MATVEC_MAX_GROUPS : matvec_types[wtype].resident_wgs;
     for (uint32_t ri = 0; ri < 2; ri++) {
         if (ri && !want_res)
             break;
@@ -419,7 +435,7 @@ static hk_status tokens_config(const hk_context *context, const char *fn, int t,
                         if (wi && wgs == want_wgs)
                             break;
                         const uint32_t v[MT_PARAMS] = {want_sub, nr, it, ri ? 0 : want_res, wgs};
-                        if (tokens_fits(context, t, rows, k, pass, v, &p->groups, why, sizeof why)) {
+                        if (tokens_fits(context, wtype, rows, k, pass, v, &p->groups, why, sizeof why)) {
                             memcpy(p->v, v, sizeof p->v);
                             p->per_pass = pass;
                             return HK_OK;
@@ -433,7 +449,7 @@ static hk_status tokens_config(const hk_context *context, const char *fn, int t,
             if (ii && it == want_items)
                 break;
             int8_geom g = {context->caps.subgroup_size, MATVEC_SUBGROUPS, nr, 1, it, one_groups(rows, nr), 0};
-            if (int8_loop_count(rows, k, t, &g) > MATVEC_LOOP_BUDGET)
+            if (int8_loop_count(rows, k, wtype, &g) > MATVEC_LOOP_BUDGET)
                 continue;
             const uint32_t v[MT_PARAMS] = {MATVEC_SUBGROUPS, nr, it, 0, MATVEC_MAX_GROUPS};
             memcpy(p->v, v, sizeof p->v);
@@ -453,7 +469,7 @@ static hk_status tokens_config(const hk_context *context, const char *fn, int t,
  * writes nothing. */
 static hk_status matvec_passes(hk_context *context, hk_stream *stream, const char *fn, hk_dispatch_desc *d,
                                const hk_binding *b, uint64_t x_token_bytes, uint64_t y_token_bytes, uint32_t tokens,
-                               int t, const tokens_plan *p)
+                               hk_type wtype, const tokens_plan *p)
 {
     uint32_t spec[7];
     memcpy(spec, d->spec, sizeof spec);
@@ -466,7 +482,7 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
     const uint32_t counts[2] = {per_pass, tokens % per_pass ? tokens % per_pass : per_pass};
     for (int i = 0; i < 2; i++) {
         spec[2] = counts[i];
-        spec[3] = plan_stage_blocks(context, t, p, counts[i]);
+        spec[3] = plan_stage_blocks(context, wtype, p, counts[i]);
         spec[6] = counts[i] > 1 ? p->v[MT_RESIDENT] : 0;
         VkPipeline pipeline;
         VkPipelineLayout layout;
@@ -491,7 +507,7 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
         pass[2].view.offset = b[2].view.offset + t0 * y_token_bytes;
         pass[2].bytes = n * y_token_bytes;
         spec[2] = n;
-        spec[3] = plan_stage_blocks(context, t, p, n);
+        spec[3] = plan_stage_blocks(context, wtype, p, n);
         spec[6] = n > 1 ? p->v[MT_RESIDENT] : 0;
         st = hk__dispatch(context, s, fn, d);
     }
@@ -505,9 +521,9 @@ static hk_status matvec_passes(hk_context *context, hk_stream *stream, const cha
 
 /* hk_matvec_int8_tokens with tokens >= 2 on the rows layout (arguments checked): the schedule (the
  * tuner's candidate, a cached winner, the hooks or the defaults), its plan, the passes. */
-static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, int t,
-                                 int mode, hk_dispatch_desc *d, uint32_t *params, uint32_t rows, uint32_t k,
-                                 uint32_t tokens, uint64_t x_bytes)
+static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, int mode,
+                                 hk_dispatch_desc *d, uint32_t *params, uint32_t rows, uint32_t k, uint32_t tokens,
+                                 uint64_t x_bytes)
 {
     char key[HK_TUNE_SHAPE_CHARS];
     hk__tune_key_matvec_tokens(key, wtype, rows, k, tokens);
@@ -523,29 +539,29 @@ static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const c
                 source = HK_SCHED_ENV;
     }
     tokens_plan p;
-    hk_status st = tokens_config(context, fn, t, rows, k, tokens, tuned ? &sched : NULL, &p);
+    hk_status st = tokens_config(context, fn, wtype, rows, k, tokens, tuned ? &sched : NULL, &p);
     if (st != HK_OK && tuned && source == HK_SCHED_TUNED) {
         /* a cached winner this shape cannot run (only a hand-edited line can be one): the default */
         tuned = 0;
         source = HK_SCHED_DEFAULT;
-        st = tokens_config(context, fn, t, rows, k, tokens, NULL, &p);
+        st = tokens_config(context, fn, wtype, rows, k, tokens, NULL, &p);
     }
     uint32_t bits = 0;
-    if (st == HK_OK && t == 0 && !tuned)
+    if (st == HK_OK && matvec_types[wtype].load16 && !tuned)
         st = hk__env_u32(fn, "HK_MATVEC_Q8_0_LOAD_BITS", 0, 16, 32, 1, &bits);
     if (st != HK_OK)
         return st;
     if (tuned && sched.plant)
         params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
     uint32_t sg = context->caps.subgroup_size, first = p.per_pass < tokens ? p.per_pass : tokens;
-    uint32_t spec[7] = {sg * p.v[MT_SUBGROUPS], p.v[MT_NROWS], first, plan_stage_blocks(context, t, &p, first),
+    uint32_t spec[7] = {sg * p.v[MT_SUBGROUPS], p.v[MT_NROWS], first, plan_stage_blocks(context, wtype, &p, first),
                         p.v[MT_ITEMS], bits == 16, first > 1 ? p.v[MT_RESIDENT] : 0};
-    d->shader = row_shaders[0][t][mode];
+    d->shader = matvec_types[wtype].rows[0][mode];
     d->subgroup_size = sg;
     d->groups = p.groups;
     d->spec = spec;
     d->spec_count = 7;
-    st = matvec_passes(context, stream, fn, d, d->bindings, x_bytes, (uint64_t)rows * 4, tokens, t, &p);
+    st = matvec_passes(context, stream, fn, d, d->bindings, x_bytes, (uint64_t)rows * 4, tokens, wtype, &p);
     if (st == HK_OK)
         hk__tune_note(context, HK_TUNE_MATVEC_TOKENS, p.v, source);
     return st;
@@ -580,20 +596,21 @@ static int rows_layout_ok(const hk_context *context)
            context->caps.subgroup_size * MATVEC_SUBGROUPS <= context->caps.max_workgroup_size;
 }
 
-/* the weight view's alignment: the int8 Q4_K kernel reads weights 16 bytes at a time, and so do the
- * f32 MoE kernels, which have no portable twin; the dense f32 path falls back instead */
+/* the weight view's alignment: the int8 and MoE kernels take the rows layout's (matvec_types: Q4_K
+ * reads weights 16 bytes at a time), having no portable twin; the dense f32 path falls back instead */
 static uint32_t weight_align(int int8, int moe, hk_type wtype)
 {
-    return (int8 || moe) && wtype == HK_TYPE_Q4_K ? 16 : 2;
+    return int8 || moe ? matvec_types[wtype].rows_align : 2;
 }
 
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
                         hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
 {
     const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
-    if (wtype != HK_TYPE_Q8_0 && wtype != HK_TYPE_Q4_K && wtype != HK_TYPE_Q6_K)
+    if (!HK_TYPE_TAKES(matvec_types, wtype))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
+    const matvec_type *mt = &matvec_types[wtype];
     uint32_t block = hk_type_block_values(wtype);
     if (rows == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
@@ -625,7 +642,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if ((int8 || moe) && !rows_layout) /* no portable twin for these */
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
                         context->caps.device_name);
-    int aligned = int8 || moe || (x.offset % 16 == 0 && (wtype != HK_TYPE_Q4_K || w.offset % 16 == 0));
+    int aligned = int8 || moe || (x.offset % 16 == 0 && w.offset % mt->rows_align == 0);
     uint32_t params[5] = {rows, k, 0, 0, 0};
     if (moe) {
         params[2] = moe->shape->n;
@@ -633,10 +650,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         params[4] = moe->shape->x_per_slot ? (uint32_t)(x_bytes / 4) : 0;
     }
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
-    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
     if (tokens > 1)
-        return tokens_dispatch(context, stream, fn, wtype, t, mode, &d, params, rows, k, tokens, x_bytes);
+        return tokens_dispatch(context, stream, fn, wtype, mode, &d, params, rows, k, tokens, x_bytes);
     uint32_t nrows = 1, items = 1, q8_0_w16 = 0;
     /* the autotuner's schedule (src/tune): one-token int8 calls, dense and MoE (int8 has the rows
      * layout here); the f32 kernels take none */
@@ -652,18 +668,18 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             hk__tune_key_matvec(key, wtype, rows, k);
         tuned = hk__tune_lookup(context, family, key, &sched, &sched_source);
         /* the hooks int8_config reads: the Q8_0 loads, and the dense kernel's items */
-        if (!tuned && ((t == 0 && getenv("HK_MATVEC_Q8_0_LOAD_BITS") && *getenv("HK_MATVEC_Q8_0_LOAD_BITS")) ||
+        if (!tuned && ((mt->load16 && getenv("HK_MATVEC_Q8_0_LOAD_BITS") && *getenv("HK_MATVEC_Q8_0_LOAD_BITS")) ||
                        (!moe && getenv("HK_MATVEC_INT8_ITEMS") && *getenv("HK_MATVEC_INT8_ITEMS"))))
             sched_source = HK_SCHED_ENV;
     }
     if (rows_layout && aligned) {
         if (rows >= MATVEC_MANY_ROWS)
-            nrows = mode == MODE_F32 ? 4 : many_rows_nrows[t];
+            nrows = mode == MODE_F32 ? 4 : mt->many_nrows;
         else if (rows >= MATVEC_SOME_ROWS)
             nrows = 2;
         if (int8) {
             uint32_t nrows_in = nrows;
-            st = int8_config(context, fn, t, rows, k, moe_n, &nrows, &items, &q8_0_w16, tuned ? &sched : NULL);
+            st = int8_config(context, fn, wtype, rows, k, moe_n, &nrows, &items, &q8_0_w16, tuned ? &sched : NULL);
             if (st != HK_OK && tuned && sched_source == HK_SCHED_TUNED) {
                 /* a cached winner this shape cannot run (a hand-edited line, or a MoE winner at a
                  * slot count of its class whose rows loop past the budget): the default, rather
@@ -671,7 +687,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                 tuned = 0;
                 sched_source = HK_SCHED_DEFAULT;
                 nrows = nrows_in;
-                st = int8_config(context, fn, t, rows, k, moe_n, &nrows, &items, &q8_0_w16, NULL);
+                st = int8_config(context, fn, wtype, rows, k, moe_n, &nrows, &items, &q8_0_w16, NULL);
             }
             if (st != HK_OK)
                 return st;
@@ -681,12 +697,12 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
         wg = sg * MATVEC_SUBGROUPS;
-        d.shader = row_shaders[moe != NULL][t][mode];
+        d.shader = mt->rows[moe != NULL][mode];
         d.subgroup_size = sg;
         d.groups = one_groups(rows, nrows);
     } else {
         wg = MATVEC_WG;
-        d.shader = portable_shaders[t];
+        d.shader = mt->portable;
         d.groups = rows;
     }
     uint32_t spec[6] = {wg, nrows, 1, 0, items, q8_0_w16};
@@ -694,7 +710,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
     st = hk__dispatch(context, stream, fn, &d);
     if (st == HK_OK && family) {
-        const uint32_t served[MV_PARAMS] = {nrows, items, t == 0 && q8_0_w16 ? 16 : 32};
+        const uint32_t served[MV_PARAMS] = {nrows, items, q8_0_w16 ? 16 : 32};
         hk__tune_note(context, family, served, sched_source);
     }
     return st;
@@ -790,27 +806,24 @@ hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wty
 int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
                            char *why, size_t why_size)
 {
-    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    return one_token_fits(context, t, rows, k, 0, v, why, why_size);
+    return one_token_fits(context, wtype, rows, k, 0, v, why, why_size);
 }
 
 int hk__moe_matvec_int8_static(const hk_context *context, hk_type wtype, const hk_moe_shape *shape, const uint32_t *v,
                                char *why, size_t why_size)
 {
-    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
-    return one_token_fits(context, t, shape->slots * shape->n, shape->k, shape->n, v, why, why_size);
+    return one_token_fits(context, wtype, shape->slots * shape->n, shape->k, shape->n, v, why, why_size);
 }
 
 int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
                              const uint32_t *v, uint32_t sig[8], char *why, size_t why_size)
 {
-    int t = wtype == HK_TYPE_Q8_0 ? 0 : wtype == HK_TYPE_Q4_K ? 1 : 2;
     if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL)) {
         snprintf(why, why_size, "subgroup mismatch: no full subgroups of a required size (subgroupSizeControl)");
         return 0;
     }
     tokens_plan p;
-    if (!tokens_strict(context, t, rows, k, tokens, v, &p, why, why_size))
+    if (!tokens_strict(context, wtype, rows, k, tokens, v, &p, why, why_size))
         return 0;
     /* the plan: schedules that differ only in a workgroup cap the shape never reaches run the same */
     memset(sig, 0, 8 * sizeof *sig);

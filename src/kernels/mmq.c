@@ -21,23 +21,19 @@
 enum { ARM_COOPMAT, ARM_DOT, ARM_SCALAR, ARM_DOT_GENERIC, ARM_COUNT };
 static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar", "dot"};
 
-#define NO_SHADER (-1)
 #ifdef HK_HAVE_SHADER_MMQ_Q8_0_CM
 #define CM(p, t) HK_SHADER_##p##_##t##_CM
 #else
-#define CM(p, t) NO_SHADER
+#define CM(p, t) HK_NO_SHADER
 #endif
 #ifdef HK_HAVE_SHADER_MMQ_Q8_0_DOT
 #define DOT(p, t) HK_SHADER_##p##_##t##_DOT
 #define DOTG(p, t) HK_SHADER_##p##_##t##_DOTG
 #else
-#define DOT(p, t) NO_SHADER
-#define DOTG(p, t) NO_SHADER
+#define DOT(p, t) HK_NO_SHADER
+#define DOTG(p, t) HK_NO_SHADER
 #endif
 #define ARMS(p, t) {CM(p, t), DOT(p, t), HK_SHADER_##p##_##t##_SCALAR, DOTG(p, t)}
-/* [expert-indexed][type: Q8_0, Q4_K, Q6_K][arm] */
-static const int shaders[2][3][ARM_COUNT] = {{ARMS(MMQ, Q8_0), ARMS(MMQ, Q4_K), ARMS(MMQ, Q6_K)},
-                                             {ARMS(MMQ_ID, Q8_0), ARMS(MMQ_ID, Q4_K), ARMS(MMQ_ID, Q6_K)}};
 
 /* Invocations per warp of the portable arms (they use no subgroup operation: any device runs
  * them); their element ownership is that of 32 lanes. */
@@ -76,25 +72,28 @@ typedef struct mmq_tile {
  * Expert-indexed (Qwen3-30B-A3B's experts get 32 rows on average at 512 tokens): 32 x 128 on 4
  * warps of 2 x 2 with 64-value steps, no prefetch, Q6_K 32 x 64. Portable: 32 x 32 tiles, one
  * subtile per warp (lavapipe has 32 KiB of shared memory). */
-static const mmq_tile coopmat_tiles[2][3] = {
-    {{4, 4, 2, 2, 4, 0, 0}, {2, 4, 4, 2, 4, 0, 0}, {4, 4, 2, 2, 2, 0, 0}}, /* dense: Q8_0, Q4_K, Q6_K */
-    {{1, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 1, 2, 0, 0}}, /* expert-indexed */
-};
 static const mmq_tile portable_tiles[2] = {{2, 2, 1, 1, 4, 1, 0}, {1, 2, 2, 1, 4, 1, 0}};
 static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
 /* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
 #define MMQ_BIG_TILE_MIN_TILES 96u
 
-/* the MMQ weight types, in the order of the shader and tile tables (the type index t) */
-static const hk_type mmq_types[3] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+/* A weight type's shaders, its coopmat defaults (above) and what the tiles' checks need of it. */
+typedef struct mmq_type {
+    int takes;
+    int shaders[2][ARM_COUNT]; /* [expert-indexed][arm] */
+    mmq_tile coopmat[2];       /* [expert-indexed] */
+    uint32_t x_words;          /* words of a block in the X tile: Q6_K's halves each with zeros beside it */
+    uint32_t min_ks;           /* the fewest blocks per k step: the K-quants stage pairs of blocks */
+    uint32_t wide_loads;       /* weight loads as wide as the view allows (Q4_K's 16-byte chunks), else words */
+} mmq_type;
 
-static int type_index(hk_type t)
-{
-    for (int i = 0; i < 3; i++)
-        if (mmq_types[i] == t)
-            return i;
-    return -1;
-}
+#define MMQ_SHADERS(t) 1, {ARMS(MMQ, t), ARMS(MMQ_ID, t)}
+static const mmq_type mmq_types[HK_REF_TYPES] = {
+    [HK_TYPE_Q8_0] = {MMQ_SHADERS(Q8_0), {{4, 4, 2, 2, 4, 0, 0}, {1, 4, 2, 2, 2, 0, 0}}, .x_words = 8, .min_ks = 1},
+    [HK_TYPE_Q4_K] = {MMQ_SHADERS(Q4_K), {{2, 4, 4, 2, 4, 0, 0}, {1, 4, 2, 2, 2, 0, 0}}, .x_words = 8, .min_ks = 2,
+                      .wide_loads = 1},
+    [HK_TYPE_Q6_K] = {MMQ_SHADERS(Q6_K), {{4, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 1, 2, 0, 0}}, .x_words = 12, .min_ks = 2},
+};
 
 /* The device offers s8 x s8 -> s32 16 x n x 32 subgroup matrices (not saturating), with full
  * subgroups of its size, and the int8 arithmetic the matrix types need. */
@@ -116,11 +115,12 @@ static int coopmat_usable_n(const hk_context *context, uint32_t n)
 
 static int coopmat_usable(const hk_context *context) { return coopmat_usable_n(context, 16); }
 
-static int pick_arm(const hk_context *context, int id, int t)
+static int pick_arm(const hk_context *context, int id, hk_type wtype)
 {
-    if (shaders[id][t][ARM_COOPMAT] != NO_SHADER && coopmat_usable(context))
+    const int *shaders = mmq_types[wtype].shaders[id];
+    if (shaders[ARM_COOPMAT] != HK_NO_SHADER && coopmat_usable(context))
         return ARM_COOPMAT;
-    if (shaders[id][t][ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT)) {
+    if (shaders[ARM_DOT] != HK_NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT)) {
         const char *emu = getenv("HK_MMQ_EMULATE_GENERIC");
         return emu && strcmp(emu, "1") == 0 ? ARM_DOT_GENERIC : ARM_DOT;
     }
@@ -129,8 +129,7 @@ static int pick_arm(const hk_context *context, int id, int t)
 
 const char *hk_mmq_path(hk_context *context, hk_type wtype)
 {
-    int t = type_index(wtype);
-    return context && t >= 0 ? arm_names[pick_arm(context, 0, t)] : NULL;
+    return context && HK_TYPE_TAKES(mmq_types, wtype) ? arm_names[pick_arm(context, 0, wtype)] : NULL;
 }
 
 static uint32_t lanes_of(const hk_context *context, int arm)
@@ -139,12 +138,12 @@ static uint32_t lanes_of(const hk_context *context, int arm)
 }
 
 /* Shared memory the shader declares for a tile (mmq.comp) of the dense (id 0) or expert-indexed kernel. */
-static uint64_t tile_shared_bytes(const mmq_tile *tl, int id, int t, int arm)
+static uint64_t tile_shared_bytes(const mmq_tile *tl, int id, hk_type wtype, int arm)
 {
     uint64_t bm = tl->wm * tl->rm * 16ull, bn = tl->wn * tl->rn * 16ull, stride = 8ull * tl->ks + 4;
     /* X quants (Q6_K's blocks staged as 12 words: each half with zeros beside it), W quants, X
      * scales, W factor pairs; the rows' out rows (and X rows, expert-indexed) */
-    uint64_t stride_a = (t == 2 ? 12ull : 8ull) * tl->ks + 4;
+    uint64_t stride_a = (uint64_t)mmq_types[wtype].x_words * tl->ks + 4;
     uint64_t words = bm * stride_a + bn * stride + tl->ks * bm + 2ull * tl->ks * bn + (id ? 2 : 1) * bm;
     if (arm == ARM_COOPMAT)
         words += 256;
@@ -153,19 +152,20 @@ static uint64_t tile_shared_bytes(const mmq_tile *tl, int id, int t, int arm)
 
 /* k steps the staging of a type supports: the K-quants take pairs of blocks (Q4_K chunks of 16
  * bytes, Q6_K blocks sharing their bytes). */
-static int ks_valid(int t, uint32_t ks)
+static int ks_valid(hk_type wtype, uint32_t ks)
 {
     if (ks != 1 && ks != 2 && ks != 4 && ks != 8)
         return 0;
-    return t == 0 || ks >= 2;
+    return ks >= mmq_types[wtype].min_ks;
 }
 
 /* 1 if the tile runs on this device for this type; else 0 with the reason. */
-static int tile_fits(const hk_context *context, const mmq_tile *tl, int id, int t, int arm, char *why, size_t why_size)
+static int tile_fits(const hk_context *context, const mmq_tile *tl, int id, hk_type wtype, int arm, char *why,
+                     size_t why_size)
 {
     uint32_t lanes = lanes_of(context, arm), wg = tl->wm * tl->wn * lanes;
-    uint64_t shared = tile_shared_bytes(tl, id, t, arm);
-    if (!ks_valid(t, tl->ks)) {
+    uint64_t shared = tile_shared_bytes(tl, id, wtype, arm);
+    if (!ks_valid(wtype, tl->ks)) {
         snprintf(why, why_size, "invalid: a k step of %u blocks (the k-quants take 2 or more)", tl->ks);
         return 0;
     }
@@ -197,13 +197,12 @@ static void sched_of_tile(const mmq_tile *tl, uint32_t *v)
 int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint32_t *v, uint32_t sig[8], char *why,
                    size_t why_size)
 {
-    int t = type_index(wtype);
     mmq_tile tl = tile_of_sched(v);
     if (tl.wm * tl.wn > 64) {
         snprintf(why, why_size, "invalid: %u warps (at most 64)", tl.wm * tl.wn);
         return 0;
     }
-    if (!tile_fits(context, &tl, id, t, pick_arm(context, id, t), why, why_size))
+    if (!tile_fits(context, &tl, id, wtype, pick_arm(context, id, wtype), why, why_size))
         return 0;
     sched_of_tile(&tl, sig);
     return 1;
@@ -212,7 +211,7 @@ int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint3
 /* The schedule of a call: the tuner's candidate or the cached winner for the shape class (key),
  * else the default for the shape or the environment's overrides; checked. *source and *plant say
  * which. */
-static hk_status get_tile(hk_context *context, const char *fn, int id, int t, int arm, uint32_t m, uint32_t n,
+static hk_status get_tile(hk_context *context, const char *fn, int id, hk_type wtype, int arm, uint32_t m, uint32_t n,
                           const char *key, mmq_tile *out, int *source, int *plant)
 {
     hk__sched sched;
@@ -220,7 +219,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
     *plant = 0;
     if (hk__tune_lookup(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, key, &sched, source)) {
         *out = tile_of_sched(sched.v);
-        if (out->wm * out->wn <= 64 && tile_fits(context, out, id, t, arm, why, sizeof why)) {
+        if (out->wm * out->wn <= 64 && tile_fits(context, out, id, wtype, arm, why, sizeof why)) {
             *plant = sched.plant;
             return HK_OK;
         }
@@ -229,7 +228,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
         /* a cached winner this device cannot run (a hand-edited line): the default */
     }
     *source = HK_SCHED_DEFAULT;
-    *out = arm == ARM_COOPMAT ? coopmat_tiles[id][t] : portable_tiles[id];
+    *out = arm == ARM_COOPMAT ? mmq_types[wtype].coopmat[id] : portable_tiles[id];
     if (arm != ARM_COOPMAT && context->profile.slow_unrolled_loops)
         out->rolled = 1;
     if (!id && arm == ARM_COOPMAT) {
@@ -242,7 +241,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
         unsigned v[5];
         char tail;
         if (sscanf(env, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) != 5 || !v[0] || !v[1] ||
-            !v[2] || !v[3] || v[2] > 8 || v[3] > 8 || !ks_valid(t, v[4]) || v[0] * v[1] > 64)
+            !v[2] || !v[3] || v[2] > 8 || v[3] > 8 || !ks_valid(wtype, v[4]) || v[0] * v[1] > 64)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn,
                             "%s=\"%s\" is not \"wm,wn,rm,rn,ks\" (warps 1..64 in all, rm and rn 1..8, ks 1, 2, 4 "
                             "or 8: 2 or more for the k-quants)",
@@ -258,7 +257,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
         return st;
     if ((pf && *pf) || (ro && *ro))
         *source = HK_SCHED_ENV;
-    if (!tile_fits(context, out, id, t, arm, why, sizeof why))
+    if (!tile_fits(context, out, id, wtype, arm, why, sizeof why))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the %s tile %ux%u warps of %ux%u subtiles (k step %u) cannot run on "
                         "device \"%s\": %s", arm_names[arm], out->wm, out->wn, out->rm, out->rn, out->ks,
                         context->caps.device_name, why);
@@ -267,7 +266,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, int t, in
 
 static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
 {
-    if (type_index(wtype) < 0)
+    if (!HK_TYPE_TAKES(mmq_types, wtype))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not an MMQ weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
     uint32_t block = hk_type_block_values(wtype);
@@ -293,37 +292,49 @@ typedef struct mmq_params {
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_CM
 #define FEW_CM(t) HK_SHADER_MMQ_FEW_##t##_CM
 #else
-#define FEW_CM(t) NO_SHADER
+#define FEW_CM(t) HK_NO_SHADER
 #endif
 #ifdef HK_HAVE_SHADER_MMQ_FEW_Q4_K_DOT
 #define FEW_DOT(t) HK_SHADER_MMQ_FEW_##t##_DOT
 #else
-#define FEW_DOT(t) NO_SHADER
+#define FEW_DOT(t) HK_NO_SHADER
 #endif
-#define FEW_ARMS(t) {FEW_CM(t), FEW_DOT(t), HK_SHADER_MMQ_FEW_##t##_SCALAR, FEW_DOT(t)}
-/* [type, as mmq_types][arm] */
-static const int few_shaders[3][ARM_COUNT] = {FEW_ARMS(Q8_0), FEW_ARMS(Q4_K), FEW_ARMS(Q6_K)};
+#define FEW_ARMS(t) 1, {FEW_CM(t), FEW_DOT(t), HK_SHADER_MMQ_FEW_##t##_SCALAR, FEW_DOT(t)}
 
-/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles and `tokens` columns:
- * per warp and row tile 4 weight tiles of 16 rows of 12 words and 4 more (Q8_0 16 more) and 64
- * factor pairs (Q8_0 64 factors), for Q6_K also 16 raw rows of 57 words; per warp `tokens` token
- * rows of 36 words (Q6_K 52); the coopmat arm's 16 x tokens element indices. The warp count is
- * picked from the larger one, so that both arms of a device split k alike (and agree bit for
- * bit). */
-static uint64_t few_shared_bytes(int t, uint32_t warps, uint32_t row_tiles, uint32_t tokens)
+/* A weight type's few-token shaders and their workgroup's needs (record_few says why). mmq_few.comp's
+ * shared memory per warp and row tile: 4 weight tiles of 16 rows of 12 words and 4 more (Q8_0 16
+ * more) and 64 factor pairs (Q8_0 64 factors), for Q6_K also 16 raw rows of 57 words; per warp
+ * and token a row of 36 words (Q6_K 52). */
+typedef struct few_type {
+    int takes;
+    int shaders[ARM_COUNT];
+    uint32_t row_tile_words, token_words;
+    uint32_t row_tiles;   /* per warp: workgroups of 16 or 32 rows */
+    uint32_t sched_warps; /* warps per scheduler that splitting k may reach */
+    uint32_t sets16;      /* register sets at 16 token columns */
+    uint32_t raw;         /* super-blocks read as the 16-byte pieces that hold them (Q6_K's 210 bytes) */
+} few_type;
+
+static const few_type few_types[HK_REF_TYPES] = {
+    [HK_TYPE_Q8_0] = {FEW_ARMS(Q8_0), 4 * 208 + 64, 36, .row_tiles = 1, .sched_warps = 2, .sets16 = 1},
+    [HK_TYPE_Q4_K] = {FEW_ARMS(Q4_K), 4 * 196 + 128, 36, .row_tiles = 2, .sched_warps = 1, .sets16 = 1},
+    [HK_TYPE_Q6_K] = {FEW_ARMS(Q6_K), 4 * 196 + 128 + 16 * 57, 52, .row_tiles = 1, .sched_warps = 1, .sets16 = 2,
+                      .raw = 1},
+};
+
+/* mmq_few.comp's shared memory for `warps` warps of `row_tiles` row tiles and `tokens` columns
+ * (few_types), and the coopmat arm's 16 x tokens element indices. The warp count is picked from
+ * the larger one, so that both arms of a device split k alike (and agree bit for bit). */
+static uint64_t few_shared_bytes(hk_type wtype, uint32_t warps, uint32_t row_tiles, uint32_t tokens)
 {
-    const hk_type type = mmq_types[t];
-    const uint32_t row_tile_words = type == HK_TYPE_Q8_0   ? 4 * 208 + 64
-                                    : type == HK_TYPE_Q6_K ? 4 * 196 + 128 + 16 * 57
-                                                           : 4 * 196 + 128;
-    const uint32_t token_words = type == HK_TYPE_Q6_K ? 52 : 36;
-    return 4ull * (warps * (row_tiles * row_tile_words + tokens * token_words) + 16 * tokens);
+    const few_type *ft = &few_types[wtype];
+    return 4ull * (warps * (row_tiles * ft->row_tile_words + tokens * ft->token_words) + 16 * tokens);
 }
 
-static int few_fits(const hk_context *context, int t, uint32_t warps, uint32_t row_tiles, uint32_t tokens,
+static int few_fits(const hk_context *context, hk_type wtype, uint32_t warps, uint32_t row_tiles, uint32_t tokens,
                     uint32_t lanes)
 {
-    return few_shared_bytes(t, warps, row_tiles, tokens) <= context->caps.shared_memory_bytes &&
+    return few_shared_bytes(wtype, warps, row_tiles, tokens) <= context->caps.shared_memory_bytes &&
            warps * lanes <= context->caps.max_workgroup_size;
 }
 
@@ -331,26 +342,25 @@ static int few_fits(const hk_context *context, int t, uint32_t warps, uint32_t r
  * 8 blocks, 272 bytes, so that every row starts on 16 bytes), both views on 16 bytes; Q6_K's
  * super-blocks (210 bytes) are read as the 16-byte pieces that hold them, so its tensor must end on
  * 16 bytes too (rows x super-blocks a multiple of 8), or its last piece would reach past it */
-static int few_takes(int t, const hk_binding *b, const mmq_params *p)
+static int few_takes(hk_type wtype, const hk_binding *b, const mmq_params *p)
 {
-    return few_shaders[t][ARM_SCALAR] != NO_SHADER && p->m <= FEW_MAX_M && p->k % 256 == 0 &&
-           b[0].view.offset % 16 == 0 && b[1].view.offset % 16 == 0 &&
-           (mmq_types[t] != HK_TYPE_Q6_K || (uint64_t)p->n * (p->k / 256) % 8 == 0);
+    return HK_TYPE_TAKES(few_types, wtype) && p->m <= FEW_MAX_M && p->k % 256 == 0 && b[0].view.offset % 16 == 0 &&
+           b[1].view.offset % 16 == 0 && (!few_types[wtype].raw || (uint64_t)p->n * (p->k / 256) % 8 == 0);
 }
 
-static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, int t, const hk_binding *b,
-                            const mmq_params *p)
+static hk_status record_few(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype,
+                            const hk_binding *b, const mmq_params *p)
 {
     int arm = ARM_SCALAR;
     const uint32_t tokens = p->m <= 8 ? 8 : 16;
-    const int *shader = few_shaders[t];
+    const few_type *ft = &few_types[wtype];
+    const int *shader = ft->shaders;
     /* a subgroup loads whole tokens' pieces (9 invocations each), Q8_0's rows 8 invocations each;
      * Q6_K's raw loads give each invocation the same rows at every load where it has 32 or 64 */
-    const int q6 = mmq_types[t] == HK_TYPE_Q6_K;
-    if (shader[ARM_COOPMAT] != NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16 &&
-        (!q6 || context->caps.subgroup_size % 32 == 0))
+    if (shader[ARM_COOPMAT] != HK_NO_SHADER && coopmat_usable_n(context, tokens) && context->caps.subgroup_size >= 16 &&
+        (!ft->raw || context->caps.subgroup_size % 32 == 0))
         arm = ARM_COOPMAT;
-    else if (shader[ARM_DOT] != NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
+    else if (shader[ARM_DOT] != HK_NO_SHADER && (context->features & HK_FEATURE_INTEGER_DOT))
         arm = ARM_DOT;
     /* Workgroups of 32 rows (two row tiles per warp); two register sets at 8 token columns, one at
      * 16, whose products and sums take the registers of the second (two sets there spill). The
@@ -363,8 +373,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * (32 take too many registers) and up to one warp per scheduler as Q4_K. Its weights take one
      * set of registers (a whole super-block ahead), the tokens' halves two.
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
-    const int q8 = mmq_types[t] == HK_TYPE_Q8_0;
-    uint32_t lanes = lanes_of(context, arm), row_tiles = q8 || q6 ? 1 : 2, sets = tokens == 8 || q6 ? 2 : 1;
+    uint32_t lanes = lanes_of(context, arm), row_tiles = ft->row_tiles, sets = tokens == 8 ? 2 : ft->sets16;
 #ifdef HK_MMQ_PROBES
     uint32_t probe = 0;
     hk_status st = hk__env_u32(fn, "HK_MMQ_FEW_ROW_TILES", row_tiles, 1, 2, 0, &row_tiles);
@@ -372,7 +381,7 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     const uint32_t groups = (p->n + 16 * row_tiles - 1) / (16 * row_tiles);
     const uint64_t schedulers = context->profile.schedulers ? context->profile.schedulers : 512;
     uint32_t warps = 4;
-    while (warps > 1 && (uint64_t)groups * warps > schedulers * (q8 ? 2 : 1))
+    while (warps > 1 && (uint64_t)groups * warps > schedulers * ft->sched_warps)
         warps /= 2;
 #ifdef HK_MMQ_PROBES
     if (st == HK_OK)
@@ -384,12 +393,12 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
     if (st != HK_OK)
         return st;
 #endif
-    while (warps > 1 && !few_fits(context, t, warps, row_tiles, tokens, lanes))
+    while (warps > 1 && !few_fits(context, wtype, warps, row_tiles, tokens, lanes))
         warps /= 2;
-    if (!few_fits(context, t, warps, row_tiles, tokens, lanes))
+    if (!few_fits(context, wtype, warps, row_tiles, tokens, lanes))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot hold the few-token kernel's workgroup "
                         "(%llu bytes of shared memory, %u invocations)", context->caps.device_name,
-                        (unsigned long long)few_shared_bytes(t, warps, row_tiles, tokens), warps * lanes);
+                        (unsigned long long)few_shared_bytes(wtype, warps, row_tiles, tokens), warps * lanes);
 #ifdef HK_MMQ_PROBES
     uint32_t spec[6] = {warps * lanes, lanes, row_tiles, sets, tokens, probe};
 #else
@@ -409,13 +418,13 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
 }
 
 /* w and xq as bound (b[0], b[1]): their alignment picks the load widths (flags) */
-static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, int t, const hk_binding *b,
-                        uint32_t count, mmq_params *p, uint64_t m_rows_max, const char *key)
+static hk_status record(hk_context *context, hk_stream *stream, const char *fn, int id, hk_type wtype,
+                        const hk_binding *b, uint32_t count, mmq_params *p, uint64_t m_rows_max, const char *key)
 {
-    int arm = pick_arm(context, id, t);
+    int arm = pick_arm(context, id, wtype);
     mmq_tile tl;
     int source, plant;
-    hk_status st = get_tile(context, fn, id, t, arm, p->m, p->n, key, &tl, &source, &plant);
+    hk_status st = get_tile(context, fn, id, wtype, arm, p->m, p->n, key, &tl, &source, &plant);
     if (st != HK_OK)
         return st;
     uint32_t n = p->n;
@@ -445,12 +454,11 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
      * tokens matvec. Otherwise up to 16 (views off 16 bytes, k off 256, Q6_K tensors off 16
      * bytes): the tokens matvec, which reads each weight once for all of them where the tiles
      * would run a handful of workgroups mostly on rows past m. */
-    int few = few_takes(t, b, p);
+    int few = few_takes(wtype, b, p);
     if (!id && (few || (p->m <= HK_MATVEC_MAX_TOKENS &&
-                        hk__matvec_tokens_takes(context, mmq_types[t], b[0].view, p->n, p->k, p->m)))) {
-        st = few ? record_few(context, stream, fn, t, b, p)
-                 : hk__matvec_tokens(context, stream, fn, mmq_types[t], b[0].view, b[1].view, b[2].view, p->n,
-                                     p->k, p->m);
+                        hk__matvec_tokens_takes(context, wtype, b[0].view, p->n, p->k, p->m)))) {
+        st = few ? record_few(context, stream, fn, wtype, b, p)
+                 : hk__matvec_tokens(context, stream, fn, wtype, b[0].view, b[1].view, b[2].view, p->n, p->k, p->m);
         p->n = n;
         if (st == HK_OK) {
             uint32_t served[MQ_PARAMS];
@@ -468,8 +476,8 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
      * view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (their blocks of 34 and
      * 210 bytes: an even count of them per row) */
     uint32_t wload = hk__load_width(b[0].view.offset);
-    if (t != 1)
-        wload = wload && (p->k / hk_type_block_values(mmq_types[t])) % 2 == 0;
+    if (!mmq_types[wtype].wide_loads)
+        wload = wload && (p->k / hk_type_block_values(wtype)) % 2 == 0;
     flags |= wload << FLAG_WLOAD_SHIFT;
     uint32_t lanes = lanes_of(context, arm), bm = tl.wm * tl.rm * 16, bn = tl.wn * tl.rn * 16;
     p->n_tiles = (p->n + bn - 1) / bn;
@@ -495,7 +503,7 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         groups = (uint64_t)p->m_groups * p->n_tiles;
     }
     uint32_t spec[8] = {tl.wm * tl.wn * lanes, lanes, tl.wm, tl.wn, tl.rm, tl.rn, tl.ks, flags};
-    hk_dispatch_desc d = {.shader = shaders[id][t][arm],
+    hk_dispatch_desc d = {.shader = mmq_types[wtype].shaders[id][arm],
                           .subgroup_size = arm == ARM_COOPMAT ? lanes : 0,
                           .spec = spec,
                           .spec_count = 8,
@@ -535,7 +543,7 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
     mmq_params p = {m, n, k, 0, 0, 0, 0};
     char key[HK_TUNE_SHAPE_CHARS];
     hk__tune_key_gemm(key, wtype, m, n, k);
-    return record(context, stream, fn, 0, type_index(wtype), b, 3, &p, m, key);
+    return record(context, stream, fn, 0, wtype, b, 3, &p, m, key);
 }
 
 hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view offsets,
@@ -576,7 +584,7 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
     char key[HK_TUNE_SHAPE_CHARS];
     hk__tune_key_mmq_id(key, wtype, s);
-    return record(context, stream, fn, 1, type_index(wtype), b, 5, &p, most, key);
+    return record(context, stream, fn, 1, wtype, b, 5, &p, most, key);
 }
 
 hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,

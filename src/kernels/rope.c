@@ -10,6 +10,17 @@
 
 enum { ROPE_Q, ROPE_K, ROPE_V, ROPE_POSITIONS, ROPE_FACTORS, ROPE_Q_OUT, ROPE_K_CACHE, ROPE_V_CACHE, ROPE_BINDINGS };
 
+/* the shader per KV-cache type */
+typedef struct rope_type {
+    int takes, shader;
+} rope_type;
+
+static const rope_type rope_types[HK_REF_TYPES] = {
+    [HK_TYPE_F32] = {1, HK_SHADER_ROPE_F32},
+    [HK_TYPE_F16] = {1, HK_SHADER_ROPE_F16},
+    [HK_TYPE_Q8_0] = {1, HK_SHADER_ROPE_Q8_0},
+};
+
 typedef struct rope_params {
     uint32_t n_tokens, heads, rot, capacity;
     uint32_t k_row, k_head, v_row, v_head;
@@ -44,6 +55,9 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     hk_status st = hk__kv_layout_check(fn, &d->kv, d->n_kv_heads, d->head_dim, &k_bytes, &v_bytes);
     if (st != HK_OK)
         return st;
+    if (!HK_TYPE_TAKES(rope_types, d->kv.type))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "kv.type=%s (%d) has no rope kernel", hk_type_name(d->kv.type),
+                        (int)d->kv.type);
     uint32_t rot = d->rot_dim ? d->rot_dim : d->head_dim;
     if (rot % 2 || rot > d->head_dim)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rot_dim=%u is not even and at most head_dim=%u", d->rot_dim,
@@ -99,10 +113,8 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     split_double((double)d->freq_scale / (2.0 * 3.14159265358979323846), params.turns);
     for (int i = 0; i < 7; i++)
         split_double(pow((double)d->theta_base, -2.0 * (double)(1u << i) / (double)rot), params.pow2[i]);
-    int shader = kv->type == HK_TYPE_F32 ? HK_SHADER_ROPE_F32 : kv->type == HK_TYPE_F16 ? HK_SHADER_ROPE_F16
-                                                                                      : HK_SHADER_ROPE_Q8_0;
     uint32_t spec[2] = {ROPE_WG, d->head_dim};
-    hk_dispatch_desc dd = {.shader = shader, .spec = spec, .spec_count = 2, .bindings = b,
+    hk_dispatch_desc dd = {.shader = rope_types[kv->type].shader, .spec = spec, .spec_count = 2, .bindings = b,
                            .binding_count = ROPE_BINDINGS, .params = &params, .params_bytes = sizeof params,
                            .groups = (uint64_t)d->n_tokens * (d->n_heads + 2ull * d->n_kv_heads)};
     return hk__dispatch(context, stream, fn, &dd);
