@@ -266,10 +266,11 @@ typedef struct hk_context_desc {
     void *validation_user;
     /* Autotuner winner cache (hk_tune): directory of the file tune.tsv, NULL for the default
      * ($HK_TUNE_CACHE_DIR, else $XDG_CACHE_HOME/hkernel, else $HOME/.cache/hkernel; borrowed
-     * contexts always take the default). Read at context creation; see hk_tune. Anything but a
-     * regular file at tune.tsv (a FIFO, a directory, a device, a symbolic link, which is never
-     * followed) or a file over HK_TUNE_CACHE_MAX_BYTES is a warning on stderr ("hkernel: tune
-     * cache: ..."), neither read nor replaced: the winners stay in the context's memory. */
+     * contexts always take the default). Read at the first call that needs it; see hk_tune.
+     * Anything but a regular file at tune.tsv (a FIFO, a directory, a device, a symbolic link,
+     * which is never followed) or a file over HK_TUNE_CACHE_MAX_BYTES is a warning on stderr
+     * ("hkernel: tune cache: ..."), neither read nor replaced: the winners stay in the context's
+     * memory. */
     const char *tune_cache_dir;
 } hk_context_desc;
 
@@ -1030,8 +1031,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *    rows, k, tokens ("q4_k:4096x4096x8"). subgroups 4,8,16,32 (per workgroup), nrows 1,2,4,
  *    items 1,2,4, resident 0,1 (x staged per step or once per workgroup; 1 runs as many tokens
  *    per pass as fit), wgs 64..8192 (the most workgroups; the HK_MATVEC_TOKENS_* hooks). The gate
- *    is the reference at 1e-5 and, since every schedule must be, bit-identity with
- *    hk_matvec_int8 on each token.
+ *    is the reference at 1e-5 and, since every schedule must be, bit-identity with the
+ *    default schedule (itself bit-identical with hk_matvec_int8 on each token).
  *  - HK_TUNE_SDPA_DECODE: hk_sdpa_blk with n_q = 1 (flash-decoding). Shape class: cache type,
  *    n_heads, n_kv_heads, head_dim, and kv.capacity's power-of-two range (never seq_k: a recorded
  *    stream replays with one plan). groups 8..512 (workgroups the split count aims for), wg
@@ -1072,11 +1073,13 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  * winner: the format tag "hkernel-tune-2", vendor id, device id, driver version (hex), library
  * version, kernel, shape class ("q4_k:m257-512/n4096/k4096"), schedule
  * ("nrows=2,items=1,load_bits=32"), its time in ms; tab-separated, '#' comments. A context reads
- * the lines of its device, driver and library version when it is created; a malformed line, or
- * one of this device in another format (such as "hkernel-tune-1", whose shape classes are exact
- * shapes), with another library version or a schedule whose parameters no
- * longer match (stale), is ignored with a warning on stderr ("hkernel: tune cache: ..."), never
- * a failure; other devices' and formats' lines are kept. A line longer than 1023 characters is
+ * the lines of its device, driver and library version at its first call of a tuned family (or of
+ * hk_tune, hk_schedule_last, hk_tune_cache_file), never at creation; a malformed line, or one of
+ * this device in another format (such as "hkernel-tune-1", whose shape classes are exact shapes)
+ * or with another library version, is ignored then with a warning on stderr ("hkernel: tune
+ * cache: ..."), never a failure, and a line whose schedule no longer matches its family's
+ * parameters likewise at that family's first call; other devices' and formats' lines are kept.
+ * Where the file holds a shape class twice, the last line that checks out serves. A line longer than 1023 characters is
  * ignored with a warning, as a malformed one. hk_tune writes under an exclusive lock on
  * tune.tsv.lock (fcntl; another process's lock is waited for a few seconds at most), rereading
  * the file and renaming a new one over it, so concurrent tuners (threads or processes) leave a
@@ -1095,56 +1098,73 @@ typedef enum hk_tune_kernel {
     HK_TUNE_MOE_MATVEC_INT8 = 8
 } hk_tune_kernel;
 
+/* The shape a search runs, one struct per family (hk_tune_desc.shape holds the kernel's member).
+ * Counts the shape class buckets (m, slots, n_q, capacity) may be any in their range: the
+ * search runs this one. For the tuner's own inputs and reference the weights (or the KV cache)
+ * are at most 2^28 values (2^26 for a cache), activations and outputs 2^27. */
+typedef struct hk_tune_matvec_shape {
+    hk_type wtype;   /* q8_0, q4_k or q6_k */
+    uint32_t rows, k; /* hk_matvec_int8's limits */
+    uint32_t tokens;  /* HK_TUNE_MATVEC_INT8: 1 (or 0); HK_TUNE_MATVEC_TOKENS: 2..16, with
+                       * hk_matvec_int8_tokens' limit ceil(rows / 32768) * k * (tokens + 1) */
+} hk_tune_matvec_shape;
+
+/* HK_TUNE_GEMM_F16 and HK_TUNE_MMQ: m x n outputs, k deep. */
+typedef struct hk_tune_gemm_shape {
+    hk_type wtype;
+    uint32_t m, n, k;
+} hk_tune_gemm_shape;
+
+/* HK_TUNE_MMQ_ID: the expert bank and routed slots as hk_mmq_id takes them; the search routes
+ * shape.n_slots / top_k tokens to top_k distinct experts each (seeded). slots_per_x_row is top_k
+ * (x per token) or 1 (x per slot). */
+typedef struct hk_tune_mmq_id_shape {
+    hk_type wtype;
+    hk_mmq_id_shape shape;
+    uint32_t top_k; /* 1..n_experts, dividing n_slots */
+} hk_tune_mmq_id_shape;
+
+/* HK_TUNE_MOE_MATVEC_INT8: as hk_moe_matvec_int8 takes it (shape.slots routed slots, distinct
+ * experts within each run of n_experts slots, seeded); hk_moe_matvec_int8's limits. */
+typedef struct hk_tune_moe_shape {
+    hk_type wtype;
+    hk_moe_shape shape;
+} hk_tune_moe_shape;
+
+/* HK_TUNE_SDPA_DECODE (n_q 1) and HK_TUNE_FLASH_PREFILL (n_q >= 2, causal: n_q <= capacity):
+ * head-major caches of kv_type (f32, f16, q8_0) with capacity rows, timed with seq_k = capacity;
+ * heads and head_dim as hk_sdpa_desc takes them. */
+typedef struct hk_tune_attention_shape {
+    hk_type kv_type;
+    uint32_t n_heads, n_kv_heads, head_dim, capacity;
+    uint32_t n_q;
+    int causal;
+} hk_tune_attention_shape;
+
 typedef struct hk_tune_desc {
     /* sizeof(hk_tune_desc) as the caller was compiled: set by hk_tune_desc_init. */
     uint32_t struct_size;
     hk_tune_kernel kernel;
-    /* HK_TUNE_MATVEC_INT8: weight type (q8_0, q4_k, q6_k), rows, k (hk_matvec_int8's limits;
-     * rows x k at most 2^28 for the tuner's own inputs and reference) */
-    hk_type wtype;
-    uint32_t rows, k;   /* (HK_TUNE_MATVEC_TOKENS too, with tokens at the end; k: every family with
-                         * weights) */
-    /* HK_TUNE_SDPA_DECODE: cache type (f32, f16, q8_0), heads, head_dim and capacity as in
-     * hk_sdpa_desc (head-major caches; timed with seq_k = capacity; n_kv_heads x capacity x
-     * head_dim at most 2^26) */
-    hk_type kv_type;
-    uint32_t n_heads, n_kv_heads, head_dim, capacity;
+    /* the kernel's shape: matvec (HK_TUNE_MATVEC_INT8, HK_TUNE_MATVEC_TOKENS), gemm
+     * (HK_TUNE_GEMM_F16, HK_TUNE_MMQ), mmq_id, moe (HK_TUNE_MOE_MATVEC_INT8), attention
+     * (HK_TUNE_SDPA_DECODE, HK_TUNE_FLASH_PREFILL) */
+    union {
+        hk_tune_matvec_shape matvec;
+        hk_tune_gemm_shape gemm;
+        hk_tune_mmq_id_shape mmq_id;
+        hk_tune_moe_shape moe;
+        hk_tune_attention_shape attention;
+    } shape;
     uint64_t seed;          /* inputs and the genetic search's draws (0: 1) */
     uint32_t max_measured;  /* stop after measuring this many schedules (0: 32) */
-    uint32_t repeats;       /* timed batches per schedule, the fastest kept (0: 5) */
-    uint32_t batch;         /* calls per timed batch (0: 8, more where 8 take under 2 ms, up to 256) */
-    uint32_t copies;        /* weight (cache) copies the calls rotate over, up to 64 (0: enough for
-                             * 64 MiB, 2..8) */
+    uint32_t repeats;       /* timed batches per schedule, the fastest kept (0: 5), at most 1000 */
+    uint32_t batch;         /* calls per timed batch (0: 8, more where 8 take under 2 ms, up to 256),
+                             * at most 1000 */
+    uint32_t copies;        /* copies of the weights (cache) the calls rotate over, up to 64 (0:
+                             * enough for 64 MiB) */
     int force;              /* search even when the context has a winner for this shape */
     int no_store;           /* keep the winner in the context only, write no file */
     int verbose;            /* print each schedule and its fate on stdout */
-    /* HK_TUNE_MATVEC_TOKENS: tokens per call, 2..16 (with wtype, rows and k as for
-     * HK_TUNE_MATVEC_INT8, and hk_matvec_int8_tokens' limit ceil(rows / 32768) * k * (tokens + 1)
-     * <= 1048576); ignored by the other families. */
-    uint32_t tokens;
-    /* HK_TUNE_GEMM_F16, HK_TUNE_MMQ: wtype, m x n outputs, k deep (k above); HK_TUNE_MMQ_ID: m
-     * routed slots (n_slots of hk_mmq_id_shape), n, k. The tuner's reference covers all rows up
-     * to 64, else 8 spread over them (the first and the last among them). For the tuner's own
-     * inputs: weights at most 2^28 values, x and out 2^27 each. */
-    uint32_t m, n;
-    /* HK_TUNE_MMQ_ID: experts, each token's top_k distinct experts (a seeded random routing of
-     * m / top_k tokens) and slots_per_x_row as in hk_mmq_id_shape (top_k: x per token, 1: x per
-     * slot) */
-    uint32_t n_experts, top_k, slots_per_x_row;
-    /* HK_TUNE_FLASH_PREFILL: kv_type, n_heads, n_kv_heads, head_dim and capacity above, n_q
-     * queries (the last n_q positions; causal: n_q <= capacity), timed with seq_k = capacity;
-     * n_q x n_heads x head_dim at most 2^27; the reference covers every query up to 64, else 8 of
-     * them */
-    uint32_t n_q;
-    int causal;
-    /* HK_TUNE_MOE_MATVEC_INT8: as hk_moe_shape's (0: one x for every slot, 1: x per slot), with
-     * wtype, n_experts, n, k above and m the routed slots (hk_moe_shape's slots; a seeded routing,
-     * distinct experts within each run of n_experts slots); hk_moe_matvec_int8's limits, and for
-     * the tuner's own inputs n_experts x n x k at most 2^28 values, slots x n outputs 2^27. The
-     * reference covers every slot up to 64, else 8 of them (the first and the last among them);
-     * copies 0: enough copies of the expert bank for the experts a call reads to total 64 MiB
-     * (2..8). */
-    int x_per_slot;
 } hk_tune_desc;
 
 /* Zeroes desc and sets struct_size; call it through the macro. */
@@ -1198,12 +1218,13 @@ typedef struct hk_tune_report {
  * faster), so two searches with one seed evaluate the same schedules in the same order (one
  * report->trace) wherever their times came in the same order; timing noise between near-equal
  * schedules can change that order and so the rest of the search.
- * Each schedule passes the static tier, runs once into a poisoned output held to the family's
- * gate (int8 matvec and MMQ 1e-5 / 1e-6 of the output scale against the exact contraction, the
- * tokens matvec that and the bits of hk_matvec_int8 per token, the MoE matvec that and the bits of
- * its default schedule, flash-decoding 1e-5 and flash
- * prefill 1e-4 / 5e-3 against the double softmax, gemm_f16 as the families above say; a schedule
- * that diverges is never a winner), then is timed cold:
+ * Each schedule passes the static tier, then runs once through the kernel's row of the test
+ * suite's kernel table (seeded inputs, poisoned outputs and the bytes around them, the C
+ * reference on every output row or, for large outputs, 8 rows spread over them) held to the gate
+ * the tests hold the kernel to (int8 matvec and MMQ 1e-5 / 1e-6 of the output scale against the
+ * exact contraction, attention 1e-4 / 5e-3 against the double softmax, gemm_f16 as above), and
+ * the tokens and MoE matvecs also to the bits of the default schedule; a schedule that diverges
+ * or writes outside its outputs is never a winner. Then it is timed cold:
  * batches rotating over weight or cache copies between GPU timestamps (host time where the queue
  * has none), the fastest batch kept. The winner is the fastest measured, the default included,
  * except where a noisy device would make it a guess: a schedule measured faster than the default

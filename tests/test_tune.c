@@ -42,6 +42,15 @@ static hk_context *context_in(const char *dir, int validation)
     return context;
 }
 
+/* A context whose winner cache has been read: the first look-up reads it. */
+static hk_context *context_read(const char *dir, int validation)
+{
+    hk_context *context = context_in(dir, validation);
+    if (context)
+        hk_tune_cache_file(context);
+    return context;
+}
+
 /* stderr going to a temporary file between capture_begin and capture_end, which returns what was
  * written (malloc'ed) and shows it in the test log */
 typedef struct captured {
@@ -217,9 +226,7 @@ static hk_tune_desc mv_desc(hk_type wtype, uint32_t rows, uint32_t k)
     hk_tune_desc d;
     hk_tune_desc_init(&d);
     d.kernel = HK_TUNE_MATVEC_INT8;
-    d.wtype = wtype;
-    d.rows = rows;
-    d.k = k;
+    d.shape.matvec = (hk_tune_matvec_shape){wtype, rows, k, 1};
     d.seed = 11;
     d.repeats = 1;
     d.batch = 2;
@@ -233,11 +240,7 @@ static hk_tune_desc sdpa_desc(uint32_t capacity)
     hk_tune_desc d;
     hk_tune_desc_init(&d);
     d.kernel = HK_TUNE_SDPA_DECODE;
-    d.kv_type = HK_TYPE_F16;
-    d.n_heads = 4;
-    d.n_kv_heads = 2;
-    d.head_dim = 64;
-    d.capacity = capacity;
+    d.shape.attention = (hk_tune_attention_shape){HK_TYPE_F16, 4, 2, 64, capacity, 1, 0};
     d.seed = 3;
     d.max_measured = 8;
     d.repeats = 1;
@@ -351,10 +354,10 @@ static hk_tune_desc quick_desc(hk_tune_kernel kernel, hk_type wtype, uint32_t m,
     hk_tune_desc d;
     hk_tune_desc_init(&d);
     d.kernel = kernel;
-    d.wtype = wtype;
-    d.m = m;
-    d.n = n;
-    d.k = k;
+    if (kernel == HK_TUNE_MMQ_ID) /* 4 experts, top-2, x per token */
+        d.shape.mmq_id = (hk_tune_mmq_id_shape){wtype, {4, n, k, m, 2}, 2};
+    else
+        d.shape.gemm = (hk_tune_gemm_shape){wtype, m, n, k};
     d.seed = 21;
     d.max_measured = 2; /* the default and one more: each schedule is a pipeline for lavapipe to build,
                          * seconds each */
@@ -505,9 +508,6 @@ static void test_prefill_families(hk_context *ctx)
     }
     /* mmq_id: 10 tokens top-2 over 4 experts (m=20, x per token), served at 14 tokens (m=28) */
     d = quick_desc(HK_TUNE_MMQ_ID, HK_TYPE_Q4_K, 20, 32, 256);
-    d.n_experts = 4;
-    d.top_k = 2;
-    d.slots_per_x_row = 2;
     if (search_checks(ctx, "mmq_id", &d, &r)) {
         hk_check(!strcmp(r.shape, "q4_k:e4/n32/k256/m17-32/x2"), "mmq_id shape class", "%s", r.shape);
         mmq_id_run(ctx, HK_TYPE_Q4_K, 4, 32, 256, 14, 2, 0, "mmq_id 14 tokens with the winner of 10");
@@ -519,8 +519,8 @@ static void test_prefill_families(hk_context *ctx)
      * flash-decoding test's heads) */
     d = sdpa_desc(64);
     d.kernel = HK_TUNE_FLASH_PREFILL;
-    d.n_q = 20;
-    d.causal = 1;
+    d.shape.attention.n_q = 20;
+    d.shape.attention.causal = 1;
     d.seed = 4;
     d.max_measured = 2;
     d.batch = 1;
@@ -631,11 +631,7 @@ static void test_moe(hk_context *ctx)
     hk_tune_desc d;
     hk_tune_desc_init(&d);
     d.kernel = HK_TUNE_MOE_MATVEC_INT8;
-    d.wtype = HK_TYPE_Q8_0;
-    d.n_experts = 4;
-    d.n = 12;
-    d.k = 64;
-    d.m = 3;
+    d.shape.moe = (hk_tune_moe_shape){HK_TYPE_Q8_0, {4, 12, 64, 3, 0}};
     d.seed = 17;
     d.max_measured = 18;
     d.repeats = 1;
@@ -675,11 +671,11 @@ static void test_moe(hk_context *ctx)
                  r2.schedule);
     }
     hk_tune_desc bad = d;
-    bad.x_per_slot = 2;
+    bad.shape.moe.shape.x_per_slot = 2;
     hk_check_status("hk_tune moe x_per_slot=2", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "x_per_slot=2");
     bad = d;
-    bad.m = 0;
-    hk_check_status("hk_tune moe no slots", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "m=0 (slots)");
+    bad.shape.moe.shape.slots = 0;
+    hk_check_status("hk_tune moe no slots", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "slots=0");
     for (int i = 0; i < 4; i++) {
         moe_release(&c[i]);
         free(bits[i]);
@@ -809,7 +805,15 @@ static void cache_case(const char *name, const char *dir, const char *load_want,
     capture_begin(&cap);
     hk_context *c = context_in(dir, 0);
     char *text = capture_end(&cap);
-    snprintf(label, sizeof label, "tune cache %s: context created, %s", name, load_want ? "warned" : "no warning");
+    snprintf(label, sizeof label, "tune cache %s: context created without reading it", name);
+    hk_check(c && text && !strstr(text, "hkernel: tune cache: "), label, "%s", text ? text : "");
+    free(text);
+    capture_begin(&cap);
+    if (c)
+        hk_tune_cache_file(c);
+    text = capture_end(&cap);
+    snprintf(label, sizeof label, "tune cache %s: read at the first look-up, %s", name,
+             load_want ? "warned" : "no warning");
     hk_check(c && text && (load_want ? strstr(text, "hkernel: tune cache: ") && strstr(text, load_want)
                                    : !strstr(text, "hkernel: tune cache: ")), label,
              "want \"%s\"", load_want ? load_want : "");
@@ -913,7 +917,7 @@ static void test_cache_problems(const char *base, const char *line)
     alarm(60);
     captured cap;
     capture_begin(&cap);
-    hk_context *c = context_in(dir, 0);
+    hk_context *c = context_read(dir, 0);
     char *text = capture_end(&cap);
     hk_check(c && text && count_of(text, "line too long, ignored") == 2 && count_of(text, "hkernel: tune cache: ") == 2,
              "tune cache long lines: each warned about", "%s", text ? text : "");
@@ -1077,7 +1081,7 @@ int main(void)
     float *y_separate = mv_separate(ctx, &mt);
     hk_tune_desc dt = mv_desc(HK_TYPE_Q4_K, 37, 512);
     dt.kernel = HK_TUNE_MATVEC_TOKENS;
-    dt.tokens = 3;
+    dt.shape.matvec.tokens = 3;
     dt.max_measured = 4;
     dt.verbose = 1;
     hk_tune_report rt;
@@ -1112,9 +1116,9 @@ int main(void)
              "second tokens search hits the cache", "from_cache %d, measured %u, %s", r2.from_cache, r2.measured,
              r2.schedule);
     hk_tune_desc bad_tokens = dt;
-    bad_tokens.tokens = 1;
+    bad_tokens.shape.matvec.tokens = 1;
     hk_check_status("hk_tune tokens=1", hk_tune(ctx, &bad_tokens, &r2), HK_ERROR_INVALID_ARGUMENT, "tokens=1");
-    bad_tokens.tokens = 17;
+    bad_tokens.shape.matvec.tokens = 17;
     hk_check_status("hk_tune tokens=17", hk_tune(ctx, &bad_tokens, &r2), HK_ERROR_INVALID_ARGUMENT, "tokens=17");
 
     /* a new context reads the file when it is created */
@@ -1238,13 +1242,17 @@ int main(void)
             id, version);
     fclose(f);
     hk_context *ctx3 = NULL;
-    char *warnings = capture_stderr(context_in, dir_b, &ctx3);
+    char *warnings = capture_stderr(context_read, dir_b, &ctx3);
     hk_check(ctx3 != NULL, "a corrupt cache never fails context creation", "%s", hk_last_error());
-    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 5 &&
-                 count_of(warnings, "cache format hkernel-tune-1") == 1,
-             "corrupt, stale and old-format lines warned about", "%s", warnings ? warnings : "");
+    hk_check(warnings && count_of(warnings, "malformed line ignored") == 2 && count_of(warnings, "stale line ignored") == 2 &&
+                 count_of(warnings, "cache format hkernel-tune-1") == 1 && count_of(warnings, "library 0.0.1") == 1,
+             "corrupt lines and other formats and versions warned about when the cache is read", "%s",
+             warnings ? warnings : "");
     free(warnings);
     if (ctx3) {
+        /* a family's lines are checked against its parameters at its first look-up */
+        captured lookups;
+        capture_begin(&lookups);
         mv_case mv3;
         mv_prepare(ctx3, &mv3, HK_TYPE_Q8_0, 64, 256, 5);
         y = mv_run(ctx3, &mv3, "matvec from a repaired cache");
@@ -1268,6 +1276,13 @@ int main(void)
         hk_check(!strcmp(sched, "default nrows=1,items=1,load_bits=32"),
                  "a cached moe schedule whose nrows does not divide n gives the default", "\"%s\"", sched);
         moe_release(&mc3);
+        warnings = capture_end(&lookups);
+        hk_check(warnings && count_of(warnings, "stale line ignored (schedule") == 3 &&
+                     count_of(warnings, "\"nrows=4,wide=1\" does not match") == 1 &&
+                     count_of(warnings, "has a value out of range") == 2,
+                 "schedules that no longer match their family warned about at its first look-up", "%s",
+                 warnings ? warnings : "");
+        free(warnings);
         /* a store rewrites the file: malformed lines dropped, other devices' and versions' kept */
         hk_tune_desc d3 = mv_desc(HK_TYPE_Q8_0, 32, 128);
         d3.max_measured = 2;
@@ -1307,21 +1322,13 @@ int main(void)
     hk_check_status("hk_schedule_last small buffer", hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, 4),
                     HK_ERROR_INVALID_ARGUMENT, "too small");
     bad = quick_desc(HK_TUNE_MMQ_ID, HK_TYPE_Q4_K, 21, 32, 256);
-    bad.n_experts = 4;
-    bad.top_k = 2;
-    bad.slots_per_x_row = 2;
     hk_check_status("hk_tune mmq_id slots not a multiple of top_k", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT,
-                    "m=21 (a multiple of top_k)");
+                    "does not divide n_slots=21");
     bad = quick_desc(HK_TUNE_GEMM_F16, HK_TYPE_Q4_K, 0, 48, 256);
     hk_check_status("hk_tune gemm_f16 m=0", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT, "m=0");
     hk_tune_desc_init(&bad);
     bad.kernel = HK_TUNE_FLASH_PREFILL;
-    bad.kv_type = HK_TYPE_F16;
-    bad.n_heads = bad.n_kv_heads = 1;
-    bad.head_dim = 64;
-    bad.capacity = 16;
-    bad.n_q = 20;
-    bad.causal = 1;
+    bad.shape.attention = (hk_tune_attention_shape){HK_TYPE_F16, 1, 1, 64, 16, 20, 1};
     hk_check_status("hk_tune flash_prefill causal past the capacity", hk_tune(ctx, &bad, &r), HK_ERROR_INVALID_ARGUMENT,
                     "n_q=20");
 

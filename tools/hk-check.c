@@ -128,38 +128,61 @@ static int read_shape(const char *shape, hk_tune_desc *d)
                 shape);
         return 0;
     }
-    d->wtype = d->kv_type = type;
     const char *rest = colon + 1;
     int per_slot = 0;
     uint32_t tokens = 0;
+    hk_tune_matvec_shape *mv = &d->shape.matvec;
+    hk_tune_gemm_shape *gm = &d->shape.gemm;
+    hk_tune_attention_shape *at = &d->shape.attention;
     switch (d->kernel) {
-    case HK_TUNE_MATVEC_INT8: return read_dims(shape, rest, "{rows}x{k}", (uint32_t *[]){&d->rows, &d->k}, NULL, NULL);
+    case HK_TUNE_MATVEC_INT8:
+        mv->wtype = type;
+        mv->tokens = 1;
+        return read_dims(shape, rest, "{rows}x{k}", (uint32_t *[]){&mv->rows, &mv->k}, NULL, NULL);
     case HK_TUNE_MATVEC_TOKENS:
-        return read_dims(shape, rest, "{rows}x{k}x{tokens}", (uint32_t *[]){&d->rows, &d->k, &d->tokens}, NULL, NULL);
+        mv->wtype = type;
+        return read_dims(shape, rest, "{rows}x{k}x{tokens}", (uint32_t *[]){&mv->rows, &mv->k, &mv->tokens}, NULL,
+                         NULL);
     case HK_TUNE_SDPA_DECODE:
+        at->kv_type = type;
+        at->n_q = 1;
         return read_dims(shape, rest, "h{heads}/kv{kv_heads}/d{head_dim}/cap{capacity}",
-                         (uint32_t *[]){&d->n_heads, &d->n_kv_heads, &d->head_dim, &d->capacity}, NULL, NULL);
+                         (uint32_t *[]){&at->n_heads, &at->n_kv_heads, &at->head_dim, &at->capacity}, NULL, NULL);
     case HK_TUNE_GEMM_F16:
-    case HK_TUNE_MMQ: return read_dims(shape, rest, "{m}x{n}x{k}", (uint32_t *[]){&d->m, &d->n, &d->k}, NULL, NULL);
-    case HK_TUNE_MMQ_ID:
+    case HK_TUNE_MMQ:
+        gm->wtype = type;
+        return read_dims(shape, rest, "{m}x{n}x{k}", (uint32_t *[]){&gm->m, &gm->n, &gm->k}, NULL, NULL);
+    case HK_TUNE_MMQ_ID: {
+        hk_tune_mmq_id_shape *id = &d->shape.mmq_id;
+        id->wtype = type;
         if (!read_dims(shape, rest, "e{experts}/n{n}/k{k}/t{tokens}/top{top_k}",
-                       (uint32_t *[]){&d->n_experts, &d->n, &d->k, &tokens, &d->top_k}, "/per-slot", &per_slot))
+                       (uint32_t *[]){&id->shape.n_experts, &id->shape.n, &id->shape.k, &tokens, &id->top_k},
+                       "/per-slot", &per_slot))
             return 0;
-        if ((uint64_t)tokens * d->top_k > UINT32_MAX) {
+        if ((uint64_t)tokens * id->top_k > UINT32_MAX) {
             fprintf(stderr, "hk-check tune: shape \"%s\": tokens x top_k = %llu slots, more than %u\n", shape,
-                    (unsigned long long)tokens * d->top_k, UINT32_MAX);
+                    (unsigned long long)tokens * id->top_k, UINT32_MAX);
             return 0;
         }
-        d->m = tokens * d->top_k;
-        d->slots_per_x_row = per_slot ? 1 : d->top_k;
+        id->shape.n_slots = tokens * id->top_k;
+        id->shape.slots_per_x_row = per_slot ? 1 : id->top_k;
         return 1;
-    case HK_TUNE_MOE_MATVEC_INT8:
-        return read_dims(shape, rest, "e{experts}/n{n}/k{k}/s{slots}",
-                         (uint32_t *[]){&d->n_experts, &d->n, &d->k, &d->m}, "/per-slot", &d->x_per_slot);
+    }
+    case HK_TUNE_MOE_MATVEC_INT8: {
+        hk_tune_moe_shape *moe = &d->shape.moe;
+        moe->wtype = type;
+        if (!read_dims(shape, rest, "e{experts}/n{n}/k{k}/s{slots}",
+                       (uint32_t *[]){&moe->shape.n_experts, &moe->shape.n, &moe->shape.k, &moe->shape.slots},
+                       "/per-slot", &per_slot))
+            return 0;
+        moe->shape.x_per_slot = per_slot;
+        return 1;
+    }
     default:
+        at->kv_type = type;
         return read_dims(shape, rest, "h{heads}/kv{kv_heads}/d{head_dim}/q{queries}/cap{capacity}",
-                         (uint32_t *[]){&d->n_heads, &d->n_kv_heads, &d->head_dim, &d->n_q, &d->capacity}, "/causal",
-                         &d->causal);
+                         (uint32_t *[]){&at->n_heads, &at->n_kv_heads, &at->head_dim, &at->n_q, &at->capacity},
+                         "/causal", &at->causal);
     }
 }
 
@@ -246,9 +269,11 @@ static int tune_main(int argc, char **argv)
     /* the arm the family runs here: a winner is this arm's */
     const char *arm = NULL;
     if (d.kernel == HK_TUNE_GEMM_F16)
-        arm = hk_gemm_f16_path(ctx, d.wtype);
-    else if (d.kernel == HK_TUNE_MMQ || d.kernel == HK_TUNE_MMQ_ID)
-        arm = hk_mmq_path(ctx, d.wtype);
+        arm = hk_gemm_f16_path(ctx, d.shape.gemm.wtype);
+    else if (d.kernel == HK_TUNE_MMQ)
+        arm = hk_mmq_path(ctx, d.shape.gemm.wtype);
+    else if (d.kernel == HK_TUNE_MMQ_ID)
+        arm = hk_mmq_path(ctx, d.shape.mmq_id.wtype);
     if (arm)
         printf("arm: %s\n", arm);
     hk_tune_report r;

@@ -240,7 +240,15 @@ static hk_status read_back(hk_buffer *buffer, uint64_t begin, uint64_t end, cons
 
 double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy, char *detail, size_t detail_size)
 {
+    double err = INFINITY;
+    return hk_case_try(run, bound, copy, &err, detail, detail_size) == HK_OK ? err : INFINITY;
+}
+
+hk_status hk_case_try(hk_case_run *run, const hk_case_bound *bound, uint32_t copy, double *err, char *detail,
+                      size_t detail_size)
+{
     hk_status st = HK_OK;
+    *err = INFINITY;
     copy %= bound->copies;
     for (uint32_t i = 0; i < run->n_tensors && st == HK_OK; i++) {
         const hk_case_tensor *t = &run->t[i];
@@ -254,7 +262,7 @@ double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy
         st = hk_case_record(run, bound, NULL, copy, 0);
     if (st != HK_OK) {
         snprintf(detail, detail_size, "%s", hk_last_error());
-        return INFINITY;
+        return st;
     }
     uint64_t outside = 0, inputs_changed = 0;
     for (uint32_t i = 0; i < run->n_tensors && st == HK_OK; i++) {
@@ -272,15 +280,41 @@ double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy
             memcpy(run->t[i].got, run->t[run->t[i].alias].got, run->t[i].bytes);
     if (st != HK_OK) {
         snprintf(detail, detail_size, "read back: %s", hk_last_error());
-        return INFINITY;
+        return st;
     }
     if (outside || inputs_changed) {
         snprintf(detail, detail_size, "%llu bytes written outside the outputs, %llu bytes of inputs changed",
                  (unsigned long long)outside, (unsigned long long)inputs_changed);
-        return INFINITY;
+        return HK_OK;
     }
-    return run->kcase->compare ? run->kcase->compare(run, detail, detail_size)
+    *err = run->kcase->compare ? run->kcase->compare(run, detail, detail_size)
                                : default_compare(run, detail, detail_size);
+    return HK_OK;
+}
+
+hk_status hk_case_fit_scratch(hk_case_run *run, hk_case_bound *bound)
+{
+    for (uint32_t i = 0; i < run->n_tensors && run->kcase->scratch_bytes; i++) {
+        hk_case_tensor *t = &run->t[i];
+        uint64_t need = run->kcase->scratch_bytes(run);
+        if (t->kind != HK_CASE_SCRATCH || need <= t->bytes)
+            continue;
+        void *got = realloc(t->got, need);
+        if (!got)
+            return HK_ERROR_OUT_OF_MEMORY;
+        t->got = got;
+        t->bytes = need;
+        hk_buffer_destroy(bound->buffer[i]);
+        bound->buffer[i] = NULL;
+        uint64_t offset = t->align > 64 ? t->align : 64;
+        hk_status st = hk_buffer_create(run->ctx, offset + need + PAD, &bound->buffer[i]);
+        if (st == HK_OK)
+            st = poison(bound->buffer[i]);
+        if (st != HK_OK)
+            return st;
+        bound->view[i] = (hk_view){bound->buffer[i], offset};
+    }
+    return HK_OK;
 }
 
 /* ---- the table ---- */

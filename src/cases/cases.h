@@ -75,6 +75,9 @@ typedef struct hk_case {
     int (*available)(hk_context *ctx, char *why, size_t why_size);
     /* Optional: the gate of the arm the device runs for this shape (NULL: gate). */
     double (*gate_of)(const struct hk_case_run *run);
+    /* Optional: the bytes the run's scratch tensor needs under the schedule its calls take now
+     * (hk_case_fit_scratch). */
+    uint64_t (*scratch_bytes)(const struct hk_case_run *run);
     /* Optional: the autotuner family (hk_tune_kernel) that schedules this run, 0 for none (the
      * tools print its hk_schedule_last beside the row). */
     int (*tune_family)(const struct hk_case_run *run);
@@ -143,6 +146,14 @@ hk_status hk_case_record(const hk_case_run *run, const hk_case_bound *bound, hk_
  * nothing outside the outputs' bytes changed, and returns the case's error measure (INFINITY if
  * anything failed; detail says what). */
 double hk_case_check(hk_case_run *run, const hk_case_bound *bound, uint32_t copy, char *detail, size_t detail_size);
+/* hk_case_check that tells a failed call apart: the status of the run and read-back (detail says
+ * what failed), and with HK_OK the error measure in *err (INFINITY where something was written
+ * outside the outputs). */
+hk_status hk_case_try(hk_case_run *run, const hk_case_bound *bound, uint32_t copy, double *err, char *detail,
+                      size_t detail_size);
+/* Grows the run's scratch tensors to what the case's scratch_bytes says they need now (a tuning
+ * schedule can need more workspace than the default), as placed by HK_PLACE_ALIGNED. */
+hk_status hk_case_fit_scratch(hk_case_run *run, hk_case_bound *bound);
 
 /* The gate a run is held to: the case's gate_of hook, else its gate. */
 double hk_case_gate(const hk_case_run *run);

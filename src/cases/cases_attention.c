@@ -209,25 +209,30 @@ static hk_status prepare_sdpa(hk_case_run *run, uint64_t seed)
         snprintf(run->label + len, sizeof run->label - len, " cap%u", capacity);
     }
     if (run->ref_mode != HK_REF_NONE) {
-        float *kp, *vp;
         int sample = run->ref_mode == HK_REF_SAMPLE && n_q > SDPA_SAMPLE_QUERIES;
         st->n_ref_q = sample ? SDPA_SAMPLE_QUERIES : n_q;
         size_t row = (size_t)n_heads * dim;
         run->ref_count = st->n_ref_q * row;
         run->ref = hk_case_alloc(run->ref_count * sizeof(float));
-        if (!run->ref || !hk_case_kv_pack(&cache, cache.k, cache.v, seq, &kp, &vp))
+        if (!run->ref)
             return HK_ERROR_OUT_OF_MEMORY;
-        if (!sample) {
-            hk_ref_sdpa(q, kp, vp, run->ref, n_q, n_heads, n_kv, seq, dim, st->desc.scale, causal);
-        } else { /* query i alone: the keys it sees (causal: the first seq - n_q + i + 1) */
-            for (uint32_t i = 0; i < st->n_ref_q; i++) {
-                uint32_t qi = st->ref_q[i] = (uint32_t)((uint64_t)i * (n_q - 1) / (st->n_ref_q - 1));
-                hk_ref_sdpa(q + qi * row, kp, vp, run->ref + i * row, 1, n_heads, n_kv,
-                            causal ? seq - n_q + qi + 1 : seq, dim, st->desc.scale, 0);
+        /* all queries at once; or each sampled query alone over the keys it sees (causal: the
+         * first seq - n_q + i + 1), packed for it */
+        for (uint32_t i = 0; i < (sample ? st->n_ref_q : 1); i++) {
+            uint32_t qi = sample ? (uint32_t)((uint64_t)i * (n_q - 1) / (st->n_ref_q - 1)) : 0;
+            uint32_t seen = !sample ? seq : causal ? seq - n_q + qi + 1 : seq;
+            float *kp, *vp;
+            if (!hk_case_kv_pack(&cache, cache.k, cache.v, seen, &kp, &vp))
+                return HK_ERROR_OUT_OF_MEMORY;
+            if (sample) {
+                st->ref_q[i] = qi;
+                hk_ref_sdpa(q + qi * row, kp, vp, run->ref + i * row, 1, n_heads, n_kv, seen, dim, st->desc.scale, 0);
+            } else {
+                hk_ref_sdpa(q, kp, vp, run->ref, n_q, n_heads, n_kv, seq, dim, st->desc.scale, causal);
             }
+            free(kp);
+            free(vp);
         }
-        free(kp);
-        free(vp);
     }
     return HK_OK;
 }
@@ -237,8 +242,15 @@ static hk_status record_sdpa(const hk_case_run *run, hk_stream *s, const hk_view
     (void)op;
     const sdpa_state *st = run->state;
     hk_view none = {NULL, 0};
-    return hk_sdpa_blk(run->ctx, s, &st->desc, v[0], v[1], v[2], v[3], st->workspace ? v[4] : none,
+    return hk_sdpa_blk(run->ctx, s, &st->desc, v[0], v[1], v[2], v[3], run->t[4].bytes ? v[4] : none,
                        run->shape.variant & SDPA_COUNTER ? v[5] : none);
+}
+
+static uint64_t scratch_sdpa(const hk_case_run *run)
+{
+    const sdpa_state *st = run->state;
+    uint64_t bytes = 0;
+    return hk_sdpa_workspace_bytes(run->ctx, &st->desc, &bytes) == HK_OK ? bytes : 0;
 }
 
 /* scale_rel of the queries the reference covers */
@@ -342,6 +354,7 @@ const hk_case hk_case_sdpa = {
     .record = record_sdpa,
     .compare = compare_sdpa,
     .gate_of = gate_sdpa,
+    .scratch_bytes = scratch_sdpa,
     .tune_family = tune_sdpa,
     CASE_SHAPES(sdpa_tests, sdpa_quick, sdpa_full),
 };

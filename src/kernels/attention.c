@@ -1,11 +1,11 @@
 /* Attention: argument checks for hk_sdpa_blk and hk_rope, the choice between flash-decoding and
  * flash attention, and flash-decoding itself (shaders/sdpa.comp). */
 #include "attention.h"
-#include "tune.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define HK_MAX_HEAD_DIM 256u
 /* Flash-decoding folds at most 2048 keys per split and combines at most 1024 splits. */
@@ -281,6 +281,15 @@ static uint64_t sdpa_trips(const sdpa_plan *p, uint32_t d, hk_type type, uint32_
 static hk_status make_plan_with(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
                                 const hk__sched *sched, sdpa_plan *p);
 
+/* Its shape class (hk_tune): heads, head_dim and kv.capacity's power-of-two range, never seq_k. */
+static void key_decode(char key[HK_TUNE_SHAPE_CHARS], const hk_sdpa_desc *d)
+{
+    char cap[32];
+    hk__tune_bucket(cap, sizeof cap, d->kv.capacity);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:h%u/kv%u/d%u/cap%s", hk_type_name(d->kv.type), d->n_heads, d->n_kv_heads,
+             d->head_dim, cap);
+}
+
 /* The autotuner's schedule for a one-query call (src/tune): the candidate being measured on this
  * thread, else the context's cached winner for this shape class; its key holds kv.capacity and
  * never seq_k, so a replayed stream keeps one plan. */
@@ -290,8 +299,8 @@ static int sdpa_sched(const hk_context *context, const hk_sdpa_desc *desc, hk__s
     if (desc->n_q != 1)
         return 0;
     char key[HK_TUNE_SHAPE_CHARS];
-    hk__tune_key_sdpa(key, desc->kv.type, desc->n_heads, desc->n_kv_heads, desc->head_dim, desc->kv.capacity);
-    if (hk__tune_lookup((hk_context *)context, HK_TUNE_SDPA_DECODE, key, out, source))
+    key_decode(key, desc);
+    if (hk__tune_lookup((hk_context *)context, &hk__tune_sdpa_decode, key, out, source))
         return 1;
     static const char *const hooks[] = {"HK_SDPA_GROUPS", "HK_SDPA_WG", "HK_SDPA_LPK", "HK_SDPA_KB", "HK_SDPA_ROWS",
                                         "HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE"};
@@ -548,15 +557,21 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         st = stream ? st : hk__immediate_end(context, fn, st);
     }
     if (st == HK_OK && desc->n_q == 1)
-        hk__tune_note(context, HK_TUNE_SDPA_DECODE, served, source);
+        hk__tune_note(context, &hk__tune_sdpa_decode, served, source);
     return st;
 }
 
 /* ---- autotuner (src/tune) ---- */
 
-int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8],
+static int feasible_decode(const hk_context *context, const hk_tune_desc *tdesc, const uint32_t *v, uint32_t sig[8],
                            char *why, size_t why_size)
 {
+    hk_sdpa_desc sd;
+    if (hk__tune_sdpa_shape(context, tdesc, &sd) != HK_OK) {
+        snprintf(why, why_size, "%s", hk_last_error());
+        return 0;
+    }
+    const hk_sdpa_desc *desc = &sd;
     const hk_caps *caps = &context->caps;
     uint32_t sg_min = caps->subgroup_size_min && caps->subgroup_size_min < caps->subgroup_size ? caps->subgroup_size_min
                                                                                               : caps->subgroup_size;
@@ -613,20 +628,81 @@ int hk__sdpa_decode_static(const hk_context *context, const hk_sdpa_desc *desc, 
     return 1;
 }
 
+hk_status hk__tune_sdpa_shape(const hk_context *context, const hk_tune_desc *desc, hk_sdpa_desc *out)
+{
+    static const char fn[] = "hk_tune";
+    const hk_tune_attention_shape *a = &desc->shape.attention;
+    int prefill = desc->kernel == HK_TUNE_FLASH_PREFILL;
+    if (prefill ? a->n_q < 2 : a->n_q > 1)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_q=%u is not %s", a->n_q,
+                        prefill ? "2 or more (HK_TUNE_FLASH_PREFILL)" : "0 or 1 (HK_TUNE_SDPA_DECODE)");
+    uint64_t row = hk_type_bytes(a->kv_type, a->head_dim);
+    memset(out, 0, sizeof *out);
+    out->n_q = prefill ? a->n_q : 1;
+    out->n_heads = a->n_heads;
+    out->n_kv_heads = a->n_kv_heads;
+    out->head_dim = a->head_dim;
+    out->seq_k = a->capacity;
+    out->scale = a->head_dim ? 1.0f / sqrtf((float)a->head_dim) : 1.0f;
+    out->causal = prefill && a->causal;
+    out->kv = (hk_kv_layout){a->kv_type, a->capacity, row, row * a->capacity, row, row * a->capacity};
+    uint64_t k_bytes, v_bytes;
+    hk_status st = check_desc(fn, context, out, 0, &k_bytes, &v_bytes);
+    if (st != HK_OK)
+        return st;
+    uint64_t cache = (uint64_t)a->n_kv_heads * a->capacity * a->head_dim, q = (uint64_t)out->n_q * a->n_heads * a->head_dim;
+    if (cache > (1ull << 26))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_kv_heads x capacity x head_dim = %llu is more than the "
+                        "tuner's 2^26 values", (unsigned long long)cache);
+    if ((st = hk__tune_check_sizes(cache, q, q)) != HK_OK)
+        return st;
+    const char *path = hk_sdpa_path((hk_context *)context, out);
+    if (prefill == !strcmp(path ? path : "decode", "decode"))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "%s", prefill ? "flash attention does not serve this shape on this "
+                        "device (hk_sdpa_path: decode)" : "internal: a one-query call runs as flash attention");
+    return HK_OK;
+}
+
+void hk__tune_sdpa_case(const hk_tune_desc *desc, hk_case_shape *out)
+{
+    const hk_tune_attention_shape *a = &desc->shape.attention;
+    int prefill = desc->kernel == HK_TUNE_FLASH_PREFILL;
+    *out = (hk_case_shape){a->kv_type,
+                           {prefill ? a->n_q : 1, a->n_heads, a->n_kv_heads, a->head_dim, a->capacity, a->capacity,
+                            (uint32_t)(prefill && a->causal), 0},
+                           0,
+                           0};
+}
+
+static hk_status shape_decode(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
+{
+    hk_sdpa_desc sd;
+    hk_status st = hk__tune_sdpa_shape(context, desc, &sd);
+    if (st == HK_OK)
+        key_decode(key, &sd);
+    return st;
+}
+
+extern const hk_case hk_case_sdpa; /* src/cases/cases_attention.c */
+
+const hk__tunable hk__tune_sdpa_decode = {HK_TUNE_SDPA_DECODE,
+                                          "sdpa_decode",
+                                          SD_PARAMS,
+                                          {{"groups", 7, {8, 16, 32, 64, 128, 256, 512}, 1, 1u << 20, 0},
+                                           {"wg", 4, {32, 64, 128, 256}, 32, 1024, 1},
+                                           {"lpk", 4, {2, 4, 8, 16}, 1, 64, 1},
+                                           {"kb", 4, {1, 2, 4, 8}, 1, 16, 1},
+                                           {"rows", 4, {1, 2, 4, 8}, 1, 8, 1},
+                                           {"single", 2, {0, 1}, 0, 1, 0}},
+                                          shape_decode,
+                                          feasible_decode,
+                                          &hk_case_sdpa,
+                                          hk__tune_sdpa_case,
+                                          0};
+
 /* ---- hk_context_prepare ---- */
 
 const uint32_t hk__prep_head_dims[HK_PREP_HEAD_DIMS] = {64, 128, 256};
-
-uint32_t hk__kv_types(hk_type out[8])
-{
-    uint32_t n = 0;
-    for (int t = 0; t < HK_REF_TYPES && n < 8; t++) {
-        const hk_type_traits *traits = hk_ref_type(t);
-        if (traits && (traits->roles & HK_REF_ROLE_KV))
-            out[n++] = (hk_type)t;
-    }
-    return n;
-}
 
 hk_kv_layout hk__prep_kv(hk_type type, uint32_t head_dim, uint32_t capacity)
 {
@@ -640,7 +716,7 @@ static hk_status prepare_sdpa(hk__prep *p)
 {
     static const uint32_t n_qs[] = {1, 4, 64}, seq_ks[] = {64, 4096};
     hk_type types[8];
-    uint32_t n_types = hk__kv_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_KV, types);
     hk_view none = {NULL, 0};
     for (uint32_t t = 0; t < n_types; t++)
         for (int h = 0; h < HK_PREP_HEAD_DIMS; h++)
@@ -661,4 +737,4 @@ static hk_status prepare_sdpa(hk__prep *p)
     return HK_OK;
 }
 
-const hk__family hk__family_sdpa = {"hk_sdpa_blk", prepare_sdpa, {NULL}};
+const hk__family hk__family_sdpa = {"hk_sdpa_blk", prepare_sdpa, {&hk__tune_sdpa_decode, &hk__tune_flash_prefill}};

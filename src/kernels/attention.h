@@ -36,11 +36,23 @@ const char *hk__sdpa_flash_arm(const hk_context *context, const hk_sdpa_desc *de
 uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc *desc);
 hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call);
 
-/* hk_context_prepare's attention shapes (hk_sdpa_blk, hk_rope): every KV-cache type (from the
- * type traits) and head size, head-major caches of `capacity` rows. */
+/* The autotuner's parameters, in their order: flash-decoding's split target, workgroup, lanes
+ * per key, keys per batch, rows, combine in one pass (attention.c); flash prefill's subgroups,
+ * rows per unit, chunk and tile keys, Q in registers, prefetch, split target (flash.c). */
+enum { SD_GROUPS, SD_WG, SD_LPK, SD_KB, SD_ROWS, SD_SINGLE, SD_PARAMS };
+enum { FL_SUBGROUPS, FL_ROWS, FL_BC, FL_BKV, FL_QREG, FL_PREFETCH, FL_GROUPS, FL_PARAMS };
+/* the tuner families of hk_sdpa_blk: flash-decoding (attention.c), flash prefill (flash.c) */
+extern const hk__tunable hk__tune_sdpa_decode, hk__tune_flash_prefill;
+/* A search's shape as a call: head-major caches of kv_type, seq_k = capacity; checked as
+ * hk_sdpa_blk checks it, within the tuner's sizes, and served by the kernel the family tunes. */
+hk_status hk__tune_sdpa_shape(const hk_context *context, const hk_tune_desc *desc, hk_sdpa_desc *out);
+/* Both families' kernel-table row: hk_sdpa_blk's. */
+void hk__tune_sdpa_case(const hk_tune_desc *desc, hk_case_shape *out);
+
+/* hk_context_prepare's attention shapes (hk_sdpa_blk, hk_rope): every KV-cache type and head
+ * size, head-major caches of `capacity` rows. */
 #define HK_PREP_HEAD_DIMS 3
 extern const uint32_t hk__prep_head_dims[HK_PREP_HEAD_DIMS];
-uint32_t hk__kv_types(hk_type out[8]);
 hk_kv_layout hk__prep_kv(hk_type type, uint32_t head_dim, uint32_t capacity);
 
 #endif

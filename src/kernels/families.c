@@ -1,4 +1,5 @@
-/* The one list of kernel families, and what walks it: hk_context_prepare. A new family adds its
+/* The one list of kernel families, and what walks it: hk_context_prepare, and the autotuner's
+ * public entry points, which find a tunable family here by its id. A new family adds its
  * descriptor's line here and nothing elsewhere in the runtime or the tuner. */
 #include "family.h"
 
@@ -20,12 +21,12 @@ const hk__family *const hk__families[] = {
     &hk__family_gemm_f16,      NULL,
 };
 
-uint32_t hk__weight_types(hk_type out[8])
+uint32_t hk__types_of(uint32_t role, hk_type out[8])
 {
     uint32_t n = 0;
     for (int t = 0; t < HK_REF_TYPES && n < 8; t++) {
         const hk_type_traits *traits = hk_ref_type(t);
-        if (traits && (traits->roles & HK_REF_ROLE_WEIGHT))
+        if (traits && (traits->roles & role))
             out[n++] = (hk_type)t;
     }
     return n;
@@ -101,4 +102,52 @@ hk_status hk_context_prepare(hk_context *context, const char *list)
     }
     hk_stream_destroy(p.s);
     return st;
+}
+
+/* ---- the autotuner's entry points ---- */
+
+/* The tunable family of this id, NULL if none. */
+static const hk__tunable *tunable_of(int id)
+{
+    for (const hk__family *const *f = hk__families; *f; f++)
+        for (int i = 0; i < 2; i++)
+            if ((*f)->tunables[i] && (int)(*f)->tunables[i]->id == id)
+                return (*f)->tunables[i];
+    return NULL;
+}
+
+void hk_tune_desc_init_sized(hk_tune_desc *desc, size_t desc_size)
+{
+    if (!desc)
+        return;
+    memset(desc, 0, desc_size);
+    desc->struct_size = (uint32_t)desc_size;
+}
+
+hk_status hk_tune_sized(hk_context *context, const hk_tune_desc *desc, hk_tune_report *out_report, size_t report_size)
+{
+    static const char fn[] = "hk_tune";
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (!desc)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc is NULL");
+    if (desc->struct_size < sizeof *desc)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc->struct_size=%u is not sizeof(hk_tune_desc)=%zu "
+                        "(hk_tune_desc_init)", desc->struct_size, sizeof *desc);
+    const hk__tunable *t = tunable_of((int)desc->kernel);
+    if (!t)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not a tuned family (hk_tune_kernel)",
+                        (int)desc->kernel);
+    return hk__tune_run(context, t, desc, out_report, report_size);
+}
+
+hk_status hk_schedule_last(hk_context *context, hk_tune_kernel kernel, char *out, size_t out_size)
+{
+    static const char fn[] = "hk_schedule_last";
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    const hk__tunable *t = tunable_of((int)kernel);
+    if (!t)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "kernel=%d is not a tuned family (hk_tune_kernel)", (int)kernel);
+    return hk__tune_last(context, t, out, out_size);
 }

@@ -4,6 +4,7 @@
 #ifndef HK_FAMILY_H
 #define HK_FAMILY_H
 
+#include "cases.h"
 #include "hk_ref.h"
 #include "internal.h"
 #include "tune.h"
@@ -38,8 +39,6 @@ hk_status hk__prep_check(const hk__prep *p, hk_status st);
             return st_;                                                                                             \
     } while (0)
 
-typedef struct hk__tunable hk__tunable; /* tune.h */
-
 typedef struct hk__family {
     const char *name;                  /* the public kernel, as hk_context_prepare's list names it */
     hk_status (*prepare)(hk__prep *p); /* calls that build every pipeline the family takes here */
@@ -49,7 +48,8 @@ typedef struct hk__family {
 /* The list of every family (families.c), NULL-terminated. */
 extern const hk__family *const hk__families[];
 
-/* The weight types of the quantized kernels, from the type traits (HK_REF_ROLE_WEIGHT). */
-uint32_t hk__weight_types(hk_type out[8]);
+/* The types of a role (HK_REF_ROLE_WEIGHT: the quantized kernels' weights; HK_REF_ROLE_KV: KV
+ * caches), from the type traits. */
+uint32_t hk__types_of(uint32_t role, hk_type out[8]);
 
 #endif

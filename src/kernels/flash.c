@@ -4,7 +4,6 @@
  * device has none (or HK_FEATURE_COOPMAT_KHR is disabled). Long key ranges are split in chunks
  * over workgroups, merged by shaders/flash_combine.comp through the workspace. */
 #include "attention.h"
-#include "tune.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -443,6 +442,17 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
     return p->groups <= 65535ull * 65535ull;
 }
 
+/* Its shape class (hk_tune): heads, head_dim, causal, and the power-of-two ranges of n_q and of
+ * kv.capacity. */
+static void key_flash(char key[HK_TUNE_SHAPE_CHARS], const hk_sdpa_desc *d)
+{
+    char q[32], cap[32];
+    hk__tune_bucket(q, sizeof q, d->n_q);
+    hk__tune_bucket(cap, sizeof cap, d->kv.capacity);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:h%u/kv%u/d%u/q%s/cap%s%s", hk_type_name(d->kv.type), d->n_heads,
+             d->n_kv_heads, d->head_dim, q, cap, d->causal ? "/causal" : "");
+}
+
 /* The plan of a call: the autotuner's schedule where one applies (the tuner's candidate on this
  * thread, else the context's cached winner for the shape class), else the hooks and defaults. A
  * cached winner that cannot plan here (only a hand-edited line can be one) gives the default; a
@@ -450,10 +460,10 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
 static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
 {
     char key[HK_TUNE_SHAPE_CHARS], why[160] = "";
-    hk__tune_key_flash(key, desc);
+    key_flash(key, desc);
     hk__sched sched;
     int source;
-    if (hk__tune_lookup((hk_context *)context, HK_TUNE_FLASH_PREFILL, key, &sched, &source)) {
+    if (hk__tune_lookup((hk_context *)context, &hk__tune_flash_prefill, key, &sched, &source)) {
         if (plan_with(context, desc, &sched, p, why, sizeof why)) {
             p->source = source;
             p->plant = sched.plant;
@@ -478,9 +488,24 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
 
 /* ---- autotuner (src/tune) ---- */
 
-int hk__flash_static(const hk_context *context, const hk_sdpa_desc *desc, const uint32_t *v, uint32_t sig[8], char *why,
-                     size_t why_size)
+static hk_status shape_flash(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
 {
+    hk_sdpa_desc sd;
+    hk_status st = hk__tune_sdpa_shape(context, desc, &sd);
+    if (st == HK_OK)
+        key_flash(key, &sd);
+    return st;
+}
+
+static int feasible_flash(const hk_context *context, const hk_tune_desc *tdesc, const uint32_t *v, uint32_t sig[8],
+                          char *why, size_t why_size)
+{
+    hk_sdpa_desc sd;
+    if (hk__tune_sdpa_shape(context, tdesc, &sd) != HK_OK) {
+        snprintf(why, why_size, "%s", hk_last_error());
+        return 0;
+    }
+    const hk_sdpa_desc *desc = &sd;
     hk__sched s;
     memset(&s, 0, sizeof s);
     memcpy(s.v, v, FL_PARAMS * sizeof *v);
@@ -495,6 +520,24 @@ int hk__flash_static(const hk_context *context, const hk_sdpa_desc *desc, const 
     memcpy(sig, plan_sig, sizeof plan_sig);
     return 1;
 }
+
+extern const hk_case hk_case_sdpa; /* src/cases/cases_attention.c */
+
+const hk__tunable hk__tune_flash_prefill = {HK_TUNE_FLASH_PREFILL,
+                                            "flash_prefill",
+                                            FL_PARAMS,
+                                            {{"subgroups", 4, {1, 2, 4, 8}, 1, 16, 0},
+                                             {"rows", 4, {8, 16, 32, 64}, 8, 64, 1},
+                                             {"bc", 4, {8, 16, 32, 64}, 8, 128, 0},
+                                             {"bkv", 4, {16, 32, 64, 128}, 8, 256, 0},
+                                             {"qreg", 2, {0, 1}, 0, 1, 0},
+                                             {"prefetch", 2, {0, 1}, 0, 1, 0},
+                                             {"groups", 4, {64, 128, 256, 512}, 1, 1000000, 0}},
+                                            shape_flash,
+                                            feasible_flash,
+                                            &hk_case_sdpa,
+                                            hk__tune_sdpa_case,
+                                            0};
 
 int hk__sdpa_flash_supported(const hk_context *context, const hk_sdpa_desc *desc)
 {
@@ -580,7 +623,7 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
         uint32_t unit_rows = p.coop ? 16 * p.mr : p.br;
         const uint32_t served[FL_PARAMS] = {p.br / unit_rows, unit_rows,         p.bc, p.bkv, (p.flags >> 1) & 1,
                                             (p.flags >> 2) & 1, p.target};
-        hk__tune_note(context, HK_TUNE_FLASH_PREFILL, served, p.source);
+        hk__tune_note(context, &hk__tune_flash_prefill, served, p.source);
     }
     return st;
 }

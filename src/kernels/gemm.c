@@ -15,6 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The autotuner's parameters, in their order: warps and 16x16 tiles per warp in m and n, k step,
+ * prefetch. */
+enum { GM_WM, GM_WN, GM_RM, GM_RN, GM_BK, GM_PREFETCH, GM_PARAMS };
+static const hk__tunable tune_gemm_f16;
+
+/* Its shape class (hk_tune): m's power-of-two range, n, k. */
+static void key_gemm(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
+{
+    char mb[32];
+    hk__tune_bucket(mb, sizeof mb, m);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:m%s/n%u/k%u", hk_type_name(wtype), mb, n, k);
+}
+
 typedef struct gemm_tiles {
     uint32_t wm, wn; /* warp grid */
     uint32_t rm, rn; /* 16x16 tiles per warp */
@@ -213,8 +226,8 @@ static gemm_plan plan_of_sched(const hk_context *context, const uint32_t *v)
     return p;
 }
 
-int hk__gemm_f16_static(const hk_context *context, uint32_t k, const uint32_t *v, uint32_t sig[8], char *why,
-                        size_t why_size)
+static int tile_feasible(const hk_context *context, uint32_t k, const uint32_t *v, uint32_t sig[8], char *why,
+                         size_t why_size)
 {
     if (v[GM_WM] * v[GM_WN] > 64) {
         snprintf(why, why_size, "invalid: %u warps (at most 64)", v[GM_WM] * v[GM_WN]);
@@ -239,11 +252,9 @@ const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
     return plan_for(context, 1, 1).coopmat ? "coopmat" : "portable";
 }
 
-hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view out,
-                      uint32_t m, uint32_t n, uint32_t k)
+/* The shape's own checks, before any view is looked at. */
+static hk_status check_shape(const char *fn, hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
 {
-    static const char fn[] = "hk_gemm_f16";
-    static const char *const names[] = {"w", "x", "out"};
     if (!HK_TYPE_TAKES(gemm_types, wtype))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
@@ -258,8 +269,18 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
         st = hk__check_limit(fn, "n", n, HK_GEMM_MAX_N);
     if (st == HK_OK)
         st = hk__check_limit(fn, "k", k, HK_GEMM_MAX_K);
+    return st;
+}
+
+hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view out,
+                      uint32_t m, uint32_t n, uint32_t k)
+{
+    static const char fn[] = "hk_gemm_f16";
+    static const char *const names[] = {"w", "x", "out"};
+    hk_status st = check_shape(fn, wtype, m, n, k);
     if (st != HK_OK)
         return st;
+    uint32_t block = hk_type_block_values(wtype);
     hk_binding b[3] = {
         {w, (uint64_t)n * (k / block) * hk_type_block_bytes(wtype), 2, 0, 0},
         {x, (uint64_t)m * k * 4, 4, 0, 0},
@@ -272,13 +293,13 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     /* the schedule: a cached winner for the shape class (or the tuner's candidate), else the
      * default and the hooks */
     char key[HK_TUNE_SHAPE_CHARS];
-    hk__tune_key_gemm(key, wtype, m, n, k);
+    key_gemm(key, wtype, m, n, k);
     hk__sched sched;
-    int source = HK_SCHED_DEFAULT, tuned = hk__tune_lookup(context, HK_TUNE_GEMM_F16, key, &sched, &source);
+    int source = HK_SCHED_DEFAULT, tuned = hk__tune_lookup(context, &tune_gemm_f16, key, &sched, &source);
     gemm_plan p;
     int prefetch;
     char why[160];
-    if (tuned && !hk__gemm_f16_static(context, k, sched.v, (uint32_t[8]){0}, why, sizeof why)) {
+    if (tuned && !tile_feasible(context, k, sched.v, (uint32_t[8]){0}, why, sizeof why)) {
         if (source != HK_SCHED_TUNED)
             return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the schedule being tuned cannot run: %s", why);
         tuned = 0; /* a cached winner this shape cannot run (a hand-edited line): the default */
@@ -338,10 +359,54 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     st = stream ? st : hk__immediate_end(context, fn, st);
     if (st == HK_OK) {
         const uint32_t served[GM_PARAMS] = {p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, (uint32_t)prefetch};
-        hk__tune_note(context, HK_TUNE_GEMM_F16, served, source);
+        hk__tune_note(context, &tune_gemm_f16, served, source);
     }
     return st;
 }
+
+/* ---- autotuner (src/tune): the family ---- */
+
+static hk_status shape_gemm(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
+{
+    (void)context;
+    const hk_tune_gemm_shape *s = &desc->shape.gemm;
+    hk_status st = check_shape("hk_tune", s->wtype, s->m, s->n, s->k);
+    if (st == HK_OK)
+        st = hk__tune_check_sizes((uint64_t)s->n * s->k, (uint64_t)s->m * s->k, (uint64_t)s->m * s->n);
+    if (st == HK_OK)
+        key_gemm(key, s->wtype, s->m, s->n, s->k);
+    return st;
+}
+
+static int feasible_gemm(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
+                         char *why, size_t why_size)
+{
+    return tile_feasible(context, desc->shape.gemm.k, v, sig, why, why_size);
+}
+
+/* raw random weight blocks: every bit pattern */
+static void case_gemm(const hk_tune_desc *desc, hk_case_shape *out)
+{
+    const hk_tune_gemm_shape *s = &desc->shape.gemm;
+    *out = (hk_case_shape){s->wtype, {s->m, s->n, s->k}, 1, 0};
+}
+
+extern const hk_case hk_case_gemm_f16; /* src/cases/cases_prefill.c */
+
+static const hk__tunable tune_gemm_f16 = {HK_TUNE_GEMM_F16,
+                                          "gemm_f16",
+                                          GM_PARAMS,
+                                          {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0},
+                                           {"wn", 4, {1, 2, 4, 8}, 1, 64, 0},
+                                           {"rm", 3, {1, 2, 4}, 1, 8, 0},
+                                           {"rn", 3, {1, 2, 4}, 1, 8, 0},
+                                           {"bk", 3, {32, 64, 128}, 32, 256, 1},
+                                           {"prefetch", 2, {0, 1}, 0, 1, 0}},
+                                          shape_gemm,
+                                          feasible_gemm,
+                                          &hk_case_gemm_f16,
+                                          case_gemm,
+                                          0};
 
 /* ---- hk_context_prepare ---- */
 
@@ -350,7 +415,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
 static hk_status prepare_gemm_f16(hk__prep *p)
 {
     hk_type types[8];
-    uint32_t n_types = hk__weight_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), out = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++)
         for (uint64_t skew = 0; skew <= 4; skew += 4)
@@ -362,4 +427,4 @@ static hk_status prepare_gemm_f16(hk__prep *p)
     return HK_OK;
 }
 
-const hk__family hk__family_gemm_f16 = {"hk_gemm_f16", prepare_gemm_f16, {NULL}};
+const hk__family hk__family_gemm_f16 = {"hk_gemm_f16", prepare_gemm_f16, {&tune_gemm_f16}};

@@ -11,6 +11,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The autotuner's parameters (the order of tune_*'s params): the one-token int8 kernel's rows per
+ * subgroup, items per step, Q8_0 weight loads (hk_matvec_int8, hk_moe_matvec_int8); the tokens
+ * kernel's subgroups, rows, items, x resident, workgroup cap (hk_matvec_int8_tokens). */
+enum { MV_NROWS, MV_ITEMS, MV_LOAD_BITS, MV_PARAMS };
+enum { MT_SUBGROUPS, MT_NROWS, MT_ITEMS, MT_RESIDENT, MT_WGS, MT_PARAMS };
+static const hk__tunable tune_matvec_int8, tune_matvec_tokens, tune_moe_matvec_int8;
+
+/* Shape classes (hk_tune): exact for the dense matvecs, the slots' power-of-two range for MoE. */
+static void key_one_token(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k)
+{
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:%ux%u", hk_type_name(wtype), rows, k);
+}
+
+static void key_tokens(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens)
+{
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:%ux%ux%u", hk_type_name(wtype), rows, k, tokens);
+}
+
+static void key_moe(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_moe_shape *s)
+{
+    char sb[32];
+    hk__tune_bucket(sb, sizeof sb, s->slots);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:e%u/n%u/k%u/s%s%s", hk_type_name(wtype), s->n_experts, s->n, s->k, sb,
+             s->x_per_slot ? "/per-slot" : "");
+}
+
 /* Portable kernel: one invocation per 32-value unit of a 4096-wide row (every Vulkan device takes
  * 128-wide workgroups: maxComputeWorkGroupInvocations >= 128). */
 #define MATVEC_WG 128u
@@ -526,10 +552,10 @@ static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const c
                                  uint64_t x_bytes)
 {
     char key[HK_TUNE_SHAPE_CHARS];
-    hk__tune_key_matvec_tokens(key, wtype, rows, k, tokens);
+    key_tokens(key, wtype, rows, k, tokens);
     hk__sched sched = {{0}, 0};
     int source = HK_SCHED_DEFAULT;
-    int tuned = hk__tune_lookup(context, HK_TUNE_MATVEC_TOKENS, key, &sched, &source);
+    int tuned = hk__tune_lookup(context, &tune_matvec_tokens, key, &sched, &source);
     if (!tuned) {
         static const char *const hooks[] = {"HK_MATVEC_TOKENS_SUBGROUPS", "HK_MATVEC_TOKENS_NROWS",
                                             "HK_MATVEC_TOKENS_ITEMS",     "HK_MATVEC_TOKENS_RESIDENT",
@@ -563,7 +589,7 @@ static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const c
     d->spec_count = 7;
     st = matvec_passes(context, stream, fn, d, d->bindings, x_bytes, (uint64_t)rows * 4, tokens, wtype, &p);
     if (st == HK_OK)
-        hk__tune_note(context, HK_TUNE_MATVEC_TOKENS, p.v, source);
+        hk__tune_note(context, &tune_matvec_tokens, p.v, source);
     return st;
 }
 
@@ -603,14 +629,12 @@ static uint32_t weight_align(int int8, int moe, hk_type wtype)
     return int8 || moe ? matvec_types[wtype].rows_align : 2;
 }
 
-static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
-                        hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
+/* The shape's own checks (type, counts, loop limits), before any view is looked at. */
+static hk_status check_shape(const char *fn, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens, int moe)
 {
-    const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
     if (!HK_TYPE_TAKES(matvec_types, wtype))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
-    const matvec_type *mt = &matvec_types[wtype];
     uint32_t block = hk_type_block_values(wtype);
     if (rows == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
@@ -619,10 +643,20 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                         hk_type_name(wtype));
     matvec_limit limits[4];
     hk_status st = HK_OK;
-    for (uint32_t i = 0, n = matvec_limits(rows, k, tokens, moe != NULL, limits); i < n && st == HK_OK; i++)
+    for (uint32_t i = 0, n = matvec_limits(rows, k, tokens, moe, limits); i < n && st == HK_OK; i++)
         st = hk__check_limit(fn, limits[i].name, limits[i].value, limits[i].limit);
+    return st;
+}
+
+static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
+                        hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
+{
+    const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
+    hk_status st = check_shape(fn, wtype, rows, k, tokens, moe != NULL);
     if (st != HK_OK)
         return st;
+    const matvec_type *mt = &matvec_types[wtype];
+    uint32_t block = hk_type_block_values(wtype);
     uint32_t w_align = weight_align(int8, moe != NULL, wtype);
     uint64_t x_bytes = int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
     uint64_t w_rows = moe ? (uint64_t)moe->shape->n_experts * moe->shape->n : rows;
@@ -658,14 +692,14 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
      * layout here); the f32 kernels take none */
     hk__sched sched = {{0}, 0};
     int sched_source = HK_SCHED_DEFAULT, tuned = 0;
-    int family = !int8 ? 0 : moe ? HK_TUNE_MOE_MATVEC_INT8 : HK_TUNE_MATVEC_INT8;
+    const hk__tunable *family = !int8 ? NULL : moe ? &tune_moe_matvec_int8 : &tune_matvec_int8;
     uint32_t moe_n = moe ? moe->shape->n : 0;
     if (family) {
         char key[HK_TUNE_SHAPE_CHARS];
         if (moe)
-            hk__tune_key_moe_matvec(key, wtype, moe->shape);
+            key_moe(key, wtype, moe->shape);
         else
-            hk__tune_key_matvec(key, wtype, rows, k);
+            key_one_token(key, wtype, rows, k);
         tuned = hk__tune_lookup(context, family, key, &sched, &sched_source);
         /* the hooks int8_config reads: the Q8_0 loads, and the dense kernel's items */
         if (!tuned && ((mt->load16 && getenv("HK_MATVEC_Q8_0_LOAD_BITS") && *getenv("HK_MATVEC_Q8_0_LOAD_BITS")) ||
@@ -774,19 +808,27 @@ hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_vi
     return hk_matvec(context, stream, HK_TYPE_Q6_K, w, x, y, rows, k);
 }
 
-static hk_status moe_matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
-                            hk_view x, hk_view ids, hk_view y, const hk_moe_shape *shape)
+/* An expert bank's shape: counts positive, slots x n and n_experts x n rows within 2^32. */
+static hk_status check_moe_shape(const char *fn, const hk_moe_shape *shape)
 {
     if (!shape)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "shape is NULL");
     if (!shape->n_experts || !shape->n || !shape->slots)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u, n=%u and slots=%u must all be positive",
                         shape->n_experts, shape->n, shape->slots);
-    uint64_t rows = (uint64_t)shape->slots * shape->n;
-    if (rows > UINT32_MAX || (uint64_t)shape->n_experts * shape->n > UINT32_MAX)
+    if ((uint64_t)shape->slots * shape->n > UINT32_MAX || (uint64_t)shape->n_experts * shape->n > UINT32_MAX)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "slots*n or n_experts*n exceeds 2^32 rows");
+    return HK_OK;
+}
+
+static hk_status moe_matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
+                            hk_view x, hk_view ids, hk_view y, const hk_moe_shape *shape)
+{
+    hk_status st = check_moe_shape(fn, shape);
+    if (st != HK_OK)
+        return st;
     moe_args moe = {ids, shape};
-    return matvec(context, stream, fn, int8, wtype, w, x, y, (uint32_t)rows, shape->k, 1, &moe);
+    return matvec(context, stream, fn, int8, wtype, w, x, y, shape->slots * shape->n, shape->k, 1, &moe);
 }
 
 hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view ids,
@@ -803,35 +845,118 @@ hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wty
 
 /* ---- autotuner (src/tune) ---- */
 
-int hk__matvec_int8_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, const uint32_t *v,
+static hk_status shape_one_token(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
+{
+    (void)context;
+    const hk_tune_matvec_shape *s = &desc->shape.matvec;
+    uint32_t tokens = desc->kernel == HK_TUNE_MATVEC_TOKENS ? s->tokens : 1;
+    if (desc->kernel == HK_TUNE_MATVEC_TOKENS ? tokens < 2 || tokens > HK_MATVEC_MAX_TOKENS : s->tokens > 1)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "tokens=%u is not in %s", s->tokens,
+                        desc->kernel == HK_TUNE_MATVEC_TOKENS ? "2..16 (HK_TUNE_MATVEC_TOKENS)"
+                                                               : "0..1 (HK_TUNE_MATVEC_INT8)");
+    hk_status st = check_shape("hk_tune", s->wtype, s->rows, s->k, tokens, 0);
+    if (st == HK_OK)
+        st = hk__tune_check_sizes((uint64_t)s->rows * s->k, (uint64_t)tokens * s->k, (uint64_t)tokens * s->rows);
+    if (st != HK_OK)
+        return st;
+    if (tokens > 1)
+        key_tokens(key, s->wtype, s->rows, s->k, tokens);
+    else
+        key_one_token(key, s->wtype, s->rows, s->k);
+    return HK_OK;
+}
+
+static hk_status shape_moe(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
+{
+    (void)context;
+    const hk_tune_moe_shape *s = &desc->shape.moe;
+    if (s->shape.x_per_slot != 0 && s->shape.x_per_slot != 1)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "x_per_slot=%d is not 0 or 1", s->shape.x_per_slot);
+    hk_status st = check_moe_shape("hk_tune", &s->shape);
+    if (st == HK_OK)
+        st = check_shape("hk_tune", s->wtype, s->shape.slots * s->shape.n, s->shape.k, 1, 1);
+    if (st == HK_OK)
+        st = hk__tune_check_sizes((uint64_t)s->shape.n_experts * s->shape.n * s->shape.k,
+                                  (uint64_t)(s->shape.x_per_slot ? s->shape.slots : 1) * s->shape.k,
+                                  (uint64_t)s->shape.slots * s->shape.n);
+    if (st == HK_OK)
+        key_moe(key, s->wtype, &s->shape);
+    return st;
+}
+
+static int feasible_one_token(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
+                              char *why, size_t why_size)
+{
+    const hk_tune_matvec_shape *s = &desc->shape.matvec;
+    memcpy(sig, v, MV_PARAMS * sizeof *sig);
+    return one_token_fits(context, s->wtype, s->rows, s->k, 0, v, why, why_size);
+}
+
+static int feasible_moe(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
+                        char *why, size_t why_size)
+{
+    const hk_tune_moe_shape *s = &desc->shape.moe;
+    memcpy(sig, v, MV_PARAMS * sizeof *sig);
+    return one_token_fits(context, s->wtype, s->shape.slots * s->shape.n, s->shape.k, s->shape.n, v, why, why_size);
+}
+
+static int feasible_tokens(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
                            char *why, size_t why_size)
 {
-    return one_token_fits(context, wtype, rows, k, 0, v, why, why_size);
-}
-
-int hk__moe_matvec_int8_static(const hk_context *context, hk_type wtype, const hk_moe_shape *shape, const uint32_t *v,
-                               char *why, size_t why_size)
-{
-    return one_token_fits(context, wtype, shape->slots * shape->n, shape->k, shape->n, v, why, why_size);
-}
-
-int hk__matvec_tokens_static(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens,
-                             const uint32_t *v, uint32_t sig[8], char *why, size_t why_size)
-{
+    const hk_tune_matvec_shape *s = &desc->shape.matvec;
     if (!(context->features & HK_FEATURE_SUBGROUP_SIZE_CONTROL)) {
         snprintf(why, why_size, "subgroup mismatch: no full subgroups of a required size (subgroupSizeControl)");
         return 0;
     }
     tokens_plan p;
-    if (!tokens_strict(context, wtype, rows, k, tokens, v, &p, why, why_size))
+    if (!tokens_strict(context, s->wtype, s->rows, s->k, s->tokens, v, &p, why, why_size))
         return 0;
     /* the plan: schedules that differ only in a workgroup cap the shape never reaches run the same */
-    memset(sig, 0, 8 * sizeof *sig);
     memcpy(sig, v, MT_PARAMS * sizeof *sig);
     sig[MT_WGS] = (uint32_t)p.groups;
     sig[MT_PARAMS] = p.per_pass;
     return 1;
 }
+
+/* the kernel-table rows the searches measure through (src/cases/cases_decode.c) */
+extern const hk_case hk_case_matvec_int8, hk_case_matvec_int8_tokens, hk_case_moe_matvec_int8;
+
+static void case_one_token(const hk_tune_desc *desc, hk_case_shape *out)
+{
+    const hk_tune_matvec_shape *s = &desc->shape.matvec;
+    *out = (hk_case_shape){s->wtype, {s->rows, s->k, desc->kernel == HK_TUNE_MATVEC_TOKENS ? s->tokens : 1}, 0, 0};
+}
+
+static void case_moe(const hk_tune_desc *desc, hk_case_shape *out)
+{
+    const hk_tune_moe_shape *s = &desc->shape.moe;
+    *out = (hk_case_shape){s->wtype, {s->shape.n_experts, s->shape.n, s->shape.k, s->shape.slots}, s->shape.x_per_slot,
+                           0};
+}
+
+#define MV_SPACE                                                                                                       \
+    {{"nrows", 3, {1, 2, 4}, 1, 4, 1}, {"items", 3, {1, 2, 4}, 1, 4, 1}, {"load_bits", 2, {16, 32}, 16, 32, 1}}
+
+static const hk__tunable tune_matvec_int8 = {HK_TUNE_MATVEC_INT8, "matvec_int8", MV_PARAMS, MV_SPACE,
+                                             shape_one_token, feasible_one_token, &hk_case_matvec_int8,
+                                             case_one_token, 0};
+/* the workgroup cap ranges over its hook's values (HK_MATVEC_TOKENS_WGS), since a default may lie
+ * outside the list */
+static const hk__tunable tune_matvec_tokens = {HK_TUNE_MATVEC_TOKENS,
+                                               "matvec_int8_tokens",
+                                               MT_PARAMS,
+                                               {{"subgroups", 4, {4, 8, 16, 32}, 4, 32, 1},
+                                                {"nrows", 3, {1, 2, 4}, 1, 4, 1},
+                                                {"items", 3, {1, 2, 4}, 1, 4, 1},
+                                                {"resident", 2, {0, 1}, 0, 1, 0},
+                                                {"wgs", 6, {64, 128, 256, 512, 1024, 8192}, 1, 8192, 0}},
+                                               shape_one_token,
+                                               feasible_tokens,
+                                               &hk_case_matvec_int8_tokens,
+                                               case_one_token,
+                                               1};
+static const hk__tunable tune_moe_matvec_int8 = {HK_TUNE_MOE_MATVEC_INT8, "moe_matvec_int8", MV_PARAMS, MV_SPACE,
+                                                 shape_moe, feasible_moe, &hk_case_moe_matvec_int8, case_moe, 1};
 
 /* ---- hk_context_prepare ---- */
 
@@ -842,7 +967,7 @@ static hk_status prepare_matvec_any(hk__prep *p, int int8)
 {
     static const uint32_t rows[] = {1, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS};
     hk_type types[8];
-    uint32_t n_types = hk__weight_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++) {
         uint32_t k = hk_type_block_values(types[t]);
@@ -868,7 +993,7 @@ static hk_status prepare_tokens(hk__prep *p)
 {
     static const uint32_t rows[] = {1, 4096, 8192}, tokens[] = {2, 4, 8, 16};
     hk_type types[8];
-    uint32_t n_types = hk__weight_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++)
         for (int r = 0; r < 3; r++)
@@ -893,7 +1018,7 @@ static hk_status prepare_moe_any(hk__prep *p, int int8)
 {
     static const uint32_t pairs[][2] = {{1, 1}, {2, 2048}, {4, 4096}, {2, 8192}, {1, 16384}, {4, 1024}};
     hk_type types[8];
-    uint32_t n_types = hk__weight_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), ids = hk__prep_view(p, 3), y = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++) {
         uint32_t k = hk_type_block_values(types[t]);
@@ -910,7 +1035,7 @@ static hk_status prepare_moe(hk__prep *p) { return prepare_moe_any(p, 0); }
 static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1); }
 
 const hk__family hk__family_matvec = {"hk_matvec", prepare_matvec, {NULL}};
-const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8, {NULL}};
-const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepare_tokens, {NULL}};
+const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8, {&tune_matvec_int8}};
+const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepare_tokens, {&tune_matvec_tokens}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
-const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {NULL}};
+const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};

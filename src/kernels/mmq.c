@@ -18,6 +18,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The autotuner's parameters, in their order: an mmq_tile (tile_of_sched). */
+enum { MQ_WM, MQ_WN, MQ_RM, MQ_RN, MQ_KS, MQ_PREFETCH, MQ_ROLLED, MQ_PARAMS };
+static const hk__tunable tune_mmq, tune_mmq_id;
+
+/* Shape classes (hk_tune): m's (n_slots') power-of-two range, n, k; hk_mmq_id also n_experts and
+ * slots_per_x_row. */
+static void key_mmq(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
+{
+    char mb[32];
+    hk__tune_bucket(mb, sizeof mb, m);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:m%s/n%u/k%u", hk_type_name(wtype), mb, n, k);
+}
+
+static void key_mmq_id(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_mmq_id_shape *s)
+{
+    char mb[32];
+    hk__tune_bucket(mb, sizeof mb, s->n_slots);
+    snprintf(key, HK_TUNE_SHAPE_CHARS, "%s:e%u/n%u/k%u/m%s/x%u", hk_type_name(wtype), s->n_experts, s->n, s->k, mb,
+             s->slots_per_x_row);
+}
+
 enum { ARM_COOPMAT, ARM_DOT, ARM_SCALAR, ARM_DOT_GENERIC, ARM_COUNT };
 static const char *const arm_names[ARM_COUNT] = {"coopmat", "dot", "scalar", "dot"};
 
@@ -181,7 +202,7 @@ static int tile_fits(const hk_context *context, const mmq_tile *tl, int id, hk_t
     return 1;
 }
 
-/* ---- the autotuner's seam (src/tune): a schedule is an mmq_tile (tune.h's MQ_* order) ---- */
+/* ---- the autotuner's seam (src/tune): a schedule is an mmq_tile (MQ_* order) ---- */
 
 static mmq_tile tile_of_sched(const uint32_t *v)
 {
@@ -194,8 +215,8 @@ static void sched_of_tile(const mmq_tile *tl, uint32_t *v)
     v[MQ_PREFETCH] = tl->prefetch, v[MQ_ROLLED] = tl->rolled;
 }
 
-int hk__mmq_static(const hk_context *context, int id, hk_type wtype, const uint32_t *v, uint32_t sig[8], char *why,
-                   size_t why_size)
+static int tile_feasible(const hk_context *context, int id, hk_type wtype, const uint32_t *v, uint32_t sig[8],
+                         char *why, size_t why_size)
 {
     mmq_tile tl = tile_of_sched(v);
     if (tl.wm * tl.wn > 64) {
@@ -217,7 +238,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, hk_type w
     hk__sched sched;
     char why[160];
     *plant = 0;
-    if (hk__tune_lookup(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, key, &sched, source)) {
+    if (hk__tune_lookup(context, id ? &tune_mmq_id : &tune_mmq, key, &sched, source)) {
         *out = tile_of_sched(sched.v);
         if (out->wm * out->wn <= 64 && tile_fits(context, out, id, wtype, arm, why, sizeof why)) {
             *plant = sched.plant;
@@ -463,7 +484,7 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         if (st == HK_OK) {
             uint32_t served[MQ_PARAMS];
             sched_of_tile(&tl, served);
-            hk__tune_note(context, HK_TUNE_MMQ, served, source);
+            hk__tune_note(context, &tune_mmq, served, source);
         }
         return st;
     }
@@ -517,7 +538,7 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
     if (st == HK_OK) {
         uint32_t served[MQ_PARAMS];
         sched_of_tile(&tl, served);
-        hk__tune_note(context, id ? HK_TUNE_MMQ_ID : HK_TUNE_MMQ, served, source);
+        hk__tune_note(context, id ? &tune_mmq_id : &tune_mmq, served, source);
     }
     return st;
 }
@@ -542,21 +563,18 @@ hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view 
         return st;
     mmq_params p = {m, n, k, 0, 0, 0, 0};
     char key[HK_TUNE_SHAPE_CHARS];
-    hk__tune_key_gemm(key, wtype, m, n, k);
+    key_mmq(key, wtype, m, n, k);
     return record(context, stream, fn, 0, wtype, b, 3, &p, m, key);
 }
 
-hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view offsets,
-                    hk_view slots, hk_view out, const hk_mmq_id_shape *shape)
+/* An expert-indexed shape's own checks, before any view is looked at. */
+static hk_status check_id_shape(const char *fn, hk_type wtype, const hk_mmq_id_shape *s)
 {
-    static const char fn[] = "hk_mmq_id";
-    const char *const names[] = {"w", "xq", "out", "offsets", "slots"};
-    if (!shape)
+    if (!s)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "shape is NULL");
-    hk_status st = check_type_k(fn, wtype, shape->k);
+    hk_status st = check_type_k(fn, wtype, s->k);
     if (st != HK_OK)
         return st;
-    const hk_mmq_id_shape *s = shape;
     if (!s->n_experts || !s->n || !s->n_slots)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u, n=%u and n_slots=%u must all be positive",
                         s->n_experts, s->n, s->n_slots);
@@ -566,6 +584,18 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     if (s->n_experts == UINT32_MAX)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_experts=%u leaves no room for offsets[n_experts]",
                         s->n_experts);
+    return HK_OK;
+}
+
+hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view offsets,
+                    hk_view slots, hk_view out, const hk_mmq_id_shape *shape)
+{
+    static const char fn[] = "hk_mmq_id";
+    const char *const names[] = {"w", "xq", "out", "offsets", "slots"};
+    hk_status st = check_id_shape(fn, wtype, shape);
+    if (st != HK_OK)
+        return st;
+    const hk_mmq_id_shape *s = shape;
     uint64_t x_rows = s->n_slots / s->slots_per_x_row;
     hk_binding b[5] = {
         {w, hk_type_bytes(wtype, (uint64_t)s->n_experts * s->n * s->k), 2, 0, 0},
@@ -583,7 +613,7 @@ hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_vi
     /* an expert takes at most one slot of a token when slots_per_x_row is top_k */
     uint64_t most = s->slots_per_x_row > 1 ? x_rows : s->n_slots;
     char key[HK_TUNE_SHAPE_CHARS];
-    hk__tune_key_mmq_id(key, wtype, s);
+    key_mmq_id(key, wtype, s);
     return record(context, stream, fn, 1, wtype, b, 5, &p, most, key);
 }
 
@@ -636,6 +666,82 @@ hk_status hk_moe_expert_rows(hk_context *context, hk_stream *stream, hk_view ids
     return hk__dispatch(context, stream, fn, &d);
 }
 
+/* ---- autotuner (src/tune): the families ---- */
+
+static hk_status shape_mmq(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
+{
+    (void)context;
+    const hk_tune_gemm_shape *s = &desc->shape.gemm;
+    hk_status st = check_type_k("hk_tune", s->wtype, s->k);
+    if (st == HK_OK && (!s->m || !s->n))
+        st = hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "m=%u and n=%u must both be positive", s->m, s->n);
+    if (st == HK_OK)
+        st = hk__tune_check_sizes((uint64_t)s->n * s->k, (uint64_t)s->m * s->k, (uint64_t)s->m * s->n);
+    if (st == HK_OK)
+        key_mmq(key, s->wtype, s->m, s->n, s->k);
+    return st;
+}
+
+/* top_k distinct experts per token, x per token (slots_per_x_row = top_k) or per slot (1) */
+static hk_status shape_mmq_id(const hk_context *context, const hk_tune_desc *desc, char key[HK_TUNE_SHAPE_CHARS])
+{
+    (void)context;
+    const hk_tune_mmq_id_shape *t = &desc->shape.mmq_id;
+    const hk_mmq_id_shape *s = &t->shape;
+    hk_status st = check_id_shape("hk_tune", t->wtype, s);
+    if (st == HK_OK && (!t->top_k || t->top_k > s->n_experts || s->n_slots % t->top_k ||
+                        (s->slots_per_x_row != 1 && s->slots_per_x_row != t->top_k)))
+        st = hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "top_k=%u (1..n_experts=%u), n_slots=%u (a multiple of "
+                      "top_k) and slots_per_x_row=%u (1 or top_k) is not a routing the search can make", t->top_k,
+                      s->n_experts, s->n_slots, s->slots_per_x_row);
+    if (st == HK_OK)
+        st = hk__tune_check_sizes((uint64_t)s->n_experts * s->n * s->k, (uint64_t)s->n_slots / s->slots_per_x_row * s->k,
+                                  (uint64_t)s->n_slots * s->n);
+    if (st == HK_OK)
+        key_mmq_id(key, t->wtype, s);
+    return st;
+}
+
+static int feasible_mmq(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
+                        char *why, size_t why_size)
+{
+    return tile_feasible(context, 0, desc->shape.gemm.wtype, v, sig, why, why_size);
+}
+
+static int feasible_mmq_id(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
+                           char *why, size_t why_size)
+{
+    return tile_feasible(context, 1, desc->shape.mmq_id.wtype, v, sig, why, why_size);
+}
+
+/* raw random weight blocks: every bit pattern */
+static void case_mmq(const hk_tune_desc *desc, hk_case_shape *out)
+{
+    const hk_tune_gemm_shape *s = &desc->shape.gemm;
+    *out = (hk_case_shape){s->wtype, {s->m, s->n, s->k}, 1, 0};
+}
+
+static void case_mmq_id(const hk_tune_desc *desc, hk_case_shape *out)
+{
+    const hk_tune_mmq_id_shape *t = &desc->shape.mmq_id;
+    *out = (hk_case_shape){t->wtype,
+                           {t->shape.n_experts, t->shape.n, t->shape.k, t->shape.n_slots / t->top_k, t->top_k},
+                           t->shape.slots_per_x_row == 1,
+                           0};
+}
+
+extern const hk_case hk_case_mmq, hk_case_mmq_id; /* src/cases/cases_prefill.c */
+
+#define MMQ_SPACE                                                                                                    \
+    {{"wm", 4, {1, 2, 4, 8}, 1, 64, 0}, {"wn", 4, {1, 2, 4, 8}, 1, 64, 0}, {"rm", 3, {1, 2, 4}, 1, 8, 0},             \
+     {"rn", 3, {1, 2, 4}, 1, 8, 0},     {"ks", 4, {1, 2, 4, 8}, 1, 8, 1},  {"prefetch", 2, {0, 1}, 0, 1, 0},         \
+     {"rolled", 2, {0, 1}, 0, 1, 0}}
+
+static const hk__tunable tune_mmq = {HK_TUNE_MMQ, "mmq", MQ_PARAMS, MMQ_SPACE, shape_mmq, feasible_mmq, &hk_case_mmq,
+                                     case_mmq, 0};
+static const hk__tunable tune_mmq_id = {HK_TUNE_MMQ_ID, "mmq_id",         MQ_PARAMS,       MMQ_SPACE, shape_mmq_id,
+                                        feasible_mmq_id, &hk_case_mmq_id, case_mmq_id, 0};
+
 /* ---- hk_context_prepare ---- */
 
 /* The int8 GEMM dense (and its few-token kernel) per weight type. Its pipelines follow the shape
@@ -649,7 +755,7 @@ static hk_status prepare_mmq(hk__prep *p)
 {
     static const uint32_t tokens[] = {64, 512}, ks[] = {4096, 14336}, few_rows[] = {64, 4096, 8192, 14336};
     hk_type types[8];
-    uint32_t n_types = hk__weight_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), out = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++) {
         for (int i = 0; i < 2; i++)
@@ -676,7 +782,7 @@ static hk_status prepare_mmq_id(hk__prep *p)
     /* experts, n, k, slots, slots per x row: gate/up read x per token, down per slot */
     static const hk_mmq_id_shape shapes[] = {{16, 768, 2048, 512 * 8, 8}, {16, 2048, 768, 512 * 8, 1}};
     hk_type types[8];
-    uint32_t n_types = hk__weight_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     for (uint32_t t = 0; t < n_types; t++)
         for (int j = 0; j < 2; j++)
             HK_PREP_TRY(p, hk_mmq_id(p->ctx, p->s, types[t], hk__prep_view(p, 0), hk__prep_view(p, 1),
@@ -684,6 +790,6 @@ static hk_status prepare_mmq_id(hk__prep *p)
     return HK_OK;
 }
 
-const hk__family hk__family_mmq = {"hk_mmq", prepare_mmq, {NULL}};
+const hk__family hk__family_mmq = {"hk_mmq", prepare_mmq, {&tune_mmq}};
 const hk__family hk__family_moe_expert_rows = {"hk_moe_expert_rows", prepare_expert_rows, {NULL}};
-const hk__family hk__family_mmq_id = {"hk_mmq_id", prepare_mmq_id, {NULL}};
+const hk__family hk__family_mmq_id = {"hk_mmq_id", prepare_mmq_id, {&tune_mmq_id}};

@@ -124,7 +124,7 @@ static hk_status prepare_rope(hk__prep *p)
 {
     static const uint32_t n_tokens[] = {1, 64};
     hk_type types[8];
-    uint32_t n_types = hk__kv_types(types);
+    uint32_t n_types = hk__types_of(HK_REF_ROLE_KV, types);
     hk_view none = {NULL, 0};
     for (uint32_t t = 0; t < n_types; t++)
         for (int h = 0; h < HK_PREP_HEAD_DIMS; h++)

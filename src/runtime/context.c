@@ -588,8 +588,6 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     vkGetPhysicalDeviceMemoryProperties(pd, &context->memory);
 }
 
-void hk__tune_open(hk_context *context, const char *dir);
-void hk__tune_close(hk_context *context);
 
 static hk_status finish_context(hk_context *context, const char *fn, const char *cache_dir, int cache_disabled,
                                 const char *tune_dir)
@@ -611,12 +609,18 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
     hk__mutex_init(&context->queue_lock);
     hk__mutex_init(&context->immediate_lock);
     hk__mutex_init(&context->objects_lock);
+    hk__mutex_init(&context->attach_lock);
     context->live.prev = context->live.next = &context->live;
     context->locks_ready = 1;
     hk_status st = hk__pipeline_cache_open(context, cache_dir, cache_disabled);
     if (st != HK_OK)
         return st;
-    hk__tune_open(context, tune_dir);
+    if (tune_dir && *tune_dir) {
+        size_t n = strlen(tune_dir) + 1;
+        if (!(context->tune_cache_dir = malloc(n)))
+            return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+        memcpy(context->tune_cache_dir, tune_dir, n);
+    }
     return hk__stream_create(context, 0, VK_NULL_HANDLE, &context->immediate);
 }
 
@@ -915,7 +919,8 @@ void hk_context_destroy(hk_context *context)
         if (context->locks_ready)
             destroy_live_objects(context);
         hk__pipeline_cache_close(context);
-        hk__tune_close(context);
+        if (context->tune_destroy)
+            context->tune_destroy(context);
         hk__pipelines_destroy(context);
         if (context->owns_device && context->vk.vkDestroyDevice)
             context->vk.vkDestroyDevice(context->device, NULL);
@@ -930,7 +935,9 @@ void hk_context_destroy(hk_context *context)
         hk__mutex_destroy(&context->queue_lock);
         hk__mutex_destroy(&context->immediate_lock);
         hk__mutex_destroy(&context->objects_lock);
+        hk__mutex_destroy(&context->attach_lock);
     }
+    free(context->tune_cache_dir);
     free(context);
 }
 

@@ -71,6 +71,7 @@ typedef struct hk_pipeline_entry {
  *  - immediate_lock: the immediate stream (NULL-stream calls, hk_buffer_upload/download/fill),
  *    held from recording to the end of its submit;
  *  - objects_lock: the list of live buffers and streams (live);
+ *  - attach_lock: attaching the tuner's state (tune, tune_destroy);
  *  - validation_messages, device_lost: atomics.
  * Everything else is written at creation and only read afterwards. */
 /* A buffer or stream the caller created: on its context's list of live objects (objects_lock), so
@@ -136,7 +137,13 @@ struct hk_context {
 
     hk_stream *immediate; /* the stream behind a NULL-stream kernel call (immediate_lock) */
 
-    struct hk_tune_state *tune; /* autotuner winners and the last schedules (src/tune; its own lock) */
+    /* The autotuner's state (src/tune: winners, last schedules; its own lock), attached at its
+     * first use under attach_lock with the function that frees it; the context keeps only the
+     * directory its cache file lives in (malloc'd, NULL: the default). */
+    hk_mutex attach_lock;
+    struct hk_tune_state *tune;
+    void (*tune_destroy)(hk_context *context);
+    char *tune_cache_dir;
 };
 
 struct hk_buffer {
