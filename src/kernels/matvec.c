@@ -5,7 +5,7 @@
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
-#include "family.h"
+#include "matvec.h"
 
 #include <stdio.h>
 #include <stdlib.h>

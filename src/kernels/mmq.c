@@ -12,7 +12,7 @@
  * Testing only: HK_MMQ_EMULATE_GENERIC=1 runs the portable arm on an element ownership other than
  * NVIDIA's, so that the coopmat arm's generic epilogue runs on any device. */
 
-#include "family.h"
+#include "matvec.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -273,16 +273,6 @@ hk_status hk__dispatch(hk_context *context, hk_stream *stream, const char *fn, c
 hk_stream *hk__immediate_begin(hk_context *context);
 hk_status hk__immediate_end(hk_context *context, const char *fn, hk_status st);
 
-/* ---- kernels shared between families ---- */
-/* Whether hk_matvec_int8_tokens's kernels take `tokens` rows of Q8_1 x against `rows` weight rows
- * of wtype at w's offset on this context (its alignment, subgroup-size control and loop limits),
- * so that another call can hand it a few tokens (hk_mmq, which has checked the type, k and sizes). */
-int hk__matvec_tokens_takes(const hk_context *context, hk_type wtype, hk_view w, uint32_t rows, uint32_t k,
-                            uint32_t tokens);
-/* Records hk_matvec_int8_tokens (tokens = 1: hk_matvec_int8) with errors reported as fn's. */
-hk_status hk__matvec_tokens(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, hk_view w,
-                            hk_view xq, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens);
-
 /* Records a transfer copy of b[0] into b[1] (same byte count), hazard-tracked like a dispatch. */
 hk_status hk__record_transfer_copy(hk_context *context, hk_stream *stream, const char *fn, const hk_binding b[2]);
 
