@@ -355,7 +355,7 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
  * hk_moe_route, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq,
- * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16; a name that is none of them is
+ * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
  * pipelines also land in the pipeline cache, so the next process on this device builds them
@@ -570,8 +570,8 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
  * have (also ones a compiler would unroll): lavapipe (Mesa's CPU driver) ends a shader's loops
  * after 65535 iterations in total per invocation and carries on with a wrong result. Each limit
  * is far past real models (largest k ~53248, hidden sizes <= 16384, vocabularies ~256k rows).
- * The other kernels (hk_quantize_q8_1, hk_moe_route, hk_copy) loop a bounded number of times
- * whatever the shape. */
+ * The other kernels (hk_quantize_q8_1, hk_moe_route, hk_copy, hk_add, hk_swiglu) loop a bounded
+ * number of times whatever the shape. */
 #define HK_MATVEC_MAX_K 98304u             /* k of hk_matvec*, hk_moe_matvec* */
 #define HK_MATVEC_MAX_ROWS 16777216u       /* rows of hk_matvec*; slots * n of hk_moe_matvec* */
 #define HK_MATVEC_MAX_K_ROW_BLOCKS 262144u /* ceil(rows / 32768) * k, the same rows */
@@ -710,6 +710,38 @@ HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, 
  * and finite; 1 <= n <= 1048576; y may equal x (in place). */
 HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
                             uint32_t rows, uint32_t n, float eps);
+
+/* y[i] = a[i] + alpha * b[i], i < n (f32). In place: y may be exactly a or exactly b.
+ * Two f32 operations, never fused into an fma: the product alpha * b[i] rounded to f32, then the
+ * sum rounded to f32 (the C expression a[i] + (float)(alpha * b[i]) with contraction off), each
+ * correctly rounded, to nearest even on every device we know (Vulkan also allows toward zero): the
+ * same bits everywhere. A NaN or inf in a or b reaches y by IEEE arithmetic (inf - inf and 0 * inf
+ * are NaN); a subnormal result or input may be flushed to zero where the device flushes f32
+ * denormals (Vulkan allows it). alpha finite; n >= 1 and n * 4 bytes within
+ * caps.max_storage_buffer_range (the views' offsets multiples of 4); y must not overlap a or b
+ * other than exactly. */
+HK_API hk_status hk_add_scaled(hk_context *context, hk_stream *stream, hk_view a, hk_view b, hk_view y, uint32_t n,
+                               float alpha);
+/* y = a + b: hk_add_scaled with alpha 1 (bit for bit the sum: 1 * b is b). The residual add: the
+ * correctly rounded f32 sum. */
+HK_API hk_status hk_add(hk_context *context, hk_stream *stream, hk_view a, hk_view b, hk_view y, uint32_t n);
+
+typedef enum hk_glu_mode { HK_GLU_SILU = 0, HK_GLU_GELU_TANH = 1 } hk_glu_mode;
+/* y[r, i] = act(gate[r, i]) * up[r, i], r < rows, i < n: silu(x) = x / (1 + e^-x) (SwiGLU) or GELU with the tanh
+ * approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU). gate and up rows are in_stride floats
+ * apart (n for two [rows, n] tensors; 2n for one fused [rows, 2n] tensor whose first half is gate: pass up as
+ * gate's view plus n * 4 bytes); y is [rows, n], dense; y may be exactly gate where in_stride is n.
+ * Precisely: y may be exactly gate or exactly up where that view spans rows * n floats (in_stride n,
+ * or one row); any other overlap of y with them is refused; gate and up may overlap each other.
+ * f32 arithmetic (exp and one division; GELU as the equal x / (1 + e^(-2u)), u the tanh's argument,
+ * which spares 1 + tanh(u) its cancellation): within 1e-6 of the output scale (max |y|) of the math
+ * in double. IEEE arithmetic for the rest: a NaN in gate or up gives NaN, act(+inf) = +inf,
+ * act(-inf) = NaN (-inf / inf in the formulas above), an infinite up times act(gate) = 0 is NaN.
+ * rows >= 1, n >= 1, in_stride >= n; gate and up span (rows - 1) * in_stride + n floats and y
+ * rows * n, each within caps.max_storage_buffer_range (offsets multiples of 4); mode HK_GLU_SILU or
+ * HK_GLU_GELU_TANH. */
+HK_API hk_status hk_swiglu(hk_context *context, hk_stream *stream, hk_view gate, hk_view up, hk_view y, uint32_t rows,
+                           uint32_t n, uint32_t in_stride, hk_glu_mode mode);
 
 /* Activation quantizer: x[k] f32 -> k/32 GGUF Q8_1 blocks, the input of the int8 kernels. Per 32
  * values, as ggml: amax = max|x|, d = amax/127 (stored as f16), q = round(x/d) (half away from

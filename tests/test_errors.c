@@ -469,6 +469,45 @@ int main(int argc, char **argv)
     EXPECT("quantize output", hk_quantize_q8_1(ctx, NULL, xv, (hk_view){small, 0}, 32), HK_ERROR_INVALID_ARGUMENT,
            "y needs 36 bytes");
 
+    /* elementwise: the residual add and the gated activations (y holds 64 floats, x 256) */
+    EXPECT("add n zero", hk_add(ctx, NULL, xv, xv, yv, 0), HK_ERROR_INVALID_ARGUMENT, "hk_add: n=0 must be positive");
+    EXPECT("add_scaled alpha nan", hk_add_scaled(ctx, NULL, xv, xv, yv, 16, 0.0f / 0.0f), HK_ERROR_INVALID_ARGUMENT,
+           "hk_add_scaled: alpha=");
+    EXPECT("add_scaled alpha inf", hk_add_scaled(ctx, NULL, xv, xv, yv, 16, 1.0f / 0.0f), HK_ERROR_INVALID_ARGUMENT,
+           "alpha=inf must be finite");
+    EXPECT("add null context", hk_add(NULL, NULL, xv, xv, yv, 16), HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("add a past the end", hk_add(ctx, NULL, xv, xv, yv, 257), HK_ERROR_INVALID_ARGUMENT,
+           "a needs 1028 bytes at offset 0, past the end of its 1024-byte buffer");
+    EXPECT("add y past the end", hk_add(ctx, NULL, xv, xv, yv, 65), HK_ERROR_INVALID_ARGUMENT, "y needs 260 bytes");
+    EXPECT("add misaligned b", hk_add(ctx, NULL, xv, (hk_view){x, 6}, yv, 16), HK_ERROR_INVALID_ARGUMENT,
+           "b.offset=6 is not a multiple of 4");
+    EXPECT("add y overlaps a in part", hk_add(ctx, NULL, (hk_view){y, 4}, xv, yv, 16), HK_ERROR_INVALID_ARGUMENT,
+           "output y overlaps a");
+    EXPECT("add y overlaps b in part", hk_add_scaled(ctx, NULL, xv, (hk_view){y, 64}, (hk_view){y, 0}, 32, 2.0f),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps b");
+    EXPECT("swiglu rows zero", hk_swiglu(ctx, NULL, xv, xv, yv, 0, 16, 16, HK_GLU_SILU), HK_ERROR_INVALID_ARGUMENT,
+           "hk_swiglu: rows=0 and n=16 must both be positive");
+    EXPECT("swiglu n zero", hk_swiglu(ctx, NULL, xv, xv, yv, 1, 0, 0, HK_GLU_SILU), HK_ERROR_INVALID_ARGUMENT,
+           "rows=1 and n=0 must both be positive");
+    EXPECT("swiglu in_stride below n", hk_swiglu(ctx, NULL, xv, xv, yv, 2, 16, 15, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "in_stride=15 is less than n=16");
+    EXPECT("swiglu mode", hk_swiglu(ctx, NULL, xv, xv, yv, 1, 16, 16, (hk_glu_mode)2), HK_ERROR_INVALID_ARGUMENT,
+           "mode=2 is not an hk_glu_mode");
+    /* counts past 32 bits are refused before any byte count is formed from them */
+    EXPECT("swiglu outputs past 2^32", hk_swiglu(ctx, NULL, xv, xv, yv, 65536, 65536, 65536, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "span 4294967296 floats, more than 2^32 - 1 elements");
+    EXPECT("swiglu input span past 2^32", hk_swiglu(ctx, NULL, xv, xv, yv, 2, 1, UINT32_MAX, HK_GLU_GELU_TANH),
+           HK_ERROR_INVALID_ARGUMENT, "in_stride=4294967295 span 4294967296 floats");
+    /* fused [rows, 2n]: up is gate + n floats; gate and up overlap, which is fine, y may not */
+    EXPECT("swiglu fused up past the end", hk_swiglu(ctx, NULL, xv, (hk_view){x, 512}, yv, 2, 64, 128, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "up needs 768 bytes at offset 512, past the end of its 1024-byte buffer");
+    EXPECT("swiglu fused y on gate, 2 rows", hk_swiglu(ctx, NULL, yv, (hk_view){y, 32}, yv, 2, 8, 16, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps gate");
+    EXPECT("swiglu y overlaps up in part", hk_swiglu(ctx, NULL, xv, (hk_view){y, 4}, yv, 1, 16, 16, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps up");
+    EXPECT("swiglu y past the end", hk_swiglu(ctx, NULL, xv, xv, yv, 5, 16, 16, HK_GLU_SILU), HK_ERROR_INVALID_ARGUMENT,
+           "y needs 320 bytes at offset 0");
+
     /* MoE gather and router */
     hk_moe_shape shape = {4, 1, 256, 2, 0};
     hk_buffer *aligned = hk_test_buffer(ctx, 4096, NULL);

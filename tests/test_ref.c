@@ -1105,6 +1105,73 @@ static void test_rmsnorm(results *res)
     free(y);
 }
 
+/* hk_ref_add is the f32 arithmetic of its contract (each step rounded, no fma), checked against
+ * float operations forced through memory one at a time; hk_ref_glu against the same math written
+ * another way (silu(x) = x (1 + tanh(x / 2)) / 2, GELU's 1 + tanh(u) = 2 / (1 + e^(-2u))), on
+ * two layouts, with IEEE specials. */
+static void test_elementwise(results *res)
+{
+    enum { N = 4000 };
+    static const float alphas[] = {1.0f, -0.7f, 3.0f};
+    static float a[N], b[N], y[N], g[2 * N], sep_g[N], sep_u[N], y_sep[N], y_fused[N];
+    rng r = {777};
+    for (int i = 0; i < N; i++) {
+        a[i] = rng_range(&r, -4.0f, 4.0f);
+        b[i] = rng_range(&r, -4.0f, 4.0f) * (i % 3 ? 1.0f : 1e-4f);
+    }
+    a[0] = NAN, b[1] = INFINITY, a[2] = -INFINITY, b[2] = INFINITY, a[3] = 2.5f, b[3] = -2.5f;
+    int bad_add = 0, fma_differs = 0;
+    for (size_t k = 0; k < sizeof alphas / sizeof alphas[0]; k++) {
+        memcpy(y, a, sizeof y);
+        hk_ref_add(y, b, y, N, alphas[k]); /* in place: y is a */
+        for (int i = 0; i < N; i++) {
+            volatile float p = alphas[k] * b[i];
+            volatile float want = a[i] + p;
+            float w = want;
+            bad_add += isnan(w) ? !isnan(y[i]) : memcmp(&w, &y[i], 4) != 0;
+            fma_differs += isfinite(w) && fmaf(alphas[k], b[i], a[i]) != w;
+        }
+    }
+    check(res, bad_add == 0 && fma_differs > 0,
+          "hk_ref_add: f32 product then f32 sum, bit for bit, in place (%d differ; an fma would differ in %d)",
+          bad_add, fma_differs);
+
+    for (int i = 0; i < N; i++) {
+        sep_g[i] = g[(i / 100) * 200 + i % 100] = rng_range(&r, -8.0f, 8.0f);
+        sep_u[i] = g[(i / 100) * 200 + 100 + i % 100] = rng_range(&r, -2.0f, 2.0f);
+    }
+    const double pi = 3.14159265358979323846;
+    for (int gelu = 0; gelu <= 1; gelu++) {
+        hk_ref_glu(sep_g, sep_u, y_sep, N / 100, 100, 100, gelu);
+        hk_ref_glu(g, g + 100, y_fused, N / 100, 100, 200, gelu);
+        double err = 0.0, scale = 0.0;
+        for (int i = 0; i < N; i++) {
+            double x = sep_g[i], u = sqrt(2.0 / pi) * (x + 0.044715 * x * x * x);
+            double act = gelu ? x / (1.0 + exp(-2.0 * u)) : x * (1.0 + tanh(x / 2.0)) / 2.0;
+            double want = act * sep_u[i];
+            err = fmax(err, fabs(y_sep[i] - want));
+            scale = fmax(scale, fabs(want));
+        }
+        /* scale-relative: far out on the negative side the tanh form's 1 + tanh(u) is 0 in double
+         * where the other form keeps a value near 1e-21 */
+        check(res, err / scale <= 1e-7 && !memcmp(y_sep, y_fused, sizeof y_sep),
+              "hk_ref_glu %s vs the same math written another way: scale_rel %.2e (bound 1e-7: f32 rounding), "
+              "the fused layout gives the same values",
+              gelu ? "gelu" : "silu", err / scale);
+    }
+    static const float x[] = {NAN, INFINITY, -INFINITY, 0.0f, 1.0f, -1000.0f};
+    static const float up[] = {1.0f, 1.0f, 1.0f, INFINITY, NAN, 1.0f};
+    float out[6];
+    int bad_special = 0;
+    for (int gelu = 0; gelu <= 1; gelu++) {
+        hk_ref_glu(x, up, out, 1, 6, 6, gelu);
+        bad_special += !isnan(out[0]) + (out[1] != INFINITY) + !isnan(out[2]) + !isnan(out[3]) + !isnan(out[4]) +
+                       (out[5] != 0.0f || !signbit(out[5]));
+    }
+    check(res, bad_special == 0, "hk_ref_glu: NaN in, NaN out; act(inf) = inf, act(-inf) = NaN, 0 * inf = NaN, "
+          "act(-1000) = -0 (%d wrong)", bad_special);
+}
+
 static void test_row_bytes(results *res)
 {
     static const struct {
@@ -1148,6 +1215,7 @@ int main(void)
     test_q8_1_limits(&res);
     test_gemv(&res);
     test_rmsnorm(&res);
+    test_elementwise(&res);
     test_row_bytes(&res);
     printf("%d passed, %d failed\n", res.passed, res.failed);
     return res.failed == 0 ? 0 : 1;

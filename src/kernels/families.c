@@ -10,6 +10,7 @@ extern const hk__family hk__family_matvec, hk__family_matvec_int8, hk__family_ma
     hk__family_moe_matvec, hk__family_moe_matvec_int8, hk__family_moe_route, hk__family_gemv_f32,
     hk__family_rmsnorm, hk__family_quantize_q8_1, hk__family_copy, hk__family_sdpa, hk__family_rope,
     hk__family_mmq, hk__family_moe_expert_rows, hk__family_mmq_id, hk__family_gemm_f16;
+extern const hk__family hk__family_add, hk__family_swiglu;
 
 /* In the order hk_context_prepare builds them (hkernel.h lists the names). */
 const hk__family *const hk__families[] = {
@@ -18,7 +19,9 @@ const hk__family *const hk__families[] = {
     &hk__family_gemv_f32,      &hk__family_rmsnorm,         &hk__family_quantize_q8_1,
     &hk__family_copy,          &hk__family_sdpa,            &hk__family_rope,
     &hk__family_mmq,           &hk__family_moe_expert_rows, &hk__family_mmq_id,
-    &hk__family_gemm_f16,      NULL,
+    &hk__family_gemm_f16,
+    &hk__family_add,           &hk__family_swiglu,
+    NULL,
 };
 
 uint32_t hk__types_of(uint32_t role, hk_type out[8])

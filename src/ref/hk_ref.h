@@ -126,6 +126,13 @@ void hk_ref_moe_route(const float *logits, size_t tokens, size_t n_experts, size
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */
 void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, size_t n, float eps);
+/* y[i] = a[i] + alpha * b[i] as two f32 operations, each rounded to nearest even: p = alpha * b[i]
+ * rounded to f32, then a[i] + p rounded to f32 (no fma). IEEE for NaN and inf. y may be a or b. */
+void hk_ref_add(const float *a, const float *b, float *y, size_t n, float alpha);
+/* y[r*n + i] = act(gate[r*in_stride + i]) * up[r*in_stride + i] in double, rounded to f32 once:
+ * act(x) = x / (1 + exp(-x)) (gelu 0), 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gelu 1).
+ * y may be gate where in_stride is n. */
+void hk_ref_glu(const float *gate, const float *up, float *y, size_t rows, size_t n, size_t in_stride, int gelu);
 
 /* Scaled dot-product attention, two-pass softmax in double: q [n_q, n_heads, head_dim], k and v
  * packed [n_kv_heads, seq_k, head_dim], out [n_q, n_heads, head_dim]; query head h reads kv head
@@ -152,6 +159,9 @@ void hk_ref_rope(float *x, const uint32_t *positions, size_t n_tokens, size_t n_
  * of the sum stays near 1e-6 of the output scale at the shapes of the tests); anything that is not
  * that contraction (a trusted s, a wrong scale) lands far above it */
 #define HK_GATE_EXACT 1e-5
+/* hk_swiglu against hk_ref_glu: f32 exp, one division and two products (a few units in the last
+ * place of the largest outputs); a wrong constant or a lost term lands far above it */
+#define HK_GATE_GLU 1e-6
 
 /* ---- test data ------------------------------------------------------------------------------ */
 typedef struct hk_rng {

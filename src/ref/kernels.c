@@ -93,6 +93,30 @@ void hk_ref_rmsnorm(const float *x, const float *weight, float *y, size_t rows, 
     }
 }
 
+/* In double, each step rounded to f32 as the contract says: the product of two floats is exact in
+ * double, and a double sum of two floats rounded to f32 is their correctly rounded f32 sum (53 >=
+ * 2 * 24 + 2 bits: rounding twice is harmless), so this is the f32 arithmetic without relying on
+ * the compiler's contraction or evaluation settings. */
+void hk_ref_add(const float *a, const float *b, float *y, size_t n, float alpha)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float p = (float)((double)alpha * (double)b[i]);
+        y[i] = (float)((double)a[i] + (double)p);
+    }
+}
+
+void hk_ref_glu(const float *gate, const float *up, float *y, size_t rows, size_t n, size_t in_stride, int gelu)
+{
+    const double pi = 3.14159265358979323846;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < n; i++) {
+            const double x = gate[r * in_stride + i], u = up[r * in_stride + i];
+            const double act = gelu ? 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)))
+                                    : x / (1.0 + exp(-x));
+            y[r * n + i] = (float)(act * u);
+        }
+}
+
 /* The plain math, in double: nothing of the Q8_1 block but d and q is read (its s is another
  * producer's rounding of d*sum(q), and may be wrong or overflowed). */
 void hk_ref_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, float *y, size_t rows, size_t k)
