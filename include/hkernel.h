@@ -707,7 +707,9 @@ HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, 
                              uint32_t rows, uint32_t k);
 
 /* RMSNorm over rows of n: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * weight[i]. eps > 0
- * and finite; 1 <= n <= 1048576; y may equal x (in place). */
+ * and finite; 1 <= n <= 1048576; y may equal x (in place). Qwen3's per-head q/k norm is this call
+ * with rows = heads (times tokens: the projection's [tokens, heads, head_dim] as it is) and
+ * n = head_dim, weight the head_dim values of q_norm (k_norm), in place on the projection. */
 HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
                             uint32_t rows, uint32_t n, float eps);
 

@@ -553,9 +553,14 @@ static hk_status record_rmsnorm(const hk_case_run *run, hk_stream *s, const hk_v
 static const hk_case_shape rmsnorm_tests[] = {
     {F32, {1, 1}, 0, 0},    {F32, {3, 100}, 0, 0}, {F32, {4, 2048}, 0, 0},
     {F32, {5, 2048}, 1, 0}, {F32, {70000, 4}, 0, 0}, /* more rows than one dispatch dimension holds */
+    /* Qwen3's per-head q and k norm of one token: rows = heads (32 q, 8 kv), n = head_dim, in place */
+    {F32, {32, 128}, 1, 0}, {F32, {8, 128}, 1, 0},
 };
-static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}};
-static const hk_case_shape rmsnorm_full[] = {{F32, {1, 2048}, 0, 0}, {F32, {1, 4096}, 0, 0}, {F32, {512, 4096}, 0, 0}};
+static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}, {F32, {32, 128}, 1, 0}};
+/* ... and the q/k norm of Qwen3-8B for a decode token and a 512-token chunk (rows = tokens x heads) */
+static const hk_case_shape rmsnorm_full[] = {{F32, {1, 2048}, 0, 0},   {F32, {1, 4096}, 0, 0},
+                                             {F32, {512, 4096}, 0, 0}, {F32, {32, 128}, 1, 0},
+                                             {F32, {8, 128}, 1, 0},    {F32, {512 * 32, 128}, 1, 0}};
 
 const hk_case hk_case_rmsnorm = {
     .name = "rmsnorm",
