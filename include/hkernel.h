@@ -355,7 +355,8 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
  * hk_moe_route, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq,
- * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu; a name that is none of them is
+ * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu, hk_argmax,
+ * hk_softmax; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
  * pipelines also land in the pipeline cache, so the next process on this device builds them
@@ -580,6 +581,7 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
                                                      * hk_matvec_int8_tokens with tokens > 1 */
 #define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32 */
 #define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
+#define HK_ROWWISE_MAX_N 2097152u          /* n of hk_argmax, hk_softmax */
 /* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
 #define HK_PIPELINE_CACHE_MAX_BYTES (256u << 20)
 /* The largest winner cache file (tune.tsv, hk_tune) read or written: some 25000 winners. */
@@ -700,6 +702,32 @@ HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_t
  * 32-wide subgroup), else HK_ERROR_UNSUPPORTED. */
 HK_API hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, hk_view ids, hk_view weights,
                               uint32_t tokens, uint32_t n_experts, uint32_t top_k, int renormalize);
+
+/* ---- row-wise kernels over logits (rows of n f32 values, row r at element r * n) ---------------
+ * One workgroup per row. 1 <= n <= 2097152 (HK_ROWWISE_MAX_N: about 8 vocabularies of 262144),
+ * rows >= 1, the rows' rows * n * 4 bytes within the device's binding range
+ * (caps.max_storage_buffer_range); x's and the output's offsets multiples of 4. */
+
+/* ids[r] = the index of the largest x[r, i], i < n: of several equal maxima the lowest index (+0 and
+ * -0 are equal), exactly, whatever the order the device reduces in. NaN is never chosen: a row of
+ * NaN only gives 0xFFFFFFFF. +inf beats every finite value; a row of -inf (and NaN) gives its first
+ * -inf. ids: u32 [rows], must not overlap x. For greedy decoding: the id stays on the device for the
+ * next step's embedding lookup. */
+HK_API hk_status hk_argmax(hk_context *context, hk_stream *stream, hk_view x, hk_view ids, uint32_t rows, uint32_t n);
+
+/* Row-wise softmax of x / temperature: y[r, i] = e_i / sum_j e_j with e_i = exp((x[r, i] - max_r) /
+ * temperature), max_r the row's maximum (computed as (x - max_r) * (1 / temperature) in f32, the sum
+ * in f32): no logit overflows, rows around +-80 or +-1e30 are as good as rows around 0. An x equal
+ * to max_r gives e = 1 exactly, which also settles infinite maxima as the limit of equal logits:
+ * a row with +inf gives its +inf entries equal shares (1 / their count) and every other entry 0; a
+ * row of -inf only is uniform (1 / n); -inf beside a number gives 0. A NaN anywhere in a row makes
+ * that whole row NaN. temperature > 0 and finite (temperature -> 0 tends to argmax, ties shared;
+ * a temperature so small that its reciprocal overflows gives exactly that). y f32 [rows, n]; y
+ * may be exactly x (in place), else must not overlap it. Accuracy: each row within 1e-5 of its
+ * largest value (scale-relative) of the softmax computed in double; the device's exp (Vulkan
+ * allows 3 + 2|a| ulp) and the f32 sum of n terms bound the error, not the logits' size. */
+HK_API hk_status hk_softmax(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t rows, uint32_t n,
+                            float temperature);
 
 /* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32,
  * 1 <= k <= 1048576. */

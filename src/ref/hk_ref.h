@@ -122,6 +122,17 @@ void hk_ref_moe_matvec_q8_1(int type, const void *w, const hk_block_q8_1 *x, int
  * 0) and their softmax weights, rescaled to sum 1 over the k if renormalize. */
 void hk_ref_moe_route(const float *logits, size_t tokens, size_t n_experts, size_t top_k, int renormalize,
                       uint32_t *ids, float *weights);
+/* Argmax of each row of n logits: ids[r] = the lowest index of the largest x[r, i]; NaN never
+ * chosen (0xFFFFFFFF for a row of NaN only). */
+void hk_ref_argmax(const float *x, uint32_t *ids, size_t rows, size_t n);
+/* Softmax of each row of n logits over temperature, in double: y[r, i] = exp((x[r, i] - m) / t) /
+ * sum_j exp((x[r, j] - m) / t), m the row's maximum; a row with a NaN is NaN; a row whose maximum
+ * is infinite shares 1 among its entries equal to it (the limit of equal logits), the others 0. */
+void hk_ref_softmax(const float *x, float *y, size_t rows, size_t n, float temperature);
+/* hk_softmax against hk_ref_softmax, per row: the device's exp (Vulkan allows 3 + 2|a| ulp) and
+ * the f32 sum of up to a vocabulary of terms, far above the ~1e-7 of f32 rounding alone, far below
+ * a lost term or a wrong maximum */
+#define HK_GATE_SOFTMAX 1e-5
 /* y[r] = sum_i W[r*k + i] * x[i] (f32). */
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */

@@ -202,3 +202,46 @@ void hk_ref_moe_route(const float *logits, size_t tokens, size_t n_experts, size
                 w[r] /= total;
     }
 }
+
+void hk_ref_argmax(const float *x, uint32_t *ids, size_t rows, size_t n)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        uint32_t best = UINT32_MAX;
+        for (size_t i = 0; i < n; i++)
+            if (!isnan(xr[i]) && (best == UINT32_MAX || xr[i] > xr[best])) /* ties keep the lower index */
+                best = (uint32_t)i;
+        ids[r] = best;
+    }
+}
+
+void hk_ref_softmax(const float *x, float *y, size_t rows, size_t n, float temperature)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        double m = -INFINITY;
+        int nan = 0;
+        for (size_t i = 0; i < n; i++) {
+            nan |= isnan(xr[i]);
+            if (xr[i] > m)
+                m = xr[i];
+        }
+        if (nan) {
+            for (size_t i = 0; i < n; i++)
+                yr[i] = NAN;
+        } else if (isinf(m)) {
+            size_t count = 0;
+            for (size_t i = 0; i < n; i++)
+                count += xr[i] == m;
+            for (size_t i = 0; i < n; i++)
+                yr[i] = xr[i] == m ? (float)(1.0 / (double)count) : 0.0f;
+        } else {
+            double sum = 0.0;
+            for (size_t i = 0; i < n; i++)
+                sum += exp(((double)xr[i] - m) / (double)temperature);
+            for (size_t i = 0; i < n; i++)
+                yr[i] = (float)(exp(((double)xr[i] - m) / (double)temperature) / sum);
+        }
+    }
+}
