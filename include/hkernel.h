@@ -354,9 +354,9 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
- * hk_moe_route, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq,
- * hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu, hk_argmax,
- * hk_softmax; a name that is none of them is
+ * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy,
+ * hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with
+ * hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
  * pipelines also land in the pipeline cache, so the next process on this device builds them
@@ -571,8 +571,8 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
  * have (also ones a compiler would unroll): lavapipe (Mesa's CPU driver) ends a shader's loops
  * after 65535 iterations in total per invocation and carries on with a wrong result. Each limit
  * is far past real models (largest k ~53248, hidden sizes <= 16384, vocabularies ~256k rows).
- * The other kernels (hk_quantize_q8_1, hk_moe_route, hk_copy, hk_add, hk_swiglu) loop a bounded
- * number of times whatever the shape. */
+ * The other kernels (hk_quantize_q8_1, hk_moe_route, hk_moe_combine, hk_get_rows, hk_copy, hk_add,
+ * hk_swiglu) loop a bounded number of times whatever the shape. */
 #define HK_MATVEC_MAX_K 98304u             /* k of hk_matvec*, hk_moe_matvec* */
 #define HK_MATVEC_MAX_ROWS 16777216u       /* rows of hk_matvec*; slots * n of hk_moe_matvec* */
 #define HK_MATVEC_MAX_K_ROW_BLOCKS 262144u /* ceil(rows / 32768) * k, the same rows */
@@ -728,6 +728,41 @@ HK_API hk_status hk_argmax(hk_context *context, hk_stream *stream, hk_view x, hk
  * allows 3 + 2|a| ulp) and the f32 sum of n terms bound the error, not the logits' size. */
 HK_API hk_status hk_softmax(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t rows, uint32_t n,
                             float temperature);
+
+/* MoE combine: y[t, :] = sum_j weights[t, j] * x[t * top_k + j, :] (+ residual[t, :] where residual
+ * is not {NULL, 0}) for t < tokens, j < top_k, rows of n f32. weights f32 [tokens, top_k]
+ * (hk_moe_route's), x f32 [tokens * top_k, n] (the out of hk_moe_matvec, hk_moe_matvec_int8 or
+ * hk_mmq_id: slot s = token * top_k + j), residual and y f32 [tokens, n]. In f32, in this order:
+ * the product of j = 0, then + the product of each next j, then + the residual, every product and
+ * sum rounded on its own (no FMA): bit-exact with that computation in C (hk_ref_moe_combine) on
+ * devices that round f32 arithmetic to nearest even and keep subnormals (every GPU we know; Vulkan
+ * leaves both to the driver). Every slot's row is read whatever its weight, and 0 x inf or NaN is
+ * NaN: rows no kernel wrote (hk_mmq_id leaves the rows of dropped ids as they were) must hold
+ * numbers; hk_moe_matvec* write zeros for ids out of range. y may be exactly residual (in place)
+ * and must overlap nothing else. 1 <= top_k <= 64, tokens >= 1, n >= 1, tokens * top_k * n <=
+ * 2^32 - 1 values; a shape or view outside these is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_moe_combine(hk_context *context, hk_stream *stream, hk_view x, hk_view weights, hk_view residual,
+                                hk_view y, uint32_t tokens, uint32_t top_k, uint32_t n);
+
+/* Embedding lookup (any engine's get_rows): y[i, :] = row ids[i] of W [rows, k], dequantized to
+ * f32, for i < n_ids. W is rows contiguous GGUF rows of k values of wtype: F32, F16, Q8_0, Q4_K or
+ * Q6_K, k a positive multiple of the type's block (1, 1, 32, 256, 256); ids u32 [n_ids], read on
+ * the device (the tokens of a step: one recorded stream serves every step); y f32 [n_ids, k]. An
+ * id >= rows (0xFFFFFFFF too) reads no weight and writes a row of zeros (+0.0); ids may repeat.
+ * Bit-exact with the reference dequantizers (hk_dequant_row_*, hk_f16_to_f32; hk_ref_get_rows),
+ * each value being a fixed f32 formula: F32 rows are copied bit for bit (NaN payloads included);
+ * F16 values are converted exactly, in integer arithmetic (subnormals, inf and NaN payloads kept,
+ * also on a device that flushes f16 subnormals); Q8_0's d*q and Q6_K's d*sc*(q-32) are exact
+ * products, so no rounding at all; Q4_K's (d*sc)*q - dmin*m has exact products and rounds once, in
+ * the subtraction: bit-exact on devices that round f32 to nearest even (every GPU we know). A NaN
+ * or inf block scale gives NaN or inf by IEEE arithmetic (a NaN's payload may differ). Views: w at
+ * hk_type_alignment(wtype) (2 for F16 and GGUF blocks, 4 for F32), ids and y at 4; y overlaps
+ * neither. n_ids >= 1, rows >= 1, n_ids * k <= 2^32 - 1 values; W, like every view, within
+ * caps.max_storage_buffer_range bytes (Llama-3-8B's 128256 x 4096 embedding: 558 MB in Q8_0,
+ * 2.1 GB in F32). Another wtype is HK_ERROR_UNSUPPORTED; a shape or view outside these,
+ * HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_get_rows(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view ids, hk_view y,
+                             uint32_t n_ids, uint32_t rows, uint32_t k);
 
 /* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32,
  * 1 <= k <= 1048576. */

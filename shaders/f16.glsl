@@ -31,4 +31,22 @@ uint hk_f16_bits(float f)
         h++;
     return sign | h;
 }
+
+// f16 bits (low 16 bits of h) -> the bits of the f32 of the same value, exactly as the C reference
+// hk_f16_to_f32 (src/ref/f16.c): subnormals kept (Vulkan lets unpackHalf2x16 flush them to zero),
+// a NaN's sign and payload kept. In integer arithmetic, so that no device can change a bit.
+uint hk_f16_to_f32_bits(uint h)
+{
+    uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0x1Fu)
+        return sign | 0x7F800000u | (m << 13);
+    if (e == 0u) {
+        if (m == 0u)
+            return sign;
+        int top = findMSB(m); // 0..9: the value m * 2^-24 is 1.f * 2^(top - 24)
+        return sign | (uint(top + 103) << 23) | ((m << uint(23 - top)) & 0x7FFFFFu);
+    }
+    return sign | ((e + 112u) << 23) | (m << 13);
+}
+float hk_half_exact(uint h) { return uintBitsToFloat(hk_f16_to_f32_bits(h)); }
 #endif

@@ -18,6 +18,9 @@ void hk_q4k_scale_min(uint b, uint j, out uint sc, out uint m)
     }
 }
 
+// HK_Q4_K_DECODE_ONLY: the layout and hk_q4k_scale_min only, for a kernel that dequantizes
+// values without an x (get_rows.comp)
+#ifndef HK_Q4_K_DECODE_ONLY
 float hk_unit_dot(uint row16, uint u, uint xi)
 {
     uint b = row16 + (u >> 3) * HK_Q4_K_U16;
@@ -186,3 +189,4 @@ void hk_item(uint it)
     }
 }
 #endif
+#endif // HK_Q4_K_DECODE_ONLY

@@ -414,6 +414,87 @@ static int test_no_driver(void)
     return hk_test_finish(NULL);
 }
 
+/* hk_get_rows and hk_moe_combine: every refusal, with its message, and nothing written. The
+ * weights buffer w holds 16 Q8_0 rows of k = 32 (576 bytes), x 256 floats, y 64. */
+static void test_gather(void)
+{
+    const uint32_t id_data[2] = {0, 15};
+    hk_buffer *idb = hk_test_buffer(ctx, sizeof id_data, id_data);
+    hk_view wv = {w, 0}, xv = {x, 0}, yv = {y, 0}, idv = {idb, 0}, none = {NULL, 0}, wts = {x, 512};
+    poison_y();
+    hk_check_status("valid get_rows", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 2, 16, 32), HK_OK, NULL);
+    EXPECT("get_rows null context", hk_get_rows(NULL, NULL, HK_TYPE_Q8_0, wv, idv, yv, 2, 16, 32),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("get_rows q8_1", hk_get_rows(ctx, NULL, HK_TYPE_Q8_1, wv, idv, yv, 2, 16, 32), HK_ERROR_UNSUPPORTED,
+           "wtype=q8_1 (4) is not a get_rows type (f32, f16, q8_0, q4_k, q6_k)");
+    EXPECT("get_rows unknown type", hk_get_rows(ctx, NULL, (hk_type)99, wv, idv, yv, 2, 16, 32), HK_ERROR_UNSUPPORTED,
+           "wtype=? (99)");
+    EXPECT("get_rows n_ids 0", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 0, 16, 32), HK_ERROR_INVALID_ARGUMENT,
+           "n_ids=0 and rows=16 must both be positive");
+    EXPECT("get_rows rows 0", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 2, 0, 32), HK_ERROR_INVALID_ARGUMENT,
+           "n_ids=2 and rows=0 must both be positive");
+    EXPECT("get_rows k off the block", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 2, 16, 48),
+           HK_ERROR_INVALID_ARGUMENT, "k=48 is not a positive multiple of 32 (q8_0 block)");
+    EXPECT("get_rows k 0", hk_get_rows(ctx, NULL, HK_TYPE_F16, wv, idv, yv, 2, 16, 0), HK_ERROR_INVALID_ARGUMENT,
+           "k=0 is not a positive multiple of 1 (f16 block)");
+    EXPECT("get_rows past 2^32 values", hk_get_rows(ctx, NULL, HK_TYPE_F32, wv, idv, yv, 65536, 1, 65536),
+           HK_ERROR_INVALID_ARGUMENT, "n_ids=65536 x k=65536 is more than 2^32 - 1 values");
+    EXPECT("get_rows weights past the end", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 2, 17, 32),
+           HK_ERROR_INVALID_ARGUMENT, "w needs 578 bytes at offset 0, past the end of its 576-byte buffer");
+    /* 2^31 rows of 2^33 bytes: 2^64 bytes, which wraps to 0 in 64 bits */
+    EXPECT("get_rows weights past 2^64 bytes", hk_get_rows(ctx, NULL, HK_TYPE_F32, wv, idv, yv, 1, 1u << 31, 1u << 31),
+           HK_ERROR_INVALID_ARGUMENT, "w needs 18446744073709551615 bytes");
+    EXPECT("get_rows f32 weights misaligned", hk_get_rows(ctx, NULL, HK_TYPE_F32, (hk_view){w, 2}, idv, yv, 2, 4, 32),
+           HK_ERROR_INVALID_ARGUMENT, "w.offset=2 is not a multiple of 4");
+    EXPECT("get_rows q8_0 weights misaligned", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, (hk_view){w, 1}, idv, yv, 2, 8, 32),
+           HK_ERROR_INVALID_ARGUMENT, "w.offset=1 is not a multiple of 2");
+    EXPECT("get_rows ids misaligned", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, (hk_view){x, 2}, yv, 2, 16, 32),
+           HK_ERROR_INVALID_ARGUMENT, "ids.offset=2 is not a multiple of 4");
+    EXPECT("get_rows ids past the end", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 3, 16, 32),
+           HK_ERROR_INVALID_ARGUMENT, "ids needs 12 bytes at offset 0, past the end of its 8-byte buffer");
+    EXPECT("get_rows output too small", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, (hk_view){small, 0}, 2, 16, 32),
+           HK_ERROR_INVALID_ARGUMENT, "y needs 256 bytes");
+    EXPECT("get_rows output on the weights", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, (hk_view){w, 0}, 2, 8, 32),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps w");
+
+    poison_y();
+    hk_check_status("valid moe_combine", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 2, 2, 16), HK_OK, NULL);
+    hk_check_status("valid moe_combine in place", hk_moe_combine(ctx, NULL, xv, wts, yv, yv, 2, 2, 16), HK_OK, NULL);
+    EXPECT("combine null context", hk_moe_combine(NULL, NULL, xv, wts, none, yv, 2, 2, 16), HK_ERROR_INVALID_ARGUMENT,
+           "context is NULL");
+    EXPECT("combine tokens 0", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 0, 2, 16), HK_ERROR_INVALID_ARGUMENT,
+           "tokens=0 and n=16 must both be positive");
+    EXPECT("combine n 0", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 2, 2, 0), HK_ERROR_INVALID_ARGUMENT,
+           "tokens=2 and n=0 must both be positive");
+    EXPECT("combine top_k 0", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 2, 0, 16), HK_ERROR_INVALID_ARGUMENT,
+           "top_k=0 must be in 1..64");
+    EXPECT("combine top_k 65", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 2, 65, 16), HK_ERROR_INVALID_ARGUMENT,
+           "top_k=65 must be in 1..64");
+    EXPECT("combine past 2^32 values", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 65536, 64, 1024),
+           HK_ERROR_INVALID_ARGUMENT, "tokens=65536 x top_k=64 x n=1024 is more than 2^32 - 1 values");
+    EXPECT("combine past 2^64 values", hk_moe_combine(ctx, NULL, xv, wts, none, yv, UINT32_MAX, 64, UINT32_MAX),
+           HK_ERROR_INVALID_ARGUMENT, "is more than 2^32 - 1 values");
+    EXPECT("combine residual null with offset", hk_moe_combine(ctx, NULL, xv, wts, (hk_view){NULL, 4}, yv, 2, 2, 16),
+           HK_ERROR_INVALID_ARGUMENT, "residual.buffer is NULL but its offset is 4");
+    EXPECT("combine x past the end", hk_moe_combine(ctx, NULL, xv, wts, none, yv, 2, 8, 32), HK_ERROR_INVALID_ARGUMENT,
+           "x needs 2048 bytes at offset 0, past the end of its 1024-byte buffer");
+    EXPECT("combine weights misaligned", hk_moe_combine(ctx, NULL, xv, (hk_view){x, 514}, none, yv, 2, 2, 16),
+           HK_ERROR_INVALID_ARGUMENT, "weights.offset=514 is not a multiple of 4");
+    EXPECT("combine residual too small", hk_moe_combine(ctx, NULL, xv, wts, (hk_view){small, 0}, yv, 2, 2, 16),
+           HK_ERROR_INVALID_ARGUMENT, "residual needs 128 bytes");
+    EXPECT("combine y partly on residual", hk_moe_combine(ctx, NULL, xv, wts, yv, (hk_view){y, 4}, 2, 2, 16),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps residual");
+    /* with top_k 1, x and y have the same bytes, and with top_k = n weights and y: in place is
+     * for the residual only */
+    EXPECT("combine y exactly x", hk_moe_combine(ctx, NULL, (hk_view){y, 0}, wts, none, yv, 2, 1, 16),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps x");
+    EXPECT("combine y exactly weights", hk_moe_combine(ctx, NULL, xv, (hk_view){y, 0}, none, yv, 2, 4, 4),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps weights");
+    EXPECT("combine in place on x", hk_moe_combine(ctx, NULL, (hk_view){y, 0}, wts, yv, yv, 2, 1, 16),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps x");
+    hk_buffer_destroy(idb);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -539,6 +620,7 @@ int main(int argc, char **argv)
     }
     EXPECT("route logits past the end", hk_moe_route(ctx, NULL, xv, ids, yv, 3, 128, 8, 0), HK_ERROR_INVALID_ARGUMENT,
            "logits needs 1536 bytes");
+    test_gather();
     EXPECT("int8 matvec q4_k misaligned", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, (hk_view){w, 2}, xv, yv, 1, 256),
            HK_ERROR_INVALID_ARGUMENT, "w.offset=2 is not a multiple of 16");
     /* views are untyped: a view too small for the tensor is caught, f32 where Q8_1 belongs is not */

@@ -12,7 +12,8 @@
  *     against the end of its buffer): hk_matvec against numpy's double matvec (f32 gate),
  *     hk_matvec_int8 on hk_quantize_q8_1(x) against the double contraction deq(W).deq(xq) from
  *     numpy's deq(W) and the Q8_1 blocks' d*q (1e-5; the Q8_1 s field is not used), hk_moe_matvec
- *     and hk_moe_matvec_int8 on the file's expert banks with the file's routing, hk_gemv_f32.
+ *     and hk_moe_matvec_int8 on the file's expert banks with the file's routing, hk_gemv_f32,
+ *     hk_get_rows of every weight, F16 and F32 tensor against numpy's dequantization, bit for bit.
  * usage: test_gguf MODEL.gguf EXPECTED.gguf */
 #include "gguf_reader.h"
 #include "hk_test.h"
@@ -720,6 +721,55 @@ static void test_gemv(const gguf_tensor *w)
     free(ref);
 }
 
+/* hk_get_rows on the file's bytes (in place, and a copy flush against its buffer's end at a 2-byte
+ * offset where the type allows one) against numpy's dequantization (an F32 tensor: its own
+ * bytes): rows last, first, one past the end (zeros), the last again and 0xFFFFFFFF (zeros). Bit
+ * for bit, except that a NaN need only stay a NaN of the same sign (numpy may quiet signalling
+ * NaNs: test_f16). */
+static void test_get_rows(const gguf_tensor *t, hk_type type)
+{
+    uint32_t k = (uint32_t)t->ne[0], rows = (uint32_t)(gguf_tensor_values(t) / t->ne[0]);
+    const uint32_t ids[5] = {rows - 1, 0, rows, rows - 1, 0xFFFFFFFFu};
+    float *src = type == HK_TYPE_F32 ? malloc(t->bytes) : expected_copy(t->name, "deq", 0, gguf_tensor_values(t));
+    if (!src)
+        return;
+    if (type == HK_TYPE_F32)
+        memcpy(src, gguf_tensor_data(&model, t), t->bytes);
+    float *want = calloc(5 * (size_t)k, sizeof *want);
+    for (int i = 0; i < 5; i++)
+        if (ids[i] < rows)
+            memcpy(want + (size_t)i * k, src + (size_t)ids[i] * k, (size_t)k * sizeof *want);
+    hk_buffer *idb = hk_test_buffer(ctx, sizeof ids, ids);
+    placement places[2] = {in_file(t), {NULL, {NULL, 0}, NULL}};
+    int n_places = hk_type_alignment(type) <= 2 ? 2 : 1; /* FLUSH_OFFSET is 2 mod 4 */
+    if (n_places == 2)
+        places[1] = flush_copy(t);
+    for (int p = 0; p < n_places; p++) {
+        char name[160];
+        snprintf(name, sizeof name, "hk_get_rows %s (%s) %u of %ux%u %s = numpy", t->name, hk_type_name(type), 5, rows,
+                 k, places[p].label);
+        hk_test_out y = hk_test_out_create(ctx, 5 * (size_t)k);
+        hk_status st =
+            hk_get_rows(ctx, NULL, type, places[p].view, (hk_view){idb, 0}, hk_test_out_view(&y), 5, rows, k);
+        const float *got = st == HK_OK ? hk_test_out_read(&y, name) : NULL;
+        if (st != HK_OK)
+            hk_check(0, name, "%s", hk_last_error());
+        if (got) {
+            uint64_t differ = 0;
+            for (size_t i = 0; i < 5 * (size_t)k; i++)
+                differ += isnan(got[i]) && isnan(want[i]) ? signbit(got[i]) != signbit(want[i])
+                                                          : memcmp(&got[i], &want[i], 4) != 0;
+            hk_check(differ == 0, name, "%llu of %zu values differ in their bits", (unsigned long long)differ,
+                     5 * (size_t)k);
+        }
+        hk_test_out_destroy(&y);
+    }
+    hk_buffer_destroy(places[1].own);
+    hk_buffer_destroy(idb);
+    free(want);
+    free(src);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -759,10 +809,13 @@ int main(int argc, char **argv)
         hk_type type;
         if (t->ggml_type == 1) {
             test_f16(t);
+            test_get_rows(t, HK_TYPE_F16);
         } else if (t->ggml_type == 0 && strcmp(t->name, "f32.router") == 0) {
             test_gemv(t);
+            test_get_rows(t, HK_TYPE_F32);
         } else if (is_weight_type(t->ggml_type, &type)) {
             test_dequant(t, type);
+            test_get_rows(t, type);
             char source[GGUF_MAX_NAME + 16];
             snprintf(source, sizeof source, "%s.source", t->name);
             if (gguf_find_tensor(&expected, source))

@@ -1200,6 +1200,61 @@ static void test_row_bytes(results *res)
           sizeof cases / sizeof cases[0], bad);
 }
 
+/* hk_ref_get_rows picks rows and writes zeros for ids past them; hk_ref_moe_combine is the f32
+ * operations in their documented order, with no FMA. */
+static void test_gather(results *res)
+{
+    /* three Q8_0 rows of 64: row r block b has d = 2^r / 8 (negative in block 1), q[i] = i - 16 */
+    hk_block_q8_0 w[3][2];
+    for (int r = 0; r < 3; r++)
+        for (int b = 0; b < 2; b++) {
+            w[r][b].d = (uint16_t)((b ? 0x8000 : 0) | (0x3000 + 0x400 * r));
+            for (int i = 0; i < 32; i++)
+                w[r][b].qs[i] = (int8_t)(i - 16);
+        }
+    const uint32_t ids[5] = {2, 3, 0, 2, 0xFFFFFFFFu};
+    float y[5 * 64];
+    hk_ref_get_rows(HK_REF_Q8_0, w, ids, y, 5, 3, 64);
+    int bad = 0;
+    for (int i = 0; i < 5; i++)
+        for (int v = 0; v < 64; v++) {
+            double want = ids[i] < 3 ? f16_value(w[ids[i]][v / 32].d) * (v % 32 - 16) : 0.0;
+            bad += f32_bits(y[i * 64 + v]) != f32_bits((float)want);
+        }
+    check(res, bad == 0, "get_rows q8_0: rows 2, 0, 2 by the formula, ids 3 and 0xFFFFFFFF +0 (%d wrong)", bad);
+    const uint32_t f32_rows[4] = {0x7FC0DEADu, 0x80000001u, 0x3F800000u, 0xFF800000u}; /* NaN payload, -subnormal */
+    const uint32_t f32_ids[3] = {1, 0, 2};
+    float fy[6];
+    hk_ref_get_rows(HK_REF_F32, f32_rows, f32_ids, fy, 3, 2, 2);
+    check(res, f32_bits(fy[0]) == f32_rows[2] && f32_bits(fy[1]) == f32_rows[3] && f32_bits(fy[2]) == f32_rows[0] &&
+                   f32_bits(fy[3]) == f32_rows[1] && f32_bits(fy[4]) == 0 && f32_bits(fy[5]) == 0,
+          "get_rows f32: bits copied (NaN payload, subnormal), id past the rows +0");
+
+    /* exact dyadic values: the sums are exact in any order */
+    const float x[2 * 2 * 3] = {1, 2, 3, 4, 5, 6, -0.5f, 0.25f, 8, 16, 32, 64}, wts[4] = {0.5f, 0.25f, 2, -1};
+    const float resid[6] = {100, 200, 300, 400, 500, 600};
+    const float want_no[6] = {1.5f, 2.25f, 3, -17, -31.5f, -48}, want_res[6] = {101.5f, 202.25f, 303, 383, 468.5f, 552};
+    float out[6], inplace[6];
+    hk_ref_moe_combine(x, wts, NULL, out, 2, 2, 3);
+    check(res, memcmp(out, want_no, sizeof out) == 0, "moe_combine without residual");
+    hk_ref_moe_combine(x, wts, resid, out, 2, 2, 3);
+    memcpy(inplace, resid, sizeof inplace);
+    hk_ref_moe_combine(x, wts, inplace, inplace, 2, 2, 3);
+    check(res, memcmp(out, want_res, sizeof out) == 0 && memcmp(inplace, want_res, sizeof out) == 0,
+          "moe_combine with a residual, and in place on it");
+    /* order: 2^24 + 1 + 1 is 2^24 from the left, 2^24 + 2 from the right; FMA: 1 * -(1 + 2^-22) +
+     * (1 + 2^-23)^2 is 0 with the product rounded, 2^-46 fused; a first product of -0 stays -0 */
+    const float ox[3] = {0x1p24f, 1, 1}, ow[3] = {1, 1, 1};
+    const float fx[2] = {-(1.0f + 0x1p-22f), 1.0f + 0x1p-23f}, fw[2] = {1, 1.0f + 0x1p-23f};
+    const float zx[1] = {-3}, zw[1] = {0};
+    float o, f, z;
+    hk_ref_moe_combine(ox, ow, NULL, &o, 1, 3, 1);
+    hk_ref_moe_combine(fx, fw, NULL, &f, 1, 2, 1);
+    hk_ref_moe_combine(zx, zw, NULL, &z, 1, 1, 1);
+    check(res, o == 0x1p24f && f32_bits(f) == 0 && f32_bits(z) == 0x80000000u,
+          "moe_combine: j ascending (%.9g), no FMA (%.3g), the first product is the start (%g)", o, f, z);
+}
+
 int main(void)
 {
     results res = {0, 0};
@@ -1217,6 +1272,7 @@ int main(void)
     test_rmsnorm(&res);
     test_elementwise(&res);
     test_row_bytes(&res);
+    test_gather(&res);
     printf("%d passed, %d failed\n", res.passed, res.failed);
     return res.failed == 0 ? 0 : 1;
 }

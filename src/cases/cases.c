@@ -330,6 +330,8 @@ extern const hk_case hk_case_mmq, hk_case_moe_expert_rows, hk_case_mmq_id, hk_ca
 extern const hk_case hk_case_add, hk_case_swiglu;
 /* logits (cases_rowwise.c) */
 extern const hk_case hk_case_argmax, hk_case_softmax;
+/* gathers (cases_gather.c) */
+extern const hk_case hk_case_get_rows, hk_case_moe_combine;
 
 const hk_case *const hk_cases[] = {
     &hk_case_matvec,    &hk_case_matvec_int8, &hk_case_matvec_int8_tokens, &hk_case_moe_matvec, &hk_case_moe_matvec_int8,
@@ -338,6 +340,7 @@ const hk_case *const hk_cases[] = {
     &hk_case_mmq,       &hk_case_moe_expert_rows, &hk_case_mmq_id, &hk_case_gemm_f16,
     &hk_case_add,       &hk_case_swiglu,
     &hk_case_argmax,    &hk_case_softmax,
+    &hk_case_get_rows,  &hk_case_moe_combine,
 };
 const size_t hk_case_count = sizeof hk_cases / sizeof hk_cases[0];
 

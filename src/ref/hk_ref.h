@@ -133,6 +133,17 @@ void hk_ref_softmax(const float *x, float *y, size_t rows, size_t n, float tempe
  * the f32 sum of up to a vocabulary of terms, far above the ~1e-7 of f32 rounding alone, far below
  * a lost term or a wrong maximum */
 #define HK_GATE_SOFTMAX 1e-5
+/* Embedding lookup: y[i*k .. +k] = row ids[i] of W (rows GGUF rows of k values of `type`: f32 copied
+ * bit for bit, f16 by hk_f16_to_f32, Q8_0, Q4_K, Q6_K by hk_dequant_row_*), i < n_ids; zeros for an
+ * id >= rows (or a type without rows). Dequantization is a fixed f32 formula per value, so this is
+ * exactly what hk_get_rows must give. */
+void hk_ref_get_rows(int type, const void *w, const uint32_t *ids, float *y, size_t n_ids, size_t rows, size_t k);
+/* MoE combine: y[t*n + i] = w[t,0]*x[s0, i] + w[t,1]*x[s0+1, i] + ... (+ residual[t*n + i] where
+ * residual is not NULL), s0 = t*top_k, x [tokens*top_k, n]: in f32, each product and each sum
+ * rounded in that order, with no FMA. The kernel is held to these bits, so unlike the other
+ * references this one is not in double. y may be residual (in place). */
+void hk_ref_moe_combine(const float *x, const float *weights, const float *residual, float *y, size_t tokens,
+                        size_t top_k, size_t n);
 /* y[r] = sum_i W[r*k + i] * x[i] (f32). */
 void hk_ref_gemv_f32(const float *w, const float *x, float *y, size_t rows, size_t k);
 /* y[r,i] = x[r,i] / sqrt(mean_i(x[r,:]^2) + eps) * weight[i]. */

@@ -1,6 +1,7 @@
 /* kernels.c — scalar reference kernels (see hk_ref.h): the plain math, each value dequantized as
  * the GGUF dequantizers do (f32), products and sums in double, the result rounded to f32 once.
- * No summation order of a kernel is shared: the gates measure the kernels' own rounding. */
+ * No summation order of a kernel is shared: the gates measure the kernels' own rounding (except
+ * hk_ref_moe_combine, whose f32 order is the kernel's contract). */
 #include "hk_ref.h"
 
 #include <math.h>
@@ -244,4 +245,51 @@ void hk_ref_softmax(const float *x, float *y, size_t rows, size_t n, float tempe
                 yr[i] = (float)(exp(((double)xr[i] - m) / (double)temperature) / sum);
         }
     }
+}
+
+void hk_ref_get_rows(int type, const void *w, const uint32_t *ids, float *y, size_t n_ids, size_t rows, size_t k)
+{
+    size_t row_bytes = hk_ref_row_bytes(type, k);
+    int known = type == HK_REF_F32 || type == HK_REF_F16 || type == HK_REF_Q8_0 || type == HK_REF_Q4_K ||
+                type == HK_REF_Q6_K;
+    for (size_t i = 0; i < n_ids; i++) {
+        float *out = y + i * k;
+        if (!known || !row_bytes || ids[i] >= rows) {
+            memset(out, 0, k * sizeof *out);
+            continue;
+        }
+        const unsigned char *row = (const unsigned char *)w + ids[i] * row_bytes;
+        if (type == HK_REF_F32) {
+            memcpy(out, row, k * sizeof *out);
+        } else if (type == HK_REF_F16) {
+            for (size_t j = 0; j < k; j++) {
+                uint16_t h;
+                memcpy(&h, row + 2 * j, 2);
+                out[j] = hk_f16_to_f32(h);
+            }
+        } else {
+            for (size_t b = 0, v = 0; v < k; b++)
+                v += dequant_block(type, row, b, out + v);
+        }
+    }
+}
+
+void hk_ref_moe_combine(const float *x, const float *weights, const float *residual, float *y, size_t tokens,
+                        size_t top_k, size_t n)
+{
+    for (size_t t = 0; t < tokens; t++)
+        for (size_t i = 0; i < n; i++) {
+            const float *w = weights + t * top_k, *xs = x + t * top_k * n + i;
+            /* one f32 operation per statement: ISO C contracts nothing into an FMA across them */
+            float acc = w[0] * xs[0];
+            for (size_t j = 1; j < top_k; j++) {
+                float p = w[j] * xs[j * n];
+                acc = acc + p;
+            }
+            if (residual) {
+                float r = residual[t * n + i];
+                acc = acc + r;
+            }
+            y[t * n + i] = acc;
+        }
 }
