@@ -604,11 +604,14 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
  */
 
 /* Dense quantized matvec: y[rows] = W[rows, k] . x[k]. W is rows contiguous GGUF rows of k values
- * of weight type wtype (Q8_0, Q4_K or Q6_K); x and y are f32. k must be a positive multiple of the
- * type's block (32 for Q8_0, 256 for Q4_K/Q6_K). A NaN or inf in x (or in W's scales) reaches y by
- * IEEE arithmetic: the rows that read it come out NaN or inf. Limits (all matvec functions):
- * k <= 98304, rows <= 16777216 and ceil(rows / 32768) * k <= 262144 (e.g. 262144 x 16384 is
- * accepted). */
+ * of weight type wtype (Q8_0, Q4_K, Q6_K, or F16: rows of k f16 values as GGUF stores them); x and
+ * y are f32. k must be a positive multiple of the type's block (32 for Q8_0, 256 for Q4_K/Q6_K, any
+ * k for F16). F16 rows are read 16 bytes at a time where k is a multiple of 8 and w.offset and
+ * x.offset are multiples of 16 (as GGUF files align tensors), else 2 bytes at a time, slower.
+ * A NaN or inf in x (or in W's scales or F16 values) reaches y by IEEE arithmetic: the rows that
+ * read it come out NaN or inf. The other matvec functions take the quantized types only.
+ * Limits (all matvec functions): k <= 98304, rows <= 16777216 and ceil(rows / 32768) * k <= 262144
+ * (e.g. 262144 x 16384 is accepted). */
 HK_API hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
                            hk_view y, uint32_t rows, uint32_t k);
 /* hk_matvec for one weight type. */
@@ -1074,8 +1077,8 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
  * full subgroups and the Vulkan memory model) the products run on the matrix units; elsewhere a
  * portable twin runs the same tiles with f32 FMAs (hk_gemm_f16_path says which). Against
  * the full-precision product the result differs by the f16 rounding of both operands (about 1e-3
- * of the output scale; the tests gate it at 5e-2). x values must lie within the f16 range
- * (|x| < 65504; larger ones become infinities). */
+ * of the output scale; the tests gate it at 5e-2; F16 weights are exact, so only x is rounded).
+ * x values must lie within the f16 range (|x| < 65504; larger ones become infinities). */
 /* Limits of hk_gemm_f16 (HK_ERROR_INVALID_ARGUMENT past them). The shader's loops do not depend on
  * m and n (one workgroup per output tile); a k longer than one dispatch's loop budget (with 32-wide
  * subgroups 43008 values on the 128 x 128 matrix-unit tiles, 59008 on the 64 x 64 ones, 8512 on the
@@ -1085,8 +1088,9 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
  * Tiles (specialization constants, picked by shape): coopmat 128 x 128 of 8 subgroups (2 x 4 warps
  * of 64 x 32) with 64-value k steps where the shape yields at least 100 of them, else 64 x 64 of 4;
  * portable 64 x 64 of 4 warps, 32-value steps. x is read 16 bytes at a time where x.offset is a
- * multiple of 16, Q4_K weights where w.offset is (4 bytes where it is a multiple of 4); each k
- * step's loads are issued before the previous step's multiplies. Tuning hooks: docs/tuning.md
+ * multiple of 16 (and k of 4), Q4_K weights where w.offset is (4 bytes where it is a multiple of
+ * 4), F16 weights likewise where the rows' 2k bytes also are; each k step's loads are issued before
+ * the previous step's multiplies. Tuning hooks: docs/tuning.md
  * (HK_GEMM_*); an autotuner winner for the shape class (hk_tune, HK_TUNE_GEMM_F16) takes
  * precedence over the tiles and HK_GEMM_TILE / HK_GEMM_PREFETCH (HK_GEMM_WIDE still applies). */
 #define HK_GEMM_MAX_M 16777216u
@@ -1094,10 +1098,11 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
 #define HK_GEMM_MAX_K 1048576u
 
 /* out[m, n] = x[m, k] . deq(W[n, k])^T: W is n contiguous GGUF rows of k values of wtype (Q8_0,
- * Q4_K or Q6_K) exactly as stored (2-byte aligned), x is f32 row-major [m, k] (4-byte aligned;
- * 16-byte aligned reads faster), out f32 row-major [m, n]. k is a positive multiple of the type's
- * block (32 for Q8_0, 256 for Q4_K/Q6_K). Products on f16 operands, accumulation in f32. Any
- * m and n (tails are guarded); limits above. Where k needs several dispatches (see the limits),
+ * Q4_K, Q6_K, or F16: rows of k f16 values, multiplied as they are) exactly as stored (2-byte
+ * aligned), x is f32 row-major [m, k] (4-byte aligned; 16-byte aligned reads faster), out f32
+ * row-major [m, n]. k is a positive multiple of the type's block (32 for Q8_0, 256 for Q4_K/Q6_K,
+ * any k for F16, whose last k step reads zeros past k). Products on f16 operands, accumulation in
+ * f32. Any m and n (tails are guarded); limits above. Where k needs several dispatches (see the limits),
  * out is read as well as written and a failure after the first of them leaves out partly written. */
 HK_API hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
                              hk_view out, uint32_t m, uint32_t n, uint32_t k);

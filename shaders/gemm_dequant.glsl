@@ -6,9 +6,10 @@
 //   gw_store()         registers -> the f16 tile (tiles[SB0 + r * SS + v/8] holds values v .. v+7
 //                      of row r), dequantized in f32 and rounded once to f16
 // Consecutive invocations take consecutive bytes of a row; rows past n stage zeros. GGUF blocks
-// are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K in 16-byte chunks as
-// the view's alignment allows (WLOAD). Needs w16/w32/w128, tiles, SB0, SS, BN, BK, WG, WLOAD, tid,
-// pc.k, pc.n, pc.view_offset[0].
+// are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K and F16 in 16-byte
+// chunks as the view's alignment allows (WLOAD). K_TAIL: the type takes any k (F16), so the last
+// k step may run past k, and stages zeros there (x_load too). Needs w16/w32/w128, tiles, SB0, SS,
+// BN, BK, WG, WLOAD, tid, pc.k, pc.n, pc.view_offset[0].
 #define HK_WIDE_WEIGHT_LOADS
 #include "gemm_q4k.glsl"
 
@@ -17,6 +18,12 @@ uvec4 pack8(vec4 lo, vec4 hi)
 {
     return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
+
+#if defined(HK_F16)
+const bool K_TAIL = true;
+#else
+const bool K_TAIL = false; // k is a multiple of BK: the host halves BK until it is
+#endif
 
 #if defined(HK_Q8_0)
 // Q8_0: block of 32 = f16 d, i8 qs[32] (17 u16); value i is d * qs[i]. A unit is 8 values: four
@@ -157,6 +164,50 @@ void gw_store()
         }
     }
 }
+#elif defined(HK_F16)
+// F16: rows of k f16 values (2k bytes), staged as they are. A unit is 8 values: one 16-byte
+// chunk, loaded as wide as WLOAD allows (the host folds the rows' 2k bytes into the alignment it
+// picks WLOAD by), or, where the row ends inside it, value by value, zeros past k.
+const uint GWU = (BN * (BK / 8u) + WG - 1u) / WG;
+uvec4 gq_raw[GWU];
+
+// the f16 bits at u16 index b16 if value kk of its row is below k, else 0 (an `if`: a load in a
+// conditional expression may be issued whatever the condition)
+uint gw_half(uint b16, uint kk)
+{
+    uint h = 0u;
+    if (kk < pc.k)
+        h = uint(w16[b16]);
+    return h;
+}
+
+void gw_load(uint col0, uint k0)
+{
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG, r = it / (BK / 8u), kk = k0 + 8u * (it % (BK / 8u));
+        uvec4 q = uvec4(0u);
+        if (it < BN * (BK / 8u) && col0 + r < pc.n && kk < pc.k) {
+            uint b = pc.view_offset[0] / 2u + (col0 + r) * pc.k + kk;
+            if (kk + 8u <= pc.k)
+                q = hk_w_ld16(b, WLOAD);
+            else
+                q = uvec4(gw_half(b, kk) | (gw_half(b + 1u, kk + 1u) << 16),
+                          gw_half(b + 2u, kk + 2u) | (gw_half(b + 3u, kk + 3u) << 16),
+                          gw_half(b + 4u, kk + 4u) | (gw_half(b + 5u, kk + 5u) << 16),
+                          gw_half(b + 6u, kk + 6u) | (gw_half(b + 7u, kk + 7u) << 16));
+        }
+        gq_raw[j] = q;
+    }
+}
+
+void gw_store()
+{
+    [[unroll]] for (uint j = 0; j < GWU; j++) {
+        uint it = tid + j * WG;
+        if (it < BN * (BK / 8u))
+            tiles[SB0 + (it / (BK / 8u)) * SS + it % (BK / 8u)] = gq_raw[j];
+    }
+}
 #else
-#error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"
+#error "define HK_Q8_0, HK_Q4_K, HK_Q6_K or HK_F16"
 #endif

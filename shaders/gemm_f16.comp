@@ -7,8 +7,8 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 // f16 GEMM for prefill: out[m, n] = x[m, k] . deq(W[n, k])^T, W GGUF rows (HK_Q8_0 / HK_Q4_K /
-// HK_Q6_K) as stored, x and out f32 row-major. Products on f16 operands (x and the dequantized
-// weights rounded to f16 in shared memory), sums in f32.
+// HK_Q6_K / HK_F16) as stored, x and out f32 row-major. Products on f16 operands (x and the
+// dequantized weights rounded to f16 in shared memory), sums in f32.
 //
 // A workgroup computes a BM x BN tile of out: WM x WN warps, each RM x RN tiles of 16x16 held
 // in registers across the whole k loop. Each k step of BK values stages x[BM rows, BK] and the
@@ -28,7 +28,8 @@
 // 256/LANES: the portable arm computes them, the coopmat arm reads them back from its stage.
 //
 // One dispatch covers k values k_begin .. k_end (the host splits a long k into passes so that
-// every loop stays bounded, src/kernels/gemm.c); passes after the first add to out.
+// every loop stays bounded, src/kernels/gemm.c); passes after the first add to out. Pass bounds
+// are multiples of BK but for the last k_end, k, which F16 leaves anywhere (K_TAIL).
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
@@ -63,7 +64,7 @@ HK_PUSH_BEGIN
     uint m;
     uint n;
     uint k;
-    uint k_begin;    // this pass's k values, multiples of BK
+    uint k_begin;    // this pass's k values, multiples of BK (the last k_end: k)
     uint k_end;
     uint accumulate; // 1: add to out (passes after the first)
     uint tiles_n;    // workgroups along n
@@ -86,6 +87,15 @@ const uint XU = BK / 4u;
 const uint XI = (BM * XU + WG - 1u) / WG;
 vec4 xr[XI];
 
+// x[xi] if value kk of its row is below k, else 0 (K_TAIL's last step; an `if`, as gw_half)
+float x_tail(uint xi, uint kk)
+{
+    float v = 0.0;
+    if (kk < pc.k)
+        v = x[xi];
+    return v;
+}
+
 void x_load(uint row0, uint k0)
 {
     const uint x0 = pc.view_offset[1] / 4u;
@@ -93,8 +103,11 @@ void x_load(uint row0, uint k0)
         uint it = tid + j * WG, r = it / XU, c = it % XU, row = row0 + r;
         vec4 v = vec4(0.0);
         if (it < BM * XU && row < pc.m) {
-            uint xi = x0 + row * pc.k + k0 + 4u * c;
-            if (pc.xv4 != 0u)
+            uint kk = k0 + 4u * c, xi = x0 + row * pc.k + kk;
+            if (K_TAIL && kk + 4u > pc.k)
+                v = vec4(x_tail(xi, kk), x_tail(xi + 1u, kk + 1u), x_tail(xi + 2u, kk + 2u),
+                         x_tail(xi + 3u, kk + 3u));
+            else if (pc.xv4 != 0u)
                 v = x4[xi / 4u];
             else
                 v = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);

@@ -5,13 +5,15 @@
 #endif
 #extension GL_EXT_control_flow_attributes : require
 // Dense quantized matvec y[rows] = W[rows, k] . x[k], W in GGUF blocks (HK_Q8_0 / HK_Q4_K /
-// HK_Q6_K), x and y f32. Layouts of the work, by define:
-//   default       one workgroup per row: invocations stride over the row's 32-value units, then
-//                 a subgroup + shared-memory reduction (portable: any subgroup size, 2-byte
-//                 aligned weights, 4-byte aligned x);
+// HK_Q6_K) or f16 rows (HK_F16: f32 x only, no HK_INT8 or HK_MOE), x and y f32. Layouts of the
+// work, by define:
+//   default       one workgroup per row: invocations stride over the row's units (32 values;
+//                 F16 8), then a subgroup + shared-memory reduction (portable: any subgroup
+//                 size, 2-byte aligned weights, 4-byte aligned x);
 //   HK_SUBGROUP_ROWS  each subgroup computes HK_NROWS rows, so every x value a lane loads serves
-//                 HK_NROWS rows; wide loads (16-byte aligned x, and Q4_K weights); a subgroup-only
-//                 reduction. Needs full subgroups (the host requires them at pipeline creation).
+//                 HK_NROWS rows; wide loads (16-byte aligned x, Q4_K and F16 weights); a
+//                 subgroup-only reduction. Needs full subgroups (the host requires them at
+//                 pipeline creation).
 //   HK_INT8       subgroup rows with x given as Q8_1 blocks (hk_quantize_q8_1): packed int8 dot
 //                 products of the weight quants with the activation quants (dot.glsl). HK_NTOK
 //                 tokens at once (x [tokens, k/32] blocks, y [tokens, rows]): each weight word
@@ -159,8 +161,10 @@ uvec4 hk_x16(uint t, uint blk, uint h)
 #include "q4_k.glsl"
 #elif defined(HK_Q6_K)
 #include "q6_k.glsl"
+#elif defined(HK_F16)
+#include "f16_weights.glsl"
 #else
-#error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"
+#error "define HK_Q8_0, HK_Q4_K, HK_Q6_K or HK_F16"
 #endif
 
 #if defined(HK_SUBGROUP_ROWS) || defined(HK_INT8)
@@ -356,7 +360,7 @@ void main()
         return;
     x_base = pc.view_offset[1] / 4u;
     uint row16 = pc.view_offset[0] / 2u + row * hk_row_u16(pc.k);
-    uint units = pc.k / HK_UNIT_VALUES;
+    uint units = (pc.k + HK_UNIT_VALUES - 1u) / HK_UNIT_VALUES; // an F16 row may end inside one
     float acc = 0.0;
     for (uint u = gl_LocalInvocationID.x; u < units; u += WG)
         acc += hk_unit_dot(row16, u, u * HK_UNIT_VALUES);

@@ -523,8 +523,24 @@ int main(int argc, char **argv)
     EXPECT("k zero", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, rows, 0), HK_ERROR_INVALID_ARGUMENT, "k=0");
     EXPECT("rows zero", hk_matvec_q6k(ctx, NULL, wv, xv, yv, 0, k), HK_ERROR_INVALID_ARGUMENT, "rows is 0");
     EXPECT("unsupported type", hk_matvec(ctx, NULL, HK_TYPE_Q8_1, wv, xv, yv, rows, k), HK_ERROR_UNSUPPORTED,
-           "not a matvec weight type");
+           "hk_matvec: wtype=q8_1 (4) is not a matvec weight type (q8_0, q4_k, q6_k, f16)");
     EXPECT("unknown type", hk_matvec(ctx, NULL, (hk_type)99, wv, xv, yv, rows, k), HK_ERROR_UNSUPPORTED, "wtype=?");
+    /* F16 rows: hk_matvec takes them at any k; the int8 and MoE kernels do not, and each refusal
+     * lists what that entry point takes (hk_matvec's: above) */
+    poison_y();
+    hk_check_status("valid f16 matvec, k odd", hk_matvec(ctx, NULL, HK_TYPE_F16, wv, xv, yv, rows, 13), HK_OK, NULL);
+    EXPECT("f16 k zero", hk_matvec(ctx, NULL, HK_TYPE_F16, wv, xv, yv, rows, 0), HK_ERROR_INVALID_ARGUMENT,
+           "k=0 is not a positive multiple of 1 (f16 block)");
+    EXPECT("f16 weights past the end", hk_matvec(ctx, NULL, HK_TYPE_F16, wv, xv, yv, 2, 145), HK_ERROR_INVALID_ARGUMENT,
+           "w needs 580 bytes at offset 0, past the end of its 576-byte buffer");
+    EXPECT("f16 weights misaligned", hk_matvec(ctx, NULL, HK_TYPE_F16, (hk_view){w, 1}, xv, yv, rows, 8),
+           HK_ERROR_INVALID_ARGUMENT, "w.offset=1 is not a multiple of 2");
+    EXPECT("f16 k past the limit", hk_matvec(ctx, NULL, HK_TYPE_F16, wv, xv, yv, 1, HK_MATVEC_MAX_K + 1),
+           HK_ERROR_INVALID_ARGUMENT, "k=98305 exceeds the limit");
+    EXPECT("int8 f16", hk_matvec_int8(ctx, NULL, HK_TYPE_F16, wv, xv, yv, rows, k), HK_ERROR_UNSUPPORTED,
+           "hk_matvec_int8: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
+    EXPECT("int8 tokens f16", hk_matvec_int8_tokens(ctx, NULL, HK_TYPE_F16, wv, xv, yv, rows, k, 2),
+           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_tokens: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
     EXPECT("weights past the end", hk_matvec_q4k(ctx, NULL, wv, xv, yv, rows + 1, k), HK_ERROR_INVALID_ARGUMENT,
            "w needs 720 bytes at offset 0, past the end of its 576-byte buffer");
     EXPECT("view offset past the end", hk_matvec_q4k(ctx, NULL, wv, (hk_view){x, 2048}, yv, rows, k),
@@ -606,6 +622,10 @@ int main(int argc, char **argv)
            HK_ERROR_INVALID_ARGUMENT, "ids needs 8 bytes at offset 4092");
     EXPECT("moe_int8 bad type", hk_moe_matvec_int8(ctx, NULL, HK_TYPE_F32, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
            "not a matvec weight type");
+    EXPECT("moe f16", hk_moe_matvec(ctx, NULL, HK_TYPE_F16, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
+           "hk_moe_matvec: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
+    EXPECT("moe_int8 f16", hk_moe_matvec_int8(ctx, NULL, HK_TYPE_F16, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
+           "hk_moe_matvec_int8: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
     EXPECT("route top_k 0", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 0, 0), HK_ERROR_INVALID_ARGUMENT, "top_k=0");
     EXPECT("route top_k > experts", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 9, 0), HK_ERROR_INVALID_ARGUMENT,
            "top_k=9 must be in 1..min(n_experts=8, 64)");

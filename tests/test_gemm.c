@@ -13,6 +13,7 @@
 #define Q8 HK_TYPE_Q8_0
 #define Q4 HK_TYPE_Q4_K
 #define Q6 HK_TYPE_Q6_K
+#define F16 HK_TYPE_F16
 
 /* ---- the tests ---------------------------------------------------------------------------------- */
 
@@ -20,8 +21,8 @@
  * block, another code path), and rounding the operands to f16 moves it by about f16 precision. */
 static void test_reference(void)
 {
-    static const hk_type types[] = {Q8, Q4, Q6};
-    for (int t = 0; t < 3; t++) {
+    static const hk_type types[] = {Q8, Q4, Q6, F16};
+    for (int t = 0; t < 4; t++) {
         const uint32_t m = 3, n = 5, k = 512;
         hk_rng rng = {91 + t};
         float x[3 * 512], ref[3 * 5], ref16[3 * 5], mv[5];
@@ -89,14 +90,15 @@ static void test_stream_chain(hk_context *ctx)
 }
 
 /* One GEMM against the references: full precision at HK_GATE_F16, the f16-rounded operands at
- * 1e-2 (as the table row). w at a 16-byte aligned offset or at 2 mod 4, x at 0 or 4 mod 16. */
+ * 1e-2 (as the table row). w at a 16-byte aligned offset or at 2 mod 4, x at 0 or 4 mod 16; raw
+ * weight blocks for odd seeds (never F16, whose raw bits hold infinities and NaNs). */
 static void check_gemm(hk_context *ctx, hk_type type, uint32_t m, uint32_t n, uint32_t k, int aligned, uint64_t seed,
                        const char *label)
 {
     hk_rng rng = {seed};
     uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * n, x_bytes = (uint64_t)m * k * 4;
     float *x = malloc(x_bytes), *ref = malloc((size_t)m * n * 4), *ref16 = malloc((size_t)m * n * 4);
-    uint8_t *w = hk_random_weights(&rng, (int)type, n, k, (int)(seed & 1));
+    uint8_t *w = hk_random_weights(&rng, (int)type, n, k, (int)(seed & 1) && type != F16);
     hk_rng_fill(&rng, x, (size_t)m * k, -1.0f, 1.0f);
     int ok = w && hk_ref_gemm((int)type, w, x, ref, m, n, k) && hk_ref_gemm_f16((int)type, w, x, ref16, m, n, k);
     uint64_t w_off = aligned ? 64 : 34, x_off = aligned ? 0 : 4;
@@ -140,10 +142,10 @@ static void set_env(const char *name, const char *value)
 }
 
 /* The tiling and staging variants (HK_GEMM_TILE, HK_GEMM_PREFETCH, HK_GEMM_WIDE) on a few shapes of
- * every type: k steps of 32 (one Q4_K nibble per chunk), 64, 128 and 256 values, other warp grids,
- * no prefetch, 16-bit weight loads. Tiles for the portable arm (32-wide warps, lavapipe's 32 KiB)
- * or the cooperative-matrix one (32-wide subgroups assumed; all within 48 KiB of shared memory, and a
- * tile a device cannot hold is skipped with a note). */
+ * every type (F16 at a k that ends inside a step): k steps of 32 (one Q4_K nibble per chunk), 64,
+ * 128 and 256 values, other warp grids, no prefetch, 16-bit weight loads. Tiles for the portable
+ * arm (32-wide warps, lavapipe's 32 KiB) or the cooperative-matrix one (32-wide subgroups assumed;
+ * all within 48 KiB of shared memory, and a tile a device cannot hold is skipped with a note). */
 static void test_variants(hk_context *ctx, int coopmat)
 {
     typedef struct variant {
@@ -169,6 +171,8 @@ static void test_variants(hk_context *ctx, int coopmat)
         check_gemm(ctx, types[v % 2 ? 2 : 0], 17, 140, 768, !(v & 1), ++seed, label);
         if (v == 0)
             check_gemm(ctx, Q8, 9, 33, 96, 1, ++seed, label); /* k steps halved to 32 */
+        /* F16 at a k no step divides: the last step (at 256, the only one) partial */
+        check_gemm(ctx, F16, 9, 33, 200, v & 1, ++seed, label);
     }
     set_env("HK_GEMM_TILE", NULL);
     set_env("HK_GEMM_PREFETCH", NULL);
@@ -212,10 +216,14 @@ static void test_errors(hk_context *ctx, hk_context *other)
     const hk_status INV = HK_ERROR_INVALID_ARGUMENT;
 
     expect("gemm null context", hk_gemm_f16(NULL, s, Q4, w, x, o, m, n, k), INV, "context is NULL");
-    static const hk_type bad_types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_1, (hk_type)99};
-    for (int i = 0; i < 4; i++)
+    static const hk_type bad_types[] = {HK_TYPE_F32, HK_TYPE_Q8_1, (hk_type)99};
+    for (int i = 0; i < 3; i++)
         expect("gemm unsupported wtype", hk_gemm_f16(ctx, s, bad_types[i], w, x, o, m, n, k), HK_ERROR_UNSUPPORTED,
-               "not a GEMM weight type");
+               "not a GEMM weight type (q8_0, q4_k, q6_k, f16)");
+    expect("gemm f16 k = 0", hk_gemm_f16(ctx, s, HK_TYPE_F16, w, x, o, m, n, 0), INV,
+           "k=0 is not a positive multiple of 1 (f16 block)");
+    expect("gemm f16 w past the end", hk_gemm_f16(ctx, s, HK_TYPE_F16, w, x, o, m, n, 73), INV,
+           "w needs 584 bytes at offset 0, past the end of its 576-byte buffer");
     expect("gemm m = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, 0, n, k), INV, "m=0 and n=4 must both be positive");
     expect("gemm n = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, m, 0, k), INV, "m=2 and n=0 must both be positive");
     expect("gemm k = 0", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, 0), INV, "k=0 is not a positive multiple of 256");

@@ -9,7 +9,8 @@
  *     quantizer writes gguf-py's bytes;
  *   - the GPU kernels on the tensor bytes exactly as they sit in the file (the data region uploaded
  *     as it is, views at the file's offsets; and one copy of each weight at a 2-byte offset flush
- *     against the end of its buffer): hk_matvec against numpy's double matvec (f32 gate),
+ *     against the end of its buffer): hk_matvec against numpy's double matvec (f32 gate; the
+ *     quantized weights and the F16 matrix),
  *     hk_matvec_int8 on hk_quantize_q8_1(x) against the double contraction deq(W).deq(xq) from
  *     numpy's deq(W) and the Q8_1 blocks' d*q (1e-5; the Q8_1 s field is not used), hk_moe_matvec
  *     and hk_moe_matvec_int8 on the file's expert banks with the file's routing, hk_gemv_f32,
@@ -384,8 +385,10 @@ static void test_f16(const gguf_tensor *t)
             differ += memcmp(&ours, &theirs[i], 4) != 0;
         }
     }
-    hk_check(differ == 0, "hk_f16_to_f32 = numpy on every f16", "%llu of %llu differ (NaN payloads differing: %llu)",
-             (unsigned long long)differ, (unsigned long long)n, (unsigned long long)nan_payload);
+    char label[128];
+    snprintf(label, sizeof label, "hk_f16_to_f32 = numpy on %s", t->name);
+    hk_check(differ == 0, label, "%llu of %llu differ (NaN payloads differing: %llu)", (unsigned long long)differ,
+             (unsigned long long)n, (unsigned long long)nan_payload);
     free(theirs);
 }
 
@@ -570,10 +573,12 @@ static void test_matvec(const gguf_tensor *w, hk_type type)
         placement flush = flush_copy(w);
         matvec_run(&c, in_file(w), 0);
         matvec_run(&c, flush, 0);
-        matvec_run(&c, in_file(w), 1);
-        if (type != HK_TYPE_Q4_K) {
+        /* no int8 kernel takes F16 rows (test_errors checks the refusal) */
+        if (type != HK_TYPE_F16)
+            matvec_run(&c, in_file(w), 1);
+        if (type != HK_TYPE_Q4_K && type != HK_TYPE_F16) {
             matvec_run(&c, flush, 1);
-        } else { /* the int8 Q4_K kernel asks 16-byte aligned weights, and says so */
+        } else if (type == HK_TYPE_Q4_K) { /* the int8 Q4_K kernel asks 16-byte aligned weights, and says so */
             hk_test_out y = hk_test_out_create(ctx, c.rows);
             hk_check_status("hk_matvec_int8 q4_k at a 2-byte offset is refused", matvec_record(&c, flush.view, hk_test_out_view(&y), 1),
                             HK_ERROR_INVALID_ARGUMENT, "is not a multiple of 16");
@@ -582,6 +587,20 @@ static void test_matvec(const gguf_tensor *w, hk_type type)
         hk_buffer_destroy(flush.own);
     }
     matvec_case_free(&c);
+}
+
+/* The matvec tests of a weight the expected file has a matvec for (1; else nothing, 0). */
+static int test_matvecs(const gguf_tensor *w, hk_type type)
+{
+    char mv[GGUF_MAX_NAME + 16];
+    snprintf(mv, sizeof mv, "%s.matvec", w->name);
+    if (!gguf_find_tensor(&expected, mv))
+        return 0;
+    const gguf_tensor *x = x_of(w->name);
+    if (x)
+        test_ref_matvec(w, type, x);
+    test_matvec(w, type);
+    return 1;
 }
 
 /* MoE: the file's expert bank [experts, n, k], the file's routing (ids with a repeat, one past the
@@ -803,13 +822,14 @@ int main(int argc, char **argv)
     /* the data region, uploaded as it is: every view below is at the tensor's own file offset */
     file_buffer = hk_test_buffer(ctx, model.data_end - model.data_start, model_bytes + model.data_start);
 
-    uint32_t weights = 0, banks = 0;
+    uint32_t weights = 0, banks = 0, f16_weights = 0;
     for (uint64_t i = 0; i < model.n_tensors; i++) {
         const gguf_tensor *t = &model.tensors[i];
         hk_type type;
         if (t->ggml_type == 1) {
             test_f16(t);
             test_get_rows(t, HK_TYPE_F16);
+            f16_weights += test_matvecs(t, HK_TYPE_F16);
         } else if (t->ggml_type == 0 && strcmp(t->name, "f32.router") == 0) {
             test_gemv(t);
             test_get_rows(t, HK_TYPE_F32);
@@ -824,19 +844,11 @@ int main(int argc, char **argv)
                 test_moe(t, type);
                 banks++;
             }
-            char mv[GGUF_MAX_NAME + 16];
-            snprintf(mv, sizeof mv, "%s.matvec", t->name);
-            if (gguf_find_tensor(&expected, mv)) {
-                const gguf_tensor *x = x_of(t->name);
-                if (x)
-                    test_ref_matvec(t, type, x);
-                test_matvec(t, type);
-                weights++;
-            }
+            weights += test_matvecs(t, type);
         }
     }
-    hk_check(weights >= 15 && banks == 3, "every weight tensor of the file tested", "%u matvec weights, %u expert banks",
-             weights, banks);
+    hk_check(weights >= 15 && banks == 3 && f16_weights == 1, "every weight tensor of the file tested",
+             "%u matvec weights, %u expert banks, %u F16 matrices", weights, banks, f16_weights);
     hk_buffer_destroy(file_buffer);
     gguf_free(&model);
     gguf_free(&expected);

@@ -841,6 +841,43 @@ static void test_matvec(results *res)
     }
 }
 
+/* F16 weight rows (hk_ref_matvec, hk_ref_gemm): any k, each value exact (subnormals kept), the
+ * double sum in index order rounded once; rows at an odd address (raw GGUF bytes); and the test
+ * data's F16 rows (hk_random_weights) finite. */
+static void test_f16_weights(results *res)
+{
+    /* 1, -2, 0.5, 2^-24 (the smallest subnormal), 65504; -0, 0.333251953125, 2^-14, -65504, 3 */
+    static const uint16_t h[2][5] = {{0x3C00, 0xC000, 0x3800, 0x0001, 0x7BFF},
+                                     {0x8000, 0x3555, 0x0400, 0xFBFF, 0x4200}};
+    const float x[5] = {0.25f, 1.0f, -3.0f, 1048576.0f, 0.125f};
+    const double want[2] = {0.25 - 2.0 - 1.5 + 0x1p-24 * 1048576.0 + 65504.0 * 0.125,
+                            0.333251953125 - 3.0 * 0x1p-14 - 65504.0 * 1048576.0 + 3.0 * 0.125};
+    unsigned char odd[1 + sizeof h];
+    memcpy(odd + 1, h, sizeof h);
+    float y[2] = {0}, out[2] = {0};
+    hk_ref_matvec(HK_REF_F16, odd + 1, x, y, 2, 5);
+    int gemm_ok = hk_ref_gemm(HK_REF_F16, odd + 1, x, out, 1, 2, 5);
+    check(res, f32_bits(y[0]) == f32_bits((float)want[0]) && f32_bits(y[1]) == f32_bits((float)want[1]),
+          "matvec f16 (k = 5, a subnormal, +-65504, at an odd address) = the double sum rounded once: %.9g %.9g",
+          y[0], y[1]);
+    check(res, gemm_ok && f32_bits(out[0]) == f32_bits(y[0]) && f32_bits(out[1]) == f32_bits(y[1]),
+          "gemm f16 = matvec f16, bit for bit: %.9g %.9g", out[0], out[1]);
+
+    hk_rng r = {77};
+    uint8_t *w = hk_random_weights(&r, HK_REF_F16, 3, 100, 0);
+    int finite = w != NULL, distinct = 0;
+    for (size_t i = 0; w && i < 300; i++) {
+        uint16_t v, first;
+        memcpy(&v, w + 2 * i, 2);
+        memcpy(&first, w, 2);
+        finite &= isfinite(hk_f16_to_f32(v)) != 0;
+        distinct += v != first;
+    }
+    check(res, finite && distinct > 200, "hk_random_weights f16 rows: finite values (%d of 299 differ from the first)",
+          distinct);
+    free(w);
+}
+
 /* ---- the int8 matvec reference: deq(W) . deq(xq), s never read ------------------------------------ */
 
 /* Weight value i of a block, from the GGUF formulas written out per value index (as in the hand
@@ -1266,6 +1303,7 @@ int main(void)
     test_roundtrip(&res);
     test_q8_1(&res);
     test_matvec(&res);
+    test_f16_weights(&res);
     test_int8_ref(&res);
     test_q8_1_limits(&res);
     test_gemv(&res);

@@ -5,12 +5,16 @@
  *  - Q8_0, Q4_K, Q6_K: hk_matvec (f32 x) against hk_ref_matvec at HK_GATE_F32, and
  *    hk_matvec_int8 (x as Q8_1 blocks, quantized on the host) against hk_ref_matvec_q8_1 at
  *    HK_GATE_EXACT: rows = ne[1] * ne[2] * ne[3] (an expert bank is one matrix), k = ne[0];
+ *  - F16 of two or more rows: hk_matvec (f32 x) against hk_ref_matvec at HK_GATE_F32, the same
+ *    rows and k (no int8 kernel takes F16);
  *  - F32 of two or more rows: hk_gemv_f32 against hk_ref_gemv_f32 at HK_GATE_F32;
  * every other tensor is listed as skipped, with its type and why. The references run on up to 256
- * rows spread over the tensor (first and last included); every output row is checked written and
- * finite. Each path is then timed as hk-check times kernels (tools/measure.h: the weights rotated
- * over copies past the last-level cache, many dispatches per submit, GPU timestamps), and reported
- * as GB/s on the bytes it must move, beside the copy bandwidth measured right after the tensor.
+ * rows spread over the tensor (first and last included); every output row is checked written, and
+ * finite where the reference is (where a weight's inf or NaN makes the reference inf or NaN, the
+ * output must not be finite either; the measure covers the finite rows). Each path is then timed
+ * as hk-check times kernels (tools/measure.h: the weights rotated over copies past the last-level
+ * cache, many dispatches per submit, GPU timestamps), and reported as GB/s on the bytes it must
+ * move, beside the copy bandwidth measured right after the tensor.
  * A tensor that one view cannot hold (caps.max_storage_buffer_range) or one call cannot take
  * (HK_MATVEC_MAX_*) runs in row slices, each checked and timed; the tensor's time is their sum.
  */
@@ -52,9 +56,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: hk-check --gguf MODEL.gguf [options]\n"
                "Multiplies every tensor of a GGUF model (v2 or v3) that a kernel takes, as stored in the file, by\n"
-               "seeded activations: hk_matvec and hk_matvec_int8 for q8_0, q4_k and q6_k, hk_gemv_f32 for f32\n"
-               "matrices; compares with the C references at the test gates and times each path cold. Tensors of\n"
-               "other types are listed as skipped. Exit 0: all within their gates; 1: some failed; 2: error.\n"
+               "seeded activations: hk_matvec and hk_matvec_int8 for q8_0, q4_k and q6_k, hk_matvec for f16 and\n"
+               "hk_gemv_f32 for f32 matrices; compares with the C references at the test gates and times each\n"
+               "path cold. Tensors of other types are listed as skipped. Exit 0: all within their gates; 1: some\n"
+               "failed; 2: error.\n"
                "Shapes print rows x k as hk-check tune and --shapes take them (GGUF lists k first): an expert\n"
                "bank experts x rows x k.\n"
                "  --gguf FILE      the model\n"
@@ -156,6 +161,7 @@ typedef struct tensor_job {
     const gguf_tensor *t;
     hk_type type;
     int gemv;           /* f32 weights: hk_gemv_f32 */
+    int int8;           /* the type has an int8 kernel (hk_matvec_int8): the quantized weights */
     uint32_t k;
     uint64_t rows, row_bytes;
     float *x;           /* [k] */
@@ -197,9 +203,10 @@ static uint32_t sample_rows(uint32_t rows, uint32_t *out)
     return n;
 }
 
-/* Runs one path on the slice now (poisoned y), checks every row written and finite-where-the-
- * reference-is, and the sampled rows against the reference. Returns the scale-relative error
- * (INFINITY on any failure, with why). */
+/* Runs one path on the slice now (poisoned y), checks every row written, the sampled rows finite
+ * where the reference is and not where it is not (IEEE from an inf or NaN weight), and the finite
+ * ones against the reference. Returns the scale-relative error (INFINITY on any failure, with
+ * why). */
 static double check_path(tensor_job *j, const uint8_t *w_host, int path, char *why, size_t why_size)
 {
     bench *b = j->b;
@@ -234,19 +241,26 @@ static double check_path(tensor_job *j, const uint8_t *w_host, int path, char *w
         snprintf(why, why_size, "%u of %u rows never written", unwritten, rows);
         goto done;
     }
-    uint32_t n = sample_rows(rows, pick);
+    uint32_t n = sample_rows(rows, pick), finite = 0, unmatched = 0;
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *row = w_host + (uint64_t)pick[i] * j->row_bytes;
         if (path == PATH_GEMV) {
-            hk_ref_gemv_f32((const float *)(const void *)row, j->x, &ref[i], 1, j->k);
+            hk_ref_gemv_f32((const float *)(const void *)row, j->x, &ref[finite], 1, j->k);
         } else if (path == PATH_INT8) {
-            hk_ref_matvec_q8_1((int)j->type, row, j->xq, &ref[i], 1, j->k);
+            hk_ref_matvec_q8_1((int)j->type, row, j->xq, &ref[finite], 1, j->k);
         } else {
-            hk_ref_matvec((int)j->type, row, j->x, &ref[i], 1, j->k);
+            hk_ref_matvec((int)j->type, row, j->x, &ref[finite], 1, j->k);
         }
-        got[i] = y[pick[i]];
+        if (isfinite(ref[finite]))
+            got[finite++] = y[pick[i]];
+        else
+            unmatched += isfinite(y[pick[i]]) != 0;
     }
-    err = hk_scale_rel(got, ref, n);
+    if (unmatched) {
+        snprintf(why, why_size, "%u of %u sampled rows finite where the reference is inf or NaN", unmatched, n);
+        goto done;
+    }
+    err = hk_scale_rel(got, ref, finite);
     if (!(err < INFINITY))
         snprintf(why, why_size, "non-finite outputs where the reference is finite");
 done:
@@ -276,11 +290,11 @@ static uint32_t max_slice_rows(const tensor_job *j)
     return (uint32_t)rows;
 }
 
-static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_type type, int gemv, const options *o,
-                         const float *x, const hk_block_q8_1 *xq, tensor_result *res)
+static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_type type, int gemv, int int8,
+                         const options *o, const float *x, const hk_block_q8_1 *xq, tensor_result *res)
 {
     int no_time = o->no_time;
-    tensor_job j = {.b = b, .f = f, .t = t, .type = type, .gemv = gemv, .k = (uint32_t)t->ne[0],
+    tensor_job j = {.b = b, .f = f, .t = t, .type = type, .gemv = gemv, .int8 = int8, .k = (uint32_t)t->ne[0],
                     .slice_bytes = o->slice_bytes};
     j.rows = gguf_tensor_values(t) / t->ne[0];
     j.row_bytes = t->bytes / j.rows;
@@ -311,9 +325,9 @@ static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_
     hk_status st = hk_buffer_create(b->ctx, (uint64_t)j.k * 4, &j.xbuf);
     if (st == HK_OK)
         st = hk_buffer_upload(j.xbuf, 0, x, (uint64_t)j.k * 4);
-    if (st == HK_OK && !gemv)
+    if (st == HK_OK && int8)
         st = hk_buffer_create(b->ctx, (uint64_t)j.k / 32 * sizeof(hk_block_q8_1), &j.xqbuf);
-    if (st == HK_OK && !gemv)
+    if (st == HK_OK && int8)
         st = hk_buffer_upload(j.xqbuf, 0, xq, (uint64_t)j.k / 32 * sizeof(hk_block_q8_1));
     if (st == HK_OK)
         st = hk_buffer_create(b->ctx, (uint64_t)slice_cap * 4, &j.ybuf);
@@ -323,7 +337,7 @@ static void check_tensor(bench *b, const gguf_file *f, const gguf_tensor *t, hk_
         goto done;
     }
     const uint8_t *w_file = gguf_tensor_data(f, t);
-    int paths = gemv ? 1 : 2;
+    int paths = int8 ? 2 : 1;
     for (uint64_t row0 = 0; row0 < j.rows && !res->failed; row0 += slice_cap) {
         j.slice_rows = (uint32_t)(j.rows - row0 < slice_cap ? j.rows - row0 : slice_cap);
         res->slices++;
@@ -366,25 +380,27 @@ done:
     hk_buffer_destroy(j.ybuf);
 }
 
-/* Why a tensor is not checked (NULL: it is), and which path takes it. */
-static const char *classify(const gguf_tensor *t, hk_type *type, int *gemv)
+/* Why a tensor is not checked (NULL: it is), and which paths take it: hk_gemv_f32 (gemv), or
+ * hk_matvec and, where int8, hk_matvec_int8. */
+static const char *classify(const gguf_tensor *t, hk_type *type, int *gemv, int *int8)
 {
-    *gemv = 0;
+    *gemv = *int8 = 0;
     if (gguf_tensor_values(t) == 0)
         return "empty";
     if (hk_type_from_ggml(t->ggml_type, type) != HK_OK)
         return "no kernel takes this type";
     uint64_t rows = gguf_tensor_values(t) / (t->ne[0] ? t->ne[0] : 1);
+    if ((*type == HK_TYPE_F32 || *type == HK_TYPE_F16) && rows < 2)
+        return "a vector (norm or bias): nothing to multiply";
     if (*type == HK_TYPE_F32) {
-        if (rows < 2)
-            return "a vector (norm or bias): nothing to multiply";
         if (t->ne[0] > HK_GEMV_MAX_K)
             return "k past HK_GEMV_MAX_K";
         *gemv = 1;
         return NULL;
     }
-    if (*type != HK_TYPE_Q8_0 && *type != HK_TYPE_Q4_K && *type != HK_TYPE_Q6_K)
+    if (*type != HK_TYPE_Q8_0 && *type != HK_TYPE_Q4_K && *type != HK_TYPE_Q6_K && *type != HK_TYPE_F16)
         return "no kernel multiplies weights of this type";
+    *int8 = *type != HK_TYPE_F16;
     if (t->ne[0] > HK_MATVEC_MAX_K)
         return "k past HK_MATVEC_MAX_K (98304)";
     return NULL;
@@ -434,8 +450,8 @@ int gguf_check_main(int argc, char **argv)
         char shape[96];
         shape_text(t, shape, sizeof shape);
         hk_type type;
-        int gemv;
-        const char *skip = classify(t, &type, &gemv);
+        int gemv, int8;
+        const char *skip = classify(t, &type, &gemv, &int8);
         if (skip) {
             printf("%-40s %-6s %-18s skipped: %s\n", t->name, gguf_type_name(t->ggml_type), shape, skip);
             skipped++;
@@ -449,10 +465,10 @@ int gguf_check_main(int argc, char **argv)
             exit(2);
         }
         hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
-        if (!gemv)
+        if (int8)
             hk_quant_row_q8_1(x, xq, k);
         tensor_result r = {0};
-        check_tensor(&b, &f, t, type, gemv, &o, x, xq, &r);
+        check_tensor(&b, &f, t, type, gemv, int8, &o, x, xq, &r);
         free(x);
         free(xq);
         checked++;

@@ -11,6 +11,7 @@
 #define Q4 HK_TYPE_Q4_K
 #define Q6 HK_TYPE_Q6_K
 #define F32 HK_TYPE_F32
+#define F16 HK_TYPE_F16
 
 /* Seeded activations in [-1, 1). */
 static float *activations(hk_rng *rng, size_t n)
@@ -30,7 +31,8 @@ static hk_block_q8_1 *quantized(const float *x, size_t n)
     return xq;
 }
 
-/* ---- quantized matvec: d = {rows, k}, variant 1 = raw random blocks ---- */
+/* ---- quantized matvec: d = {rows, k}, variant 1 = raw random blocks (never F16: its raw bits
+ * hold infinities and NaNs) ---- */
 
 static hk_status prepare_matvec_any(hk_case_run *run, uint64_t seed, int int8)
 {
@@ -109,30 +111,44 @@ static double compare_int8(const hk_case_run *run, char *detail, size_t size)
 
 static const hk_case_shape matvec_tests[] = {
     /* one row at the smallest k, a tail of rows, an odd number of blocks, a Qwen3-1.7B projection,
-     * more row groups than workgroups launched; raw blocks (every bit pattern) and real rows */
-    {Q4, {1, 256}, 1, 0},   {Q6, {1, 256}, 1, 0},   {Q8, {1, 32}, 1, 0},    {Q4, {7, 768}, 0, 0},
-    {Q6, {7, 768}, 0, 0},   {Q8, {7, 96}, 0, 0},    {Q4, {131, 1280}, 1, 0}, {Q6, {131, 1280}, 1, 0},
-    {Q8, {131, 160}, 1, 0}, {Q4, {17, 512}, 0, 0},  {Q6, {17, 512}, 1, 0},  {Q8, {17, 64}, 0, 0},
-    PER_TYPE(2048, 2048, 0), PER_TYPE(300, 6144, 1), {Q4, {40000, 256}, 0, 0}, {Q6, {40000, 256}, 1, 0},
-    {Q8, {40000, 32}, 0, 0},
+     * more row groups than workgroups launched; raw blocks (every bit pattern) and real rows; an
+     * F16 row ending inside a unit among the first (the GPU-assisted run takes those) */
+    {Q4, {1, 256}, 1, 0},    {Q6, {1, 256}, 1, 0},    {Q8, {1, 32}, 1, 0},      {F16, {7, 13}, 0, 0},
+    {Q4, {7, 768}, 0, 0},    {Q6, {7, 768}, 0, 0},    {Q8, {7, 96}, 0, 0},      {Q4, {131, 1280}, 1, 0},
+    {Q6, {131, 1280}, 1, 0}, {Q8, {131, 160}, 1, 0},  {Q4, {17, 512}, 0, 0},    {Q6, {17, 512}, 1, 0},
+    {Q8, {17, 64}, 0, 0},    PER_TYPE(2048, 2048, 0), PER_TYPE(300, 6144, 1),  {Q4, {40000, 256}, 0, 0},
+    {Q6, {40000, 256}, 1, 0}, {Q8, {40000, 32}, 0, 0},
+    /* F16 (f32 x only): k of one value, off 8 (the portable kernel, rows ending inside a unit),
+     * multiples of 8 (subgroup rows) at 1, 2 and 4 rows per subgroup, a real width */
+    {F16, {1, 1}, 0, 0},     {F16, {17, 100}, 0, 0},  {F16, {131, 8}, 0, 0},    {F16, {5, 40}, 0, 0},
+    {F16, {4100, 24}, 0, 0}, {F16, {300, 2048}, 0, 0}, {F16, {40000, 16}, 0, 0}, {F16, {40001, 3}, 0, 0},
 };
 static const hk_case_shape matvec_int8_tests[] = {
     {Q4, {1, 256}, 1, 0},   {Q6, {1, 256}, 1, 0},    {Q8, {1, 32}, 1, 0},    {Q4, {5, 768}, 0, 0},
     {Q6, {5, 768}, 0, 0},   {Q8, {5, 96}, 0, 0},     PER_TYPE(37, 256, 1),   PER_TYPE(2048, 2048, 0),
     PER_TYPE(100, 6144, 1), {Q4, {40001, 256}, 0, 0}, {Q6, {40001, 256}, 1, 0}, {Q8, {40001, 32}, 0, 0},
 };
-static const hk_case_shape matvec_quick[] = {PER_TYPE(2048, 2048, 1), PER_TYPE(512, 6144, 1)};
+#define MATVEC_QUICK PER_TYPE(2048, 2048, 1), PER_TYPE(512, 6144, 1)
+static const hk_case_shape matvec_quick[] = {MATVEC_QUICK, {F16, {2048, 2048}, 0, 0}, {F16, {512, 6144}, 0, 0}};
+static const hk_case_shape matvec_int8_quick[] = {MATVEC_QUICK};
 /* hk-bench/hk-check on GPUs: Llama-3-8B / Qwen3 projections and the 151936-row vocab head, with
  * llama.cpp-vk's time on the H200 where issue 3 gives it */
+#define MATVEC_FULL                                                                                                    \
+    {Q4, {4096, 4096}, 1, 0.0098},  {Q4, {14336, 4096}, 1, 0.141}, {Q4, {4096, 14336}, 1, 0},                          \
+    {Q4, {2048, 2048}, 1, 0},       {Q4, {6144, 2048}, 1, 0},      {Q4, {2048, 6144}, 1, 0},                           \
+    {Q4, {151936, 2048}, 1, 0.726}, {Q6, {4096, 4096}, 1, 0.034},  {Q6, {14336, 4096}, 1, 0},                          \
+    {Q6, {4096, 14336}, 1, 0},      {Q6, {2048, 2048}, 1, 0},      {Q6, {6144, 2048}, 1, 0},                           \
+    {Q6, {2048, 6144}, 1, 0},       {Q6, {151936, 2048}, 1, 0.601}, {Q8, {4096, 4096}, 1, 0.049},                      \
+    {Q8, {14336, 4096}, 1, 0},      {Q8, {4096, 14336}, 1, 0},     {Q8, {2048, 2048}, 1, 0},                           \
+    {Q8, {6144, 2048}, 1, 0},       {Q8, {2048, 6144}, 1, 0},      {Q8, {151936, 2048}, 1, 0.798}
 static const hk_case_shape matvec_full[] = {
-    {Q4, {4096, 4096}, 1, 0.0098},  {Q4, {14336, 4096}, 1, 0.141}, {Q4, {4096, 14336}, 1, 0},
-    {Q4, {2048, 2048}, 1, 0},       {Q4, {6144, 2048}, 1, 0},      {Q4, {2048, 6144}, 1, 0},
-    {Q4, {151936, 2048}, 1, 0.726}, {Q6, {4096, 4096}, 1, 0.034},  {Q6, {14336, 4096}, 1, 0},
-    {Q6, {4096, 14336}, 1, 0},      {Q6, {2048, 2048}, 1, 0},      {Q6, {6144, 2048}, 1, 0},
-    {Q6, {2048, 6144}, 1, 0},       {Q6, {151936, 2048}, 1, 0.601}, {Q8, {4096, 4096}, 1, 0.049},
-    {Q8, {14336, 4096}, 1, 0},      {Q8, {4096, 14336}, 1, 0},     {Q8, {2048, 2048}, 1, 0},
-    {Q8, {6144, 2048}, 1, 0},       {Q8, {2048, 6144}, 1, 0},      {Q8, {151936, 2048}, 1, 0.798},
+    MATVEC_FULL,
+    /* F16 weights (f32 x): the same projections, and an F16 output head */
+    {F16, {4096, 4096}, 0, 0},   {F16, {14336, 4096}, 0, 0}, {F16, {4096, 14336}, 0, 0},
+    {F16, {2048, 2048}, 0, 0},   {F16, {6144, 2048}, 0, 0},  {F16, {2048, 6144}, 0, 0},
+    {F16, {151936, 2048}, 0, 0},
 };
+static const hk_case_shape matvec_int8_full[] = {MATVEC_FULL};
 
 const hk_case hk_case_matvec = {
     .name = "matvec",
@@ -154,7 +170,7 @@ const hk_case hk_case_matvec_int8 = {
     .record = record_matvec_int8,
     .compare = compare_int8,
     .tune_family = tune_matvec_int8,
-    CASE_SHAPES(matvec_int8_tests, matvec_quick, matvec_full),
+    CASE_SHAPES(matvec_int8_tests, matvec_int8_quick, matvec_int8_full),
 };
 
 /* ---- few-token int8 matvec: d = {rows, k, tokens}, variant 1 = raw random blocks ---- */

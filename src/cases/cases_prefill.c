@@ -11,6 +11,7 @@
 #define Q4 HK_TYPE_Q4_K
 #define Q6 HK_TYPE_Q6_K
 #define F32 HK_TYPE_F32
+#define F16 HK_TYPE_F16
 
 /* Rows of the output the reference covers: all of them, or (big shapes in hk-check) a sample
  * spread over the rows, which the compare holds to the gate just the same. */
@@ -337,7 +338,8 @@ const hk_case hk_case_mmq_id = {
     CASE_SHAPES(mmq_id_tests, mmq_id_quick, mmq_id_full),
 };
 
-/* ---- hk_gemm_f16 (f32 x, f16 products): d = {m, n, k}, variant 1 = raw random weight blocks ---- */
+/* ---- hk_gemm_f16 (f32 x, f16 products): d = {m, n, k}, variant 1 = raw random weight blocks
+ * (never F16: its raw bits hold infinities and NaNs) ---- */
 
 /* hk-check on big shapes: the reference covers a few rows of x (all n outputs of each). */
 #define GEMM_SAMPLE_ROWS 4u
@@ -430,6 +432,7 @@ static const hk_case_shape gemm_tests[] = {
     /* one output; tails in m and n under one tile and across several; exact portable tiles; the
      * coopmat tile (128) plus one; k = 256, 512, 2048 */
     {Q4, {1, 1, 256}, 1, 0},
+    {F16, {33, 130, 77}, 0, 0}, /* F16 at k odd among the first (the GPU-assisted run's); more below */
     {Q4, {17, 7, 512}, 0, 0},
     {Q4, {100, 257, 2048}, 1, 0},
     {Q4, {64, 64, 256}, 0, 0},
@@ -444,9 +447,20 @@ static const hk_case_shape gemm_tests[] = {
     /* k over one dispatch's loop budget on both tilings (8512 portable, 59008 on the small coopmat
      * tile a 5 x 9 output takes): passes that add to out */
     {Q4, {5, 9, 59136}, 0, 0},
+    /* F16 (a copy into the tiles), any k: one value; a partial last k step with k off 8 (32-bit
+     * weight loads; k odd above: 16-bit loads, x value by value) and off 32 (16-byte loads); whole
+     * steps; the coopmat tile plus one; a last pass of one partial step (portable) */
+    {F16, {1, 1, 1}, 0, 0},
+    {F16, {17, 7, 100}, 0, 0},
+    {F16, {9, 40, 200}, 0, 0},
+    {F16, {100, 257, 2048}, 0, 0},
+    {F16, {129, 64, 256}, 0, 0},
+    {F16, {5, 9, 8520}, 0, 0},
 };
-static const hk_case_shape gemm_quick[] = {
-    {Q4, {64, 512, 2048}, 1, 0}, {Q6, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0}};
+static const hk_case_shape gemm_quick[] = {{Q4, {64, 512, 2048}, 1, 0},
+                                           {Q6, {64, 512, 2048}, 1, 0},
+                                           {Q8, {64, 512, 2048}, 1, 0},
+                                           {F16, {64, 512, 2048}, 0, 0}};
 /* ---- bench shapes (issue 8, prefill at 512 tokens): useful ops 2*m*n*k ----
  * Llama-3-8B q/o (4096x4096), gate/up (14336x4096) and down (4096x14336); Qwen3-1.7B's; the
  * other weight types at 4096x4096. */
@@ -454,6 +468,8 @@ static const hk_case_shape gemm_full[] = {
     {Q4, {512, 4096, 4096}, 1, 0},  {Q4, {512, 14336, 4096}, 1, 0}, {Q4, {512, 4096, 14336}, 1, 0},
     {Q4, {512, 2048, 2048}, 1, 0},  {Q4, {512, 6144, 2048}, 1, 0},  {Q4, {512, 2048, 6144}, 1, 0},
     {Q6, {512, 4096, 4096}, 1, 0},  {Q8, {512, 4096, 4096}, 1, 0},
+    {F16, {512, 4096, 4096}, 0, 0}, {F16, {512, 14336, 4096}, 0, 0}, {F16, {512, 4096, 14336}, 0, 0},
+    {F16, {512, 2048, 2048}, 0, 0},
 };
 
 const hk_case hk_case_gemm_f16 = {

@@ -1,5 +1,5 @@
 /* f16 GEMM for prefill (shaders/gemm_f16.comp): out[m, n] = x[m, k] . deq(W[n, k])^T with the
- * weights dequantized to f16 tiles in shared memory. Two arms with one tiling:
+ * weights dequantized to f16 tiles in shared memory (F16 weights copied). Two arms with one tiling:
  *  - cooperative matrix (VK_KHR_cooperative_matrix, f16 16x16x16 -> f32): a warp is a hardware
  *    subgroup, required full at the device's default size;
  *  - portable: the same tiles in f32 FMAs on the f16-rounded operands, a warp being 32
@@ -106,7 +106,7 @@ static int env_flag(const char *name, int fallback)
 }
 
 #if defined(HK_HAVE_SHADER_GEMM_F16_Q4_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_Q8_0_COOPMAT) &&                  \
-    defined(HK_HAVE_SHADER_GEMM_F16_Q6_K_COOPMAT)
+    defined(HK_HAVE_SHADER_GEMM_F16_Q6_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_F16_COOPMAT)
 #define GEMM_COOPMAT_BUILT 1
 #define GEMM_SHADERS(t) 1, HK_SHADER_GEMM_F16_##t, HK_SHADER_GEMM_F16_##t##_COOPMAT
 #else /* glslang without GL_KHR_cooperative_matrix: the portable arm everywhere */
@@ -114,17 +114,20 @@ static int env_flag(const char *name, int fallback)
 #define GEMM_SHADERS(t) 1, HK_SHADER_GEMM_F16_##t, HK_NO_SHADER
 #endif
 
-/* A weight type's shaders, and whether its weight loads widen with the view's alignment (WLOAD:
- * Q4_K super-blocks of 144 = 9 x 16 bytes are as aligned as the view) */
+/* A weight type's shaders, whether its weight loads widen with the alignment of the view and of
+ * its rows (WLOAD: Q4_K super-blocks of 144 = 9 x 16 bytes, F16 8-value units of 16 bytes), and
+ * whether the shader takes a partial last k step (k_tail: F16 takes any k; the others' k is a
+ * multiple of 32, and the step BK is halved until it divides k) */
 typedef struct gemm_type {
     int takes, portable, coopmat;
-    uint32_t wide_loads;
+    uint32_t wide_loads, k_tail;
 } gemm_type;
 
 static const gemm_type gemm_types[HK_REF_TYPES] = {
-    [HK_TYPE_Q8_0] = {GEMM_SHADERS(Q8_0), 0},
-    [HK_TYPE_Q4_K] = {GEMM_SHADERS(Q4_K), 1},
-    [HK_TYPE_Q6_K] = {GEMM_SHADERS(Q6_K), 0},
+    [HK_TYPE_Q8_0] = {GEMM_SHADERS(Q8_0), 0, 0},
+    [HK_TYPE_Q4_K] = {GEMM_SHADERS(Q4_K), 1, 0},
+    [HK_TYPE_Q6_K] = {GEMM_SHADERS(Q6_K), 0, 0},
+    [HK_TYPE_F16] = {GEMM_SHADERS(F16), 1, 1},
 };
 
 /* The coopmat arm runs where the library has it and the context may use cooperative matrices,
@@ -226,15 +229,15 @@ static gemm_plan plan_of_sched(const hk_context *context, const uint32_t *v)
     return p;
 }
 
-static int tile_feasible(const hk_context *context, uint32_t k, const uint32_t *v, uint32_t sig[8], char *why,
-                         size_t why_size)
+static int tile_feasible(const hk_context *context, hk_type wtype, uint32_t k, const uint32_t *v, uint32_t sig[8],
+                         char *why, size_t why_size)
 {
     if (v[GM_WM] * v[GM_WN] > 64) {
         snprintf(why, why_size, "invalid: %u warps (at most 64)", v[GM_WM] * v[GM_WN]);
         return 0;
     }
     gemm_plan p = plan_of_sched(context, v);
-    if (k % v[GM_BK]) {
+    if (k % v[GM_BK] && !gemm_types[wtype].k_tail) {
         snprintf(why, why_size, "a tile that does not divide: k=%u is not a multiple of bk=%u", k, v[GM_BK]);
         return 0;
     }
@@ -256,7 +259,7 @@ const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
 static hk_status check_shape(const char *fn, hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
 {
     if (!HK_TYPE_TAKES(gemm_types, wtype))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q6_k)",
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q6_k, f16)",
                         hk_type_name(wtype), (int)wtype);
     uint32_t block = hk_type_block_values(wtype);
     if (m == 0 || n == 0)
@@ -281,8 +284,9 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     if (st != HK_OK)
         return st;
     uint32_t block = hk_type_block_values(wtype);
+    uint64_t row_bytes = (uint64_t)(k / block) * hk_type_block_bytes(wtype);
     hk_binding b[3] = {
-        {w, (uint64_t)n * (k / block) * hk_type_block_bytes(wtype), 2, 0, 0},
+        {w, n * row_bytes, 2, 0, 0},
         {x, (uint64_t)m * k * 4, 4, 0, 0},
         {out, (uint64_t)m * n * 4, 4, 1, 0},
     };
@@ -299,7 +303,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     gemm_plan p;
     int prefetch;
     char why[160];
-    if (tuned && !tile_feasible(context, k, sched.v, (uint32_t[8]){0}, why, sizeof why)) {
+    if (tuned && !tile_feasible(context, wtype, k, sched.v, (uint32_t[8]){0}, why, sizeof why)) {
         if (source != HK_SCHED_TUNED)
             return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the schedule being tuned cannot run: %s", why);
         tuned = 0; /* a cached winner this shape cannot run (a hand-edited line): the default */
@@ -313,7 +317,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
         st = plan_override(context, fn, &p);
         if (st != HK_OK)
             return st;
-        while (k % p.t.bk) /* Q8_0 rows of an odd number of 32-blocks */
+        while (k % p.t.bk && !gemm_types[wtype].k_tail) /* Q8_0 rows of an odd number of 32-blocks */
             p.t.bk /= 2;
         prefetch = env_flag("HK_GEMM_PREFETCH", 1);
         const char *hooks[] = {"HK_GEMM_TILE", "HK_GEMM_PREFETCH", "HK_GEMM_WIDE"};
@@ -325,16 +329,17 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     uint32_t tiles_n = ceil_div(n, bn);
     uint32_t k_per_dispatch = steps_per_dispatch(&p) * p.t.bk;
     const gemm_type *gt = &gemm_types[wtype];
-    /* x is read 16 bytes per load when its offset keeps them 16-byte aligned (the descriptor
-     * base is aligned to a power of two, so offset % 16 == 0 suffices; k is a multiple of 32);
-     * the weights as wide as their view's alignment allows where the type's blocks keep it
-     * (gemm_types). x's width is a push constant (one pipeline for either alignment); the
-     * weights' a specialization constant, so that a pipeline holds only its own loads (as mmq's). */
+    /* x is read 16 bytes per load when its offset and its rows keep them 16-byte aligned (the
+     * descriptor base is aligned to a power of two, so offset % 16 == 0 suffices, with k a
+     * multiple of 4); the weights as wide as their view's and rows' alignment allows where the
+     * type's blocks keep it (gemm_types). x's width is a push constant (one pipeline for either
+     * alignment); the weights' a specialization constant, so that a pipeline holds only its own
+     * loads (as mmq's). */
     uint32_t wload = 0, xv4 = 0;
     if (env_flag("HK_GEMM_WIDE", 1)) {
-        xv4 = x.offset % 16 == 0;
+        xv4 = x.offset % 16 == 0 && k % 4 == 0;
         if (gt->wide_loads)
-            wload = hk__load_width(w.offset);
+            wload = hk__load_width(w.offset | row_bytes);
     }
     uint32_t flags = (prefetch ? FLAG_PREFETCH : 0) | (wload << FLAG_WLOAD_SHIFT);
     uint32_t spec[7] = {plan_wg(&p), p.t.wm, p.t.wn, p.t.rm, p.t.rn, p.t.bk, flags};
@@ -381,14 +386,15 @@ static hk_status shape_gemm(const hk_context *context, const hk_tune_desc *desc,
 static int feasible_gemm(const hk_context *context, const hk_tune_desc *desc, const uint32_t *v, uint32_t sig[8],
                          char *why, size_t why_size)
 {
-    return tile_feasible(context, desc->shape.gemm.k, v, sig, why, why_size);
+    return tile_feasible(context, desc->shape.gemm.wtype, desc->shape.gemm.k, v, sig, why, why_size);
 }
 
-/* raw random weight blocks: every bit pattern */
+/* raw random weight blocks: every bit pattern (but F16's, whose raw bits hold infinities and NaNs:
+ * rows of random values there) */
 static void case_gemm(const hk_tune_desc *desc, hk_case_shape *out)
 {
     const hk_tune_gemm_shape *s = &desc->shape.gemm;
-    *out = (hk_case_shape){s->wtype, {s->m, s->n, s->k}, 1, 0};
+    *out = (hk_case_shape){s->wtype, {s->m, s->n, s->k}, s->wtype != HK_TYPE_F16, 0};
 }
 
 extern const hk_case hk_case_gemm_f16; /* src/cases/cases_prefill.c */
@@ -410,20 +416,22 @@ static const hk__tunable tune_gemm_f16 = {HK_TUNE_GEMM_F16,
 
 /* ---- hk_context_prepare ---- */
 
-/* every weight type with x on 16 bytes and not, and Q4_K weights on 4 and 2 bytes: the narrower
- * loads are specializations of their own */
+/* every weight type the GEMM takes with x on 16 bytes and not, and the types with wide weight
+ * loads (Q4_K, F16) with weights on 4 and 2 bytes: the narrower loads are specializations of
+ * their own. k: a multiple of 32 (F16 rows of 16 bytes). */
 static hk_status prepare_gemm_f16(hk__prep *p)
 {
-    hk_type types[8];
-    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), out = hk__prep_view(p, 2);
-    for (uint32_t t = 0; t < n_types; t++)
+    for (int i = 0; i < HK_REF_TYPES; i++) {
+        hk_type t = (hk_type)i;
+        if (!HK_TYPE_TAKES(gemm_types, t))
+            continue;
+        uint32_t k = hk_type_block_values(t) < 32 ? 32 : hk_type_block_values(t);
         for (uint64_t skew = 0; skew <= 4; skew += 4)
-            HK_PREP_TRY(p, hk_gemm_f16(p->ctx, p->s, types[t], w, (hk_view){x.buffer, x.offset + skew}, out, 64, 64,
-                                       hk_type_block_values(types[t])));
-    for (uint64_t skew = 2; skew <= 4; skew += 2)
-        HK_PREP_TRY(p, hk_gemm_f16(p->ctx, p->s, HK_TYPE_Q4_K, (hk_view){w.buffer, w.offset + skew}, x, out, 64, 64,
-                                   256));
+            HK_PREP_TRY(p, hk_gemm_f16(p->ctx, p->s, t, w, (hk_view){x.buffer, x.offset + skew}, out, 64, 64, k));
+        for (uint64_t skew = 2; skew <= 4 && gemm_types[t].wide_loads; skew += 2)
+            HK_PREP_TRY(p, hk_gemm_f16(p->ctx, p->s, t, (hk_view){w.buffer, w.offset + skew}, x, out, 64, 64, k));
+    }
     return HK_OK;
 }
 

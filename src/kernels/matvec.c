@@ -1,7 +1,7 @@
-/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp), with x in f32 (hk_matvec)
- * or as Q8_1 blocks (hk_matvec_int8; hk_matvec_int8_tokens: up to 16 tokens per weight read, the
- * same shader with the token count a specialization constant, 1 for hk_matvec_int8). Layouts of
- * the work, picked per device and shape:
+/* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp), with x in f32 (hk_matvec,
+ * which also takes F16 rows) or as Q8_1 blocks (hk_matvec_int8; hk_matvec_int8_tokens: up to 16
+ * tokens per weight read, the same shader with the token count a specialization constant, 1 for
+ * hk_matvec_int8). Layouts of the work, picked per device and shape:
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
@@ -98,12 +98,13 @@ static void key_moe(char key[HK_TUNE_SHAPE_CHARS], hk_type wtype, const hk_moe_s
  * nothing were unrolled, on subgroups of 4 lanes (the worst case): a subgroup of the rows layout
  * loops over O = ceil(rows / (32768 * nrows)) row groups (32768 = MATVEC_MAX_GROUPS *
  * MATVEC_SUBGROUPS subgroups per dispatch); in each, per lane, over ceil(items / 4) items (items
- * = k / 16 for Q8_0, k / 64 for the K-quants) plus nrows * (1 + tokens) iterations to clear the
- * sums and as many to reduce them.
+ * = k / 16 for Q8_0, k / 64 for the K-quants, k / 8 for F16) plus nrows * (1 + tokens)
+ * iterations to clear the sums and as many to reduce them.
  *  - f32 x: an item costs up to 31 (Q8_0, nrows 4) or 151 (Q6_K, nrows 4) iterations of its
- *    inner loops. k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <= 2^18 keep
- *    every combination of type, nrows (the MoE may fall to 1) and rows under 63000 iterations
- *    (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000).
+ *    inner loops, an F16 item 1 + nrows. k <= 98304, rows <= 2^24 and ceil(rows / 32768) * k <=
+ *    2^18 keep every combination of type, nrows (the MoE may fall to 1) and rows under 63000
+ *    iterations (worst: nrows 1 near 2^24 rows; k = 98304 with nrows 4: 58000; F16 under 19000,
+ *    nrows 1 at 2^24 rows).
  *  - int8 (hk_matvec_int8, the MoE, hk_matvec_int8_tokens): the item code is straight-line but
  *    for its loops over rows and tokens, and the staging's over chunks, tokens and words.
  *    int8_loop_count counts a call (every step as if all of its items were in range) on the
@@ -141,16 +142,21 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 #endif
 #define ROW_SHADERS(p, t) {HK_SHADER_##p##_##t##_ROWS, DOT(p, t), HK_SHADER_##p##_##t##_INT8S}
 #define MATVEC_SHADERS(t) 1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t
+/* hk_matvec only (f32 x): no int8 or MoE variants */
+#define MATVEC_F32_SHADERS(t)                                                                                          \
+    1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
+        HK_SHADER_MATVEC_##t
 
 /* A weight type's shaders and what the schedules and the loop count need of it. */
 typedef struct matvec_type {
     int takes;
-    int rows[2][3];         /* subgroup rows layout [moe][mode]; rows per subgroup is specialization constant 1 */
+    int rows[2][3];         /* subgroup rows layout [moe][mode] (HK_NO_SHADER: that entry point refuses the type);
+                             * rows per subgroup is specialization constant 1 */
     int portable;           /* the portable kernel (f32 x) */
-    uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64 */
+    uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
-    uint32_t rows_align;    /* the weight view's alignment on the rows layout: Q4_K loads 16 bytes at a time */
+    uint32_t rows_align;    /* the weight rows' alignment on the rows layout: Q4_K and F16 load 16 bytes at a time */
     uint32_t many_nrows;    /* int8 rows per subgroup from MATVEC_MANY_ROWS */
     uint32_t tokens_items;  /* hk_matvec_int8_tokens' items per step */
     uint32_t resident_wgs;  /* hk_matvec_int8_tokens' workgroup cap with x resident */
@@ -163,7 +169,33 @@ static const matvec_type matvec_types[HK_REF_TYPES] = {
                       .tokens_items = 2, .resident_wgs = 128},
     [HK_TYPE_Q6_K] = {MATVEC_SHADERS(Q6_K), .item = 64, .x_sums = 1, .rows_align = 2, .many_nrows = 4,
                       .tokens_items = 2, .resident_wgs = 128},
+    [HK_TYPE_F16] = {MATVEC_F32_SHADERS(F16), .item = 8, .rows_align = 16},
 };
+
+/* Whether the entry point (int8: x as Q8_1 blocks; moe: the expert gather) takes the weight type. */
+static int matvec_takes(hk_type wtype, int int8, int moe)
+{
+    return HK_TYPE_TAKES(matvec_types, wtype) &&
+           matvec_types[wtype].rows[moe][int8 ? MODE_INT8_SCALAR : MODE_F32] != HK_NO_SHADER;
+}
+
+/* The types the entry point takes, in hk_type order; their count. */
+static uint32_t matvec_types_of(int int8, int moe, hk_type out[HK_REF_TYPES])
+{
+    uint32_t n = 0;
+    for (int t = 0; t < HK_REF_TYPES; t++)
+        if (matvec_takes((hk_type)t, int8, moe))
+            out[n++] = (hk_type)t;
+    return n;
+}
+
+/* Whether rows of k values of the type keep the rows layout's alignment (an F16 row is 2k bytes:
+ * k a multiple of 8), given a view that does. */
+static int rows_aligned(hk_type wtype, uint32_t k)
+{
+    uint64_t row_bytes = (uint64_t)k / hk_type_block_values(wtype) * hk_type_block_bytes(wtype);
+    return row_bytes % matvec_types[wtype].rows_align == 0;
+}
 
 /* The geometry of an int8 rows-layout dispatch, as the loop count needs it. staged: 0 x read from
  * the buffer, 1 staged per step, 2 resident. */
@@ -630,11 +662,17 @@ static uint32_t weight_align(int int8, int moe, hk_type wtype)
 }
 
 /* The shape's own checks (type, counts, loop limits), before any view is looked at. */
-static hk_status check_shape(const char *fn, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens, int moe)
+static hk_status check_shape(const char *fn, hk_type wtype, uint32_t rows, uint32_t k, uint32_t tokens, int int8,
+                             int moe)
 {
-    if (!HK_TYPE_TAKES(matvec_types, wtype))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (q8_0, q4_k, q6_k)",
-                        hk_type_name(wtype), (int)wtype);
+    if (!matvec_takes(wtype, int8, moe)) {
+        hk_type types[HK_REF_TYPES];
+        char list[64] = "";
+        for (uint32_t t = 0, n_types = matvec_types_of(int8, moe, types), n = 0; t < n_types; t++)
+            n += (uint32_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", hk_type_name(types[t]));
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a matvec weight type (%s)",
+                        hk_type_name(wtype), (int)wtype, list);
+    }
     uint32_t block = hk_type_block_values(wtype);
     if (rows == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows is 0");
@@ -652,7 +690,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                         hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
 {
     const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
-    hk_status st = check_shape(fn, wtype, rows, k, tokens, moe != NULL);
+    hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
     const matvec_type *mt = &matvec_types[wtype];
@@ -676,7 +714,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if ((int8 || moe) && !rows_layout) /* no portable twin for these */
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
                         context->caps.device_name);
-    int aligned = int8 || moe || (x.offset % 16 == 0 && w.offset % mt->rows_align == 0);
+    int aligned = int8 || moe || (x.offset % 16 == 0 && w.offset % mt->rows_align == 0 && rows_aligned(wtype, k));
     uint32_t params[5] = {rows, k, 0, 0, 0};
     if (moe) {
         params[2] = moe->shape->n;
@@ -854,7 +892,7 @@ static hk_status shape_one_token(const hk_context *context, const hk_tune_desc *
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "tokens=%u is not in %s", s->tokens,
                         desc->kernel == HK_TUNE_MATVEC_TOKENS ? "2..16 (HK_TUNE_MATVEC_TOKENS)"
                                                                : "0..1 (HK_TUNE_MATVEC_INT8)");
-    hk_status st = check_shape("hk_tune", s->wtype, s->rows, s->k, tokens, 0);
+    hk_status st = check_shape("hk_tune", s->wtype, s->rows, s->k, tokens, 1, 0);
     if (st == HK_OK)
         st = hk__tune_check_sizes((uint64_t)s->rows * s->k, (uint64_t)tokens * s->k, (uint64_t)tokens * s->rows);
     if (st != HK_OK)
@@ -874,7 +912,7 @@ static hk_status shape_moe(const hk_context *context, const hk_tune_desc *desc, 
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, "hk_tune", "x_per_slot=%d is not 0 or 1", s->shape.x_per_slot);
     hk_status st = check_moe_shape("hk_tune", &s->shape);
     if (st == HK_OK)
-        st = check_shape("hk_tune", s->wtype, s->shape.slots * s->shape.n, s->shape.k, 1, 1);
+        st = check_shape("hk_tune", s->wtype, s->shape.slots * s->shape.n, s->shape.k, 1, 1, 1);
     if (st == HK_OK)
         st = hk__tune_check_sizes((uint64_t)s->shape.n_experts * s->shape.n * s->shape.k,
                                   (uint64_t)(s->shape.x_per_slot ? s->shape.slots : 1) * s->shape.k,
@@ -960,17 +998,19 @@ static const hk__tunable tune_moe_matvec_int8 = {HK_TUNE_MOE_MATVEC_INT8, "moe_m
 
 /* ---- hk_context_prepare ---- */
 
-/* hk_matvec and hk_matvec_int8: the subgroup rows kernel at 1, 2 and 4 rows per subgroup (from
- * MATVEC_SOME_ROWS and MATVEC_MANY_ROWS rows), and for f32 x the portable kernel (x 4-byte aligned
- * only) */
+/* hk_matvec and hk_matvec_int8: every type the entry point takes, the subgroup rows kernel at 1, 2
+ * and 4 rows per subgroup (from MATVEC_SOME_ROWS and MATVEC_MANY_ROWS rows; at the least k whose
+ * rows it takes), and for f32 x the portable kernel (x 4-byte aligned only) */
 static hk_status prepare_matvec_any(hk__prep *p, int int8)
 {
     static const uint32_t rows[] = {1, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS};
-    hk_type types[8];
-    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(int8, 0, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++) {
         uint32_t k = hk_type_block_values(types[t]);
+        while (!rows_aligned(types[t], k))
+            k += hk_type_block_values(types[t]);
         for (int r = 0; r < 3; r++)
             HK_PREP_TRY(p, int8 ? hk_matvec_int8(p->ctx, p->s, types[t], w, x, y, rows[r], k)
                                 : hk_matvec(p->ctx, p->s, types[t], w, x, y, rows[r], k));
@@ -992,8 +1032,8 @@ static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p,
 static hk_status prepare_tokens(hk__prep *p)
 {
     static const uint32_t rows[] = {1, 4096, 8192}, tokens[] = {2, 4, 8, 16};
-    hk_type types[8];
-    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(1, 0, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++)
         for (int r = 0; r < 3; r++)
@@ -1017,8 +1057,8 @@ static hk_status prepare_tokens(hk__prep *p)
 static hk_status prepare_moe_any(hk__prep *p, int int8)
 {
     static const uint32_t pairs[][2] = {{1, 1}, {2, 2048}, {4, 4096}, {2, 8192}, {1, 16384}, {4, 1024}};
-    hk_type types[8];
-    uint32_t n_types = hk__types_of(HK_REF_ROLE_WEIGHT, types);
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(int8, 1, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), ids = hk__prep_view(p, 3), y = hk__prep_view(p, 2);
     for (uint32_t t = 0; t < n_types; t++) {
         uint32_t k = hk_type_block_values(types[t]);

@@ -42,6 +42,12 @@ static void q4k_pack_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t sc
 
 /* ---- dequantize ------------------------------------------------------------------------------ */
 
+void hk_dequant_row_f16(const uint16_t *x, float *y, size_t k)
+{
+    for (size_t i = 0; i < k; i++)
+        y[i] = hk_f16_to_f32(x[i]);
+}
+
 void hk_dequant_row_q8_0(const hk_block_q8_0 *x, float *y, size_t k)
 {
     const size_t nb = k / HK_QK8_0;

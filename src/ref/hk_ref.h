@@ -50,6 +50,7 @@ uint16_t hk_f32_to_f16(float f);
 void hk_q4k_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *m);
 
 /* ---- dequantize: k values (k a multiple of the block size) ---------------------------------- */
+void hk_dequant_row_f16(const uint16_t *x, float *y, size_t k); /* hk_f16_to_f32 of each value */
 void hk_dequant_row_q8_0(const hk_block_q8_0 *x, float *y, size_t k);
 void hk_dequant_row_q8_1(const hk_block_q8_1 *x, float *y, size_t k);
 void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k);
@@ -89,8 +90,9 @@ typedef struct hk_type_traits {
     uint32_t ggml_type;    /* GGML_TYPE_* id as in a .gguf file */
     uint32_t roles;        /* HK_REF_ROLE_*: what the kernels take the type as */
 } hk_type_traits;
-/* Roles of a type: quantized weights (the matvecs, MMQ, the f16 GEMM), a KV cache's rows,
- * activations of the int8 kernels. */
+/* Roles of a type: quantized weights (the matvecs, MMQ, the f16 GEMM; not F16, which hk_matvec
+ * and hk_gemm_f16 take too: each kernel lists the types it takes in its own table), a KV cache's
+ * rows, activations of the int8 kernels. */
 enum { HK_REF_ROLE_WEIGHT = 1, HK_REF_ROLE_KV = 2, HK_REF_ROLE_ACTIVATION = 4 };
 /* Number of type ids (some may be unused: hk_ref_type gives NULL). */
 #define HK_REF_TYPES 6
@@ -102,8 +104,9 @@ int hk_ref_type_from_ggml(uint32_t ggml_type);
 size_t hk_ref_row_bytes(int type, size_t k);
 
 /* ---- reference kernels ---------------------------------------------------------------------- */
-/* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows.
- * Products and sums in double, rounded to f32 once (gemv and rmsnorm too). */
+/* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows (Q8_0, Q4_K,
+ * Q6_K, or F16 values by hk_f16_to_f32). Products and sums in double, rounded to f32 once (gemv
+ * and rmsnorm too). */
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);
 /* The int8 matvec: x given as k/32 Q8_1 blocks. The plain math: y[r] = sum_i deq(W[r])[i] *
  * deq(xq)[i] with deq(xq) = d * q (hk_dequant_row_q8_1; the s field is never read), each product
@@ -199,8 +202,10 @@ void hk_rng_fill(hk_rng *r, float *v, size_t n, float lo, float hi);
 void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float scale);
 
 /* rows GGUF rows of k values of a weight type (malloc'ed; NULL if out of memory): raw random
- * blocks (raw_blocks: every bit pattern, finite f16 fields) or rows quantized from random values
- * of a different magnitude and sign balance per row, like real weight matrices. */
+ * blocks (raw_blocks: every bit pattern, finite f16 fields; for F16 and F32, whose blocks are one
+ * value, every bit pattern of the values, infinities and NaNs too) or rows quantized (F16:
+ * rounded) from random values of a different magnitude and sign balance per row, like real weight
+ * matrices. */
 uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_blocks);
 /* A MoE routing: ids [tokens x top_k] (malloc'ed; NULL if out of memory), each token's experts
  * drawn at random, distinct within the token (where n_experts allows: after 1000 draws a repeat
@@ -235,7 +240,7 @@ int hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_
 
 /* ---- prefill GEMM ---------------------------------------------------------------------------- */
 /* out[i*n + j] = sum_l x[i*k + l] * dequant(W[j])[l], i < m, j < n: W is n contiguous GGUF rows of k
- * values (Q8_0, Q4_K or Q6_K; raw bytes, any alignment), x f32 row-major [m, k]. Full precision:
+ * values (Q8_0, Q4_K, Q6_K or F16; raw bytes, any alignment), x f32 row-major [m, k]. Full precision:
  * the dequantized weights and x as given, products and sums in double, stored as f32. An unknown
  * type or k off the block gives zeros. Returns 0 if out of host memory (out then incomplete). */
 int hk_ref_gemm(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k);

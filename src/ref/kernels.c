@@ -8,10 +8,17 @@
 #include <string.h>
 
 /* Dequantize block b of a row into out[0..block_values). The block is copied out first, so
- * w need not be aligned for the block structs (rows of raw GGUF bytes are fine). */
+ * w need not be aligned for the block structs (rows of raw GGUF bytes are fine). F16's block is
+ * one value. */
 static size_t dequant_block(int type, const unsigned char *row, size_t b, float *out)
 {
     switch (type) {
+    case HK_REF_F16: {
+        uint16_t h;
+        memcpy(&h, row + b * sizeof h, sizeof h);
+        hk_dequant_row_f16(&h, out, 1);
+        return 1;
+    }
     case HK_REF_Q8_0: {
         hk_block_q8_0 blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -50,7 +57,7 @@ void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t row
     const size_t row_bytes = hk_ref_row_bytes(type, k);
     if (zero_if_no_blocks(row_bytes, y, rows))
         return;
-    const size_t qk = type == HK_REF_Q8_0 ? HK_QK8_0 : HK_QK_K;
+    const size_t qk = hk_ref_type(type)->block_values;
     const size_t nb = k / qk;
 
     for (size_t r = 0; r < rows; r++) {
@@ -261,12 +268,6 @@ void hk_ref_get_rows(int type, const void *w, const uint32_t *ids, float *y, siz
         const unsigned char *row = (const unsigned char *)w + ids[i] * row_bytes;
         if (type == HK_REF_F32) {
             memcpy(out, row, k * sizeof *out);
-        } else if (type == HK_REF_F16) {
-            for (size_t j = 0; j < k; j++) {
-                uint16_t h;
-                memcpy(&h, row + 2 * j, 2);
-                out[j] = hk_f16_to_f32(h);
-            }
         } else {
             for (size_t b = 0, v = 0; v < k; b++)
                 v += dequant_block(type, row, b, out + v);

@@ -78,6 +78,11 @@ uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_b
             hk_quant_row_q4_k(row, (hk_block_q4_k *)dst, k);
         else if (type == HK_REF_Q6_K)
             hk_quant_row_q6_k(row, (hk_block_q6_k *)dst, k);
+        else if (type == HK_REF_F16)
+            for (size_t j = 0; j < k; j++) {
+                uint16_t h = hk_f32_to_f16(row[j]);
+                memcpy(dst + 2 * j, &h, 2);
+            }
         else
             hk_random_blocks(r, type, dst, row_bytes / hk_ref_type(type)->block_bytes, 0.05f);
     }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # ctest's gguf_check test: hk-check --gguf on GGUF files written by gguf-py (tests/gguf/make_gguf.py):
 #   check.sh PYTHON make_gguf.py OUT_DIR HK_CHECK
-# the model (v3, and the same as v2): every tensor a kernel takes within its gate, the others listed
-# as skipped with their type, shapes as rows x k; one tensor timed, in row slices; a truncated
+# the model (v3, and the same as v2): every tensor a kernel takes within its gate (F16 matrices
+# through hk_matvec, the one holding inf and NaN rows too), the others listed as skipped with their
+# type, shapes as rows x k; one tensor timed, in row slices, and an F16 one timed; a truncated
 # file, a corrupted tensor count, a wrong magic, a missing file, and a FIFO, a directory, a device,
 # links to them and a huge sparse file: exit 2 with a clear message, no crash, no hang.
 # No Python or no gguf: SKIP (77) unless HK_REQUIRE_GGUF=1, as the gguf test.
@@ -44,30 +45,36 @@ $1"
 
 m=$out/hk-gguf-test.gguf
 expect "model: every tensor a kernel takes, within its gate" 0 \
-    "GGUF v3, 29 tensors" \
+    "GGUF v3, 30 tensors" \
     "^q4_k\.2048 +q4_k +6x2048 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
     "^blk\.0\.ffn_down_exps\.weight +q6_k +8x16x768 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
     "^q8_0\.edge_big +q8_0 .* ok .* ok" \
     "^f32\.router +f32 +16x2048 +[0-9.e+-]+ ok" \
     "^q5_k\.unsupported +q5_k +2x256 +skipped: no kernel takes this type" \
     "^iq4_nl\.unsupported +iq4_nl +3x64 +skipped" \
-    "^f16\.all +f16 .*skipped: no kernel multiplies" \
+    "^f16\.all +f16 +32x2048 +[0-9.e+-]+ ok +- *$" \
+    "^f16\.2048 +f16 +6x2048 +[0-9.e+-]+ ok +- *$" \
     "^blk\.0\.attn_norm\.weight +f32 +256 +skipped: a vector" \
-    "^OK: 20 tensor\(s\) checked, 0 failed, 9 skipped" \
+    "^OK: 22 tensor\(s\) checked, 0 failed, 8 skipped" \
     -- --gguf "$m" --no-time
 if grep -q "FAIL" "$out/last.txt"; then fail "model: a FAIL row"; fi
+if grep -Eq "^[^ ]+ +f16 .*skipped" "$out/last.txt"; then fail "model: an F16 matrix skipped"; fi
 # shapes print rows x k (as hk-check tune and --shapes take them), never in GGUF's order (k first)
 if grep -Eq " (2048x6|768x16x8|2048x16) " "$out/last.txt"; then
     fail "model: a shape printed in GGUF's order (k first)"
 else
     pass "model: shapes print rows x k"
 fi
-expect "model as GGUF v2" 0 "GGUF v2, 29 tensors" "^OK: 20 tensor\(s\) checked, 0 failed" \
+expect "model as GGUF v2" 0 "GGUF v2, 30 tensors" "^OK: 22 tensor\(s\) checked, 0 failed" \
     -- --gguf "$out/hk-gguf-test-v2.gguf" --no-time
 expect "timed, in row slices" 0 \
     "^q4_k\.2048 +q4_k +6x2048 +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +\(3 row slices\)" \
     "^OK: 1 tensor\(s\) checked" \
     -- --gguf "$m" --match q4_k.2048 --slice-bytes 3000
+expect "an F16 matrix timed, hk_matvec only" 0 \
+    "^f16\.2048 +f16 +6x2048 +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +- *$" \
+    "^OK: 1 tensor\(s\) checked" \
+    -- --gguf "$m" --match f16.2048
 expect "truncated file" 2 "hk-gguf-truncated.gguf: not a valid GGUF file: .*runs past the file's end" \
     -- --gguf "$out/hk-gguf-truncated.gguf"
 expect "corrupted tensor count" 2 "hk-gguf-bad-count.gguf: not a valid GGUF file: .*tensor infos cannot fit" \

@@ -5,7 +5,8 @@ Writes, into OUT_DIR (the build tree; nothing here is committed):
 
   hk-gguf-test.gguf           a real GGUF v3 model file written by gguf.GGUFWriter: metadata of
                               every value type, weights at real row widths (2048, 768), expert
-                              banks [experts, n, k], an F16 and an F32 tensor, the activations x
+                              banks [experts, n, k], F16 tensors (every f16 bit pattern, and an
+                              F16 weight matrix) and an F32 one, the activations x
                               and a MoE routing, all seeded
   hk-gguf-test-expected.gguf  what gguf-py and numpy say about every tensor of that file, read back
                               through gguf.GGUFReader: its dequantization (gguf.quants.dequantize,
@@ -172,6 +173,12 @@ def main():
 
     # every f16 bit pattern once (subnormals, infinities, NaNs), and an f32 router gate
     tensors["f16.all"] = (np.arange(65536, dtype=np.uint16).view(np.float16).reshape(32, 2048), None)
+    # an F16 weight matrix, as files keep some unquantized: real rows rounded to f16, with
+    # subnormals, the smallest normal and signed zeros among them
+    f16w = q8_0_source(rng, 6, 2048).astype(np.float16)
+    f16w[1, 100:106] = np.array([0x0001, 0x03FF, 0x8001, 0x0400, 0x0000, 0x8000], dtype=np.uint16).view(np.float16)
+    tensors["f16.2048"] = (f16w, None)
+    x_of["f16.2048"] = "x.2048"
     tensors["f32.router"] = (rng.uniform(-0.1, 0.1, size=(16, 2048)).astype(np.float32), None)
     x_of["f32.router"] = "x.2048"
 
