@@ -567,10 +567,7 @@ static int feasible_decode(const hk_context *context, const hk_tune_desc *tdesc,
                            char *why, size_t why_size)
 {
     hk_sdpa_desc sd;
-    if (hk__tune_sdpa_shape(context, tdesc, &sd) != HK_OK) {
-        snprintf(why, why_size, "%s", hk_last_error());
-        return 0;
-    }
+    hk__tune_sdpa_desc(tdesc, &sd);
     const hk_sdpa_desc *desc = &sd;
     const hk_caps *caps = &context->caps;
     uint32_t sg_min = caps->subgroup_size_min && caps->subgroup_size_min < caps->subgroup_size ? caps->subgroup_size_min
@@ -628,14 +625,10 @@ static int feasible_decode(const hk_context *context, const hk_tune_desc *tdesc,
     return 1;
 }
 
-hk_status hk__tune_sdpa_shape(const hk_context *context, const hk_tune_desc *desc, hk_sdpa_desc *out)
+void hk__tune_sdpa_desc(const hk_tune_desc *desc, hk_sdpa_desc *out)
 {
-    static const char fn[] = "hk_tune";
     const hk_tune_attention_shape *a = &desc->shape.attention;
     int prefill = desc->kernel == HK_TUNE_FLASH_PREFILL;
-    if (prefill ? a->n_q < 2 : a->n_q > 1)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_q=%u is not %s", a->n_q,
-                        prefill ? "2 or more (HK_TUNE_FLASH_PREFILL)" : "0 or 1 (HK_TUNE_SDPA_DECODE)");
     uint64_t row = hk_type_bytes(a->kv_type, a->head_dim);
     memset(out, 0, sizeof *out);
     out->n_q = prefill ? a->n_q : 1;
@@ -646,6 +639,17 @@ hk_status hk__tune_sdpa_shape(const hk_context *context, const hk_tune_desc *des
     out->scale = a->head_dim ? 1.0f / sqrtf((float)a->head_dim) : 1.0f;
     out->causal = prefill && a->causal;
     out->kv = (hk_kv_layout){a->kv_type, a->capacity, row, row * a->capacity, row, row * a->capacity};
+}
+
+hk_status hk__tune_sdpa_shape(const hk_context *context, const hk_tune_desc *desc, hk_sdpa_desc *out)
+{
+    static const char fn[] = "hk_tune";
+    const hk_tune_attention_shape *a = &desc->shape.attention;
+    int prefill = desc->kernel == HK_TUNE_FLASH_PREFILL;
+    if (prefill ? a->n_q < 2 : a->n_q > 1)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_q=%u is not %s", a->n_q,
+                        prefill ? "2 or more (HK_TUNE_FLASH_PREFILL)" : "0 or 1 (HK_TUNE_SDPA_DECODE)");
+    hk__tune_sdpa_desc(desc, out);
     uint64_t k_bytes, v_bytes;
     hk_status st = check_desc(fn, context, out, 0, &k_bytes, &v_bytes);
     if (st != HK_OK)

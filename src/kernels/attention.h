@@ -46,6 +46,8 @@ extern const hk__tunable hk__tune_sdpa_decode, hk__tune_flash_prefill;
 /* A search's shape as a call: head-major caches of kv_type, seq_k = capacity; checked as
  * hk_sdpa_blk checks it, within the tuner's sizes, and served by the kernel the family tunes. */
 hk_status hk__tune_sdpa_shape(const hk_context *context, const hk_tune_desc *desc, hk_sdpa_desc *out);
+/* The same call, unchecked: for the static tier, which runs only on shapes shape_key passed. */
+void hk__tune_sdpa_desc(const hk_tune_desc *desc, hk_sdpa_desc *out);
 /* Both families' kernel-table row: hk_sdpa_blk's. */
 void hk__tune_sdpa_case(const hk_tune_desc *desc, hk_case_shape *out);
 

@@ -501,10 +501,7 @@ static int feasible_flash(const hk_context *context, const hk_tune_desc *tdesc, 
                           char *why, size_t why_size)
 {
     hk_sdpa_desc sd;
-    if (hk__tune_sdpa_shape(context, tdesc, &sd) != HK_OK) {
-        snprintf(why, why_size, "%s", hk_last_error());
-        return 0;
-    }
+    hk__tune_sdpa_desc(tdesc, &sd);
     const hk_sdpa_desc *desc = &sd;
     hk__sched s;
     memset(&s, 0, sizeof s);
