@@ -47,10 +47,6 @@ typedef struct options {
     uint64_t slice_bytes; /* 0: as large as the device binds */
 } options;
 
-typedef struct mapped_file {
-    const uint8_t *data;
-    uint64_t size;
-} mapped_file;
 
 static void usage(FILE *f)
 {
@@ -119,36 +115,6 @@ static int parse(options *o, int argc, char **argv)
         return 2;
     }
     return -1;
-}
-
-static int map_file(const char *path, mapped_file *m)
-{
-    /* without blocking: a FIFO with no writer is refused below instead of waited on */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "hk-check: %s: cannot open: %s\n", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "hk-check: %s: not a regular file\n", path);
-        close(fd);
-        return -1;
-    }
-    if (st.st_size == 0) {
-        fprintf(stderr, "hk-check: %s: not a GGUF file: it is empty\n", path);
-        close(fd);
-        return -1;
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        fprintf(stderr, "hk-check: %s: cannot map: %s\n", path, strerror(errno));
-        return -1;
-    }
-    m->data = p;
-    m->size = (uint64_t)st.st_size;
-    return 0;
 }
 
 /* ---- one tensor ---- */
@@ -422,14 +388,17 @@ int gguf_check_main(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc >= 0)
         return rc;
-    mapped_file m;
-    if (map_file(o.path, &m) != 0)
+    gguf_mapping m;
+    char map_err[512];
+    if (gguf_map(o.path, &m, map_err, sizeof map_err) != 0) {
+        fprintf(stderr, "hk-check: %s\n", map_err);
         return 2;
+    }
     gguf_file f;
     char err[512];
     if (gguf_parse(&f, m.data, m.size, err, sizeof err) != 0) {
         fprintf(stderr, "hk-check: %s: not a valid GGUF file: %s\n", o.path, err);
-        munmap((void *)m.data, m.size);
+        gguf_unmap(&m);
         return 2;
     }
     printf("%s: GGUF v%u, %llu tensors, %llu key/values, alignment %u, %.1f MiB\n", o.path, f.version,
@@ -506,6 +475,6 @@ int gguf_check_main(int argc, char **argv)
     printf("\n%s: %u tensor(s) checked, %u failed, %u skipped\n", failed ? "FAIL" : "OK", checked, failed, skipped);
     bench_close(&b);
     gguf_free(&f);
-    munmap((void *)m.data, m.size);
+    gguf_unmap(&m);
     return failed ? 1 : 0;
 }

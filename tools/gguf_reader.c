@@ -2,12 +2,18 @@
  * against the bytes left first; counts are bounded by the bytes left before anything is allocated
  * or looped over, so no input can make the reader read outside the buffer or allocate more than a
  * few times the file's size. Duplicate keys and names are found by sorting (O(n log n)). */
+#define _POSIX_C_SOURCE 200809L
 #include "gguf_reader.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct cursor {
     const uint8_t *data;
@@ -426,6 +432,92 @@ int gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out)
     return 0;
 }
 
+int gguf_get_uint(const gguf_file *f, const char *key, uint64_t *out)
+{
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    if (!kv)
+        return -1;
+    uint64_t size = fixed_size(kv->type);
+    int is_signed = kv->type == GGUF_I8 || kv->type == GGUF_I16 || kv->type == GGUF_I32 || kv->type == GGUF_I64;
+    if (!size || size != kv->value_bytes || kv->type == GGUF_F32 || kv->type == GGUF_F64 || kv->type == GGUF_BOOL)
+        return -1;
+    uint64_t v = le(kv->value, (int)size);
+    if (is_signed && (v >> (size * 8 - 1)) & 1)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int gguf_get_f32(const gguf_file *f, const char *key, float *out)
+{
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    if (!kv || fixed_size(kv->type) != kv->value_bytes)
+        return -1;
+    if (kv->type == GGUF_F32) {
+        uint32_t bits = (uint32_t)le(kv->value, 4);
+        memcpy(out, &bits, 4);
+        return 0;
+    }
+    if (kv->type == GGUF_F64) {
+        uint64_t bits = le(kv->value, 8);
+        double d;
+        memcpy(&d, &bits, 8);
+        *out = (float)d;
+        return 0;
+    }
+    return -1;
+}
+
+int gguf_get_array(const gguf_file *f, const char *key, uint32_t *elem_type, uint64_t *count, const uint8_t **data,
+                   uint64_t *bytes)
+{
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    if (!kv || kv->type != GGUF_ARRAY || kv->value_bytes < 12)
+        return -1;
+    *elem_type = (uint32_t)le(kv->value, 4);
+    *count = le(kv->value + 4, 8);
+    *data = kv->value + 12;
+    *bytes = kv->value_bytes - 12;
+    return 0;
+}
+
 uint64_t gguf_tensor_values(const gguf_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
 
 const uint8_t *gguf_tensor_data(const gguf_file *f, const gguf_tensor *t) { return f->data + f->data_start + t->offset; }
+
+int gguf_map(const char *path, gguf_mapping *m, char *err, size_t err_size)
+{
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_size, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, err_size, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if (st.st_size == 0) {
+        snprintf(err, err_size, "%s: not a GGUF file: it is empty", path);
+        close(fd);
+        return -1;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err, err_size, "%s: cannot map: %s", path, strerror(errno));
+        return -1;
+    }
+    m->data = p;
+    m->size = (uint64_t)st.st_size;
+    return 0;
+}
+
+void gguf_unmap(gguf_mapping *m)
+{
+    if (m->data)
+        munmap((void *)m->data, m->size);
+    memset(m, 0, sizeof *m);
+}

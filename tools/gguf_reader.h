@@ -75,6 +75,17 @@ typedef struct gguf_file {
     uint64_t data_end;          /* file offset just past the last tensor's bytes */
 } gguf_file;
 
+/* A file mapped read-only whole, for gguf_parse. */
+typedef struct gguf_mapping {
+    const uint8_t *data;
+    uint64_t size;
+} gguf_mapping;
+/* Maps path: 0, or -1 with a message that names the path in err. Opens without blocking, so a
+ * FIFO is refused ("not a regular file") instead of waited on, as are directories, devices and
+ * empty files. */
+int gguf_map(const char *path, gguf_mapping *m, char *err, size_t err_size);
+void gguf_unmap(gguf_mapping *m);
+
 /* Parses size bytes. Returns 0 and fills *f (free it with gguf_free), or -1 with a message in
  * err (err_size bytes) and *f empty. */
 int gguf_parse(gguf_file *f, const uint8_t *data, uint64_t size, char *err, size_t err_size);
@@ -89,6 +100,16 @@ const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
 int gguf_get_string(const gguf_file *f, const char *key, char *out, size_t out_size);
 /* A u32 value: 0, or -1 if missing or of another type. */
 int gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
+/* An integer value of any integer type (converters write u32, i32 or u64 for the same key) that
+ * is >= 0: 0, or -1 if missing, of another type or negative. */
+int gguf_get_uint(const gguf_file *f, const char *key, uint64_t *out);
+/* A float value stored as F32 or F64 (converted to float): 0, or -1 if missing or of another type. */
+int gguf_get_f32(const gguf_file *f, const char *key, float *out);
+/* An array value: its element type (GGUF_*), its count and its elements' bytes (for strings: each
+ * a u64 length then the bytes, already checked to lie inside the value by the parser): 0, or -1
+ * if missing or not an array. */
+int gguf_get_array(const gguf_file *f, const char *key, uint32_t *elem_type, uint64_t *count, const uint8_t **data,
+                   uint64_t *bytes);
 /* Values in a tensor (product of ne). */
 uint64_t gguf_tensor_values(const gguf_tensor *t);
 /* The tensor's bytes in the file. */

@@ -1,0 +1,487 @@
+/* hk-run's forward pass (see forward.h): a Llama / Qwen2 / Qwen3 / Qwen3-MoE layer from library
+ * calls, the graphs that replay it, and the host-visible buffer that feeds them. */
+#include "forward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK_BYTES (1024ull << 20)
+#define Q8_1_BLOCK_BYTES 36u
+#define IO_TOKENS 256u /* byte offset of io tokens: the words before hold count and next */
+#define MAX_TIMESTAMPS 2u
+
+static hk_view at(hk_view v, uint64_t bytes) { return (hk_view){v.buffer, v.offset + bytes}; }
+
+static int quantized(hk_type t) { return t != HK_TYPE_F32 && t != HK_TYPE_F16; }
+
+/* a failed library call: the call and the library's message */
+#define CALL(expr)                                                                                                     \
+    do {                                                                                                               \
+        if ((expr) != HK_OK) {                                                                                         \
+            fprintf(stderr, "hk-run: %s: %s\n", #expr, hk_last_error());                                              \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+    } while (0)
+#define LAYER_CALL(expr)                                                                                               \
+    do {                                                                                                               \
+        if ((expr) != HK_OK) {                                                                                         \
+            fprintf(stderr, "hk-run: layer %u: %s: %s\n", il, #expr, hk_last_error());                                \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+    } while (0)
+
+/* ---- state ---- */
+
+static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+static int find_memory_type(VkPhysicalDevice pd, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer)
+{
+    VkPhysicalDeviceMemoryProperties props;
+    vkGetPhysicalDeviceMemoryProperties(pd, &props);
+    int found = -1;
+    for (uint32_t i = 0; i < props.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = props.memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (f & want) != want)
+            continue;
+        if ((f & prefer) == prefer)
+            return (int)i;
+        if (found < 0)
+            found = (int)i;
+    }
+    return found;
+}
+
+static int create_io(run_state *s, uint64_t size)
+{
+    VkPhysicalDevice pd;
+    if (hk_context_vulkan(s->ctx, NULL, &pd, &s->device, &s->queue, NULL) != HK_OK) {
+        fprintf(stderr, "hk-run: %s\n", hk_last_error());
+        return -1;
+    }
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = size;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    if (vkCreateBuffer(s->device, &bi, NULL, &s->io_buffer) != VK_SUCCESS) {
+        fprintf(stderr, "hk-run: cannot create the host-visible buffer\n");
+        return -1;
+    }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(s->device, s->io_buffer, &req);
+    int type = find_memory_type(pd, req.memoryTypeBits,
+                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (type < 0) {
+        fprintf(stderr, "hk-run: the device has no host-visible coherent memory\n");
+        return -1;
+    }
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = (uint32_t)type;
+    void *map;
+    if (vkAllocateMemory(s->device, &ai, NULL, &s->io_memory) != VK_SUCCESS ||
+        vkBindBufferMemory(s->device, s->io_buffer, s->io_memory, 0) != VK_SUCCESS ||
+        vkMapMemory(s->device, s->io_memory, 0, VK_WHOLE_SIZE, 0, &map) != VK_SUCCESS) {
+        fprintf(stderr, "hk-run: cannot allocate %llu bytes of host-visible memory\n", (unsigned long long)size);
+        return -1;
+    }
+    s->io_map = map;
+    memset(s->io_map, 0, size);
+    if (hk_buffer_wrap(s->ctx, s->io_buffer, size, &s->io) != HK_OK) {
+        fprintf(stderr, "hk-run: %s\n", hk_last_error());
+        return -1;
+    }
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    uint32_t family;
+    hk_context_vulkan(s->ctx, NULL, NULL, NULL, NULL, &family);
+    pi.queueFamilyIndex = family;
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if (vkCreateCommandPool(s->device, &pi, NULL, &s->pool) != VK_SUCCESS ||
+        vkCreateFence(s->device, &fi, NULL, &s->fence) != VK_SUCCESS) {
+        fprintf(stderr, "hk-run: cannot create a command pool and a fence\n");
+        return -1;
+    }
+    return 0;
+}
+
+static hk_sdpa_desc sdpa_desc(const run_state *s, uint32_t m)
+{
+    const run_hparams *hp = &s->model->hp;
+    hk_sdpa_desc d = {0};
+    d.n_q = m;
+    d.n_heads = hp->n_head;
+    d.n_kv_heads = hp->n_head_kv;
+    d.head_dim = hp->head_dim;
+    d.seq_k = s->capacity; /* the graph reads io count */
+    d.scale = 1.0f / sqrtf((float)hp->head_dim);
+    d.causal = 1;
+    d.kv = s->kv;
+    return d;
+}
+
+int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t batch, uint32_t capacity,
+                     hk_type kv_type, const uint32_t *graph_sizes, uint32_t n_graph_sizes, float temperature)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
+    s->model = m;
+    s->batch = batch;
+    s->capacity = capacity;
+    s->temperature = temperature;
+    const run_hparams *hp = &m->hp;
+    uint64_t row = hk_type_bytes(kv_type, hp->head_dim);
+    if (!row) {
+        fprintf(stderr, "hk-run: a head of %u values cannot be stored as %s\n", hp->head_dim, hk_type_name(kv_type));
+        return -1;
+    }
+    s->kv.type = kv_type;
+    s->kv.capacity = capacity;
+    s->kv.k_row_stride = s->kv.v_row_stride = row;
+    s->kv.k_head_stride = s->kv.v_head_stride = row * capacity;
+    uint64_t cache_bytes = row * capacity * hp->n_head_kv;
+
+    uint64_t b = batch, e = hp->n_embd, q = (uint64_t)hp->n_head * hp->head_dim,
+             kv = (uint64_t)hp->n_head_kv * hp->head_dim, top_k = hp->n_expert_used;
+    uint64_t ff = max_u32(hp->n_ff, (uint32_t)(top_k * hp->n_ff_exp));
+    uint64_t widest = e > q ? e : q;
+    if (ff > widest)
+        widest = ff;
+    uint64_t workspace = 0;
+    for (uint32_t i = 0; i < n_graph_sizes; i++) {
+        if (!graph_sizes[i])
+            continue;
+        hk_sdpa_desc d = sdpa_desc(s, graph_sizes[i]);
+        uint64_t bytes;
+        if (hk_sdpa_workspace_bytes(ctx, &d, &bytes) != HK_OK) {
+            fprintf(stderr, "hk-run: attention of %u tokens: %s\n", graph_sizes[i], hk_last_error());
+            return -1;
+        }
+        if (bytes > workspace)
+            workspace = bytes;
+    }
+    s->k_cache = calloc(hp->n_layer, sizeof *s->k_cache);
+    s->v_cache = calloc(hp->n_layer, sizeof *s->v_cache);
+    if (!s->k_cache || !s->v_cache) {
+        fprintf(stderr, "hk-run: out of memory\n");
+        return -1;
+    }
+    run_pack_init(&s->pack, CHUNK_BYTES);
+    int rc = 0;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        rc |= run_pack_add(&s->pack, &s->k_cache[i], cache_bytes);
+        rc |= run_pack_add(&s->pack, &s->v_cache[i], cache_bytes);
+    }
+    rc |= run_pack_add(&s->pack, &s->x, b * e * 4);
+    rc |= run_pack_add(&s->pack, &s->xn, b * e * 4);
+    rc |= run_pack_add(&s->pack, &s->q, b * q * 4);
+    rc |= run_pack_add(&s->pack, &s->k, b * kv * 4);
+    rc |= run_pack_add(&s->pack, &s->v, b * kv * 4);
+    rc |= run_pack_add(&s->pack, &s->attn, b * q * 4);
+    rc |= run_pack_add(&s->pack, &s->tmp, b * e * 4);
+    rc |= run_pack_add(&s->pack, &s->ff_a, b * ff * 4);
+    rc |= run_pack_add(&s->pack, &s->ff_b, b * ff * 4);
+    rc |= run_pack_add(&s->pack, &s->xq, b * widest / 32 * Q8_1_BLOCK_BYTES);
+    rc |= run_pack_add(&s->pack, &s->logits, (uint64_t)hp->n_vocab * 4);
+    rc |= run_pack_add(&s->pack, &s->workspace, workspace);
+    if (hp->n_expert) {
+        rc |= run_pack_add(&s->pack, &s->moe_out, b * top_k * e * 4);
+        rc |= run_pack_add(&s->pack, &s->router_logits, b * hp->n_expert * 4);
+        rc |= run_pack_add(&s->pack, &s->expert_ids, b * top_k * 4);
+        rc |= run_pack_add(&s->pack, &s->expert_weights, b * top_k * 4);
+        rc |= run_pack_add(&s->pack, &s->expert_offsets, ((uint64_t)hp->n_expert + 1) * 4);
+        rc |= run_pack_add(&s->pack, &s->expert_slots, b * top_k * 4);
+        rc |= run_pack_add(&s->pack, &s->expert_dropped, 4);
+    }
+    if (rc) {
+        fprintf(stderr, "hk-run: out of memory\n");
+        return -1;
+    }
+    if (run_pack_create(&s->pack, ctx, "activations and KV cache") != 0)
+        return -1;
+    if (!workspace)
+        s->workspace = (hk_view){NULL, 0};
+    /* hk_moe_combine reads every slot's row: rows of dropped experts must hold numbers */
+    if (hp->n_expert && hk_buffer_fill(s->moe_out.buffer, s->moe_out.offset, b * top_k * e * 4, 0) != HK_OK) {
+        fprintf(stderr, "hk-run: %s\n", hk_last_error());
+        return -1;
+    }
+
+    uint64_t tokens_at = IO_TOKENS, positions_at = tokens_at + (b * 4 + 255) / 256 * 256,
+             out_at = positions_at + (b * 4 + 255) / 256 * 256;
+    if (create_io(s, out_at + (uint64_t)hp->n_vocab * 4) != 0)
+        return -1;
+    s->io_count = (hk_view){s->io, 0};
+    s->io_next = (hk_view){s->io, 4};
+    s->io_tokens = (hk_view){s->io, tokens_at};
+    s->io_positions = (hk_view){s->io, positions_at};
+    s->io_out = (hk_view){s->io, out_at};
+    return 0;
+}
+
+void run_state_destroy(run_state *s)
+{
+    hk_buffer_destroy(s->io);
+    run_pack_free(&s->pack);
+    if (s->device) {
+        if (s->fence)
+            vkDestroyFence(s->device, s->fence, NULL);
+        if (s->pool)
+            vkDestroyCommandPool(s->device, s->pool, NULL);
+        if (s->io_buffer)
+            vkDestroyBuffer(s->device, s->io_buffer, NULL);
+        if (s->io_memory)
+            vkFreeMemory(s->device, s->io_memory, NULL);
+    }
+    free(s->k_cache);
+    free(s->v_cache);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- the layer ---- */
+
+/* y[m, rows] = x[m, k] . W^T: the int8 kernels on xq (x quantized by the caller) for quantized
+ * weights, f32 activations for F16 and F32 ones */
+static hk_status linear(run_state *s, hk_stream *st, const run_weight *w, hk_view x, hk_view y, uint32_t m)
+{
+    hk_context *c = s->ctx;
+    if (w->type == HK_TYPE_F32) {
+        for (uint32_t t = 0; t < m; t++) {
+            hk_status r = hk_gemv_f32(c, st, w->view, at(x, (uint64_t)t * w->k * 4), at(y, (uint64_t)t * w->rows * 4),
+                                      w->rows, w->k);
+            if (r != HK_OK)
+                return r;
+        }
+        return HK_OK;
+    }
+    if (w->type == HK_TYPE_F16)
+        return m == 1 ? hk_matvec(c, st, w->type, w->view, x, y, w->rows, w->k)
+                      : hk_gemm_f16(c, st, w->type, w->view, x, y, m, w->rows, w->k);
+    return m == 1 ? hk_matvec_int8(c, st, w->type, w->view, s->xq, y, w->rows, w->k)
+                  : hk_mmq(c, st, w->type, w->view, s->xq, y, m, w->rows, w->k);
+}
+
+/* xq = Q8_1(x) where any of the weights about to read x is quantized */
+static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t values, const run_weight *a,
+                              const run_weight *b, const run_weight *c)
+{
+    if (!quantized(a->type) && (!b || !quantized(b->type)) && (!c || !quantized(c->type)))
+        return HK_OK;
+    return hk_quantize_q8_1(s->ctx, st, x, s->xq, (uint32_t)values);
+}
+
+static hk_status add_bias(run_state *s, hk_stream *st, hk_view y, const run_weight *bias, uint32_t m)
+{
+    for (uint32_t t = 0; t < m; t++) {
+        hk_view row = at(y, (uint64_t)t * bias->k * 4);
+        hk_status r = hk_add(s->ctx, st, row, bias->view, row, bias->k);
+        if (r != HK_OK)
+            return r;
+    }
+    return HK_OK;
+}
+
+static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
+{
+    hk_context *c = s->ctx;
+    const run_hparams *hp = &s->model->hp;
+    const run_layer *l = &s->model->layers[il];
+    uint32_t e = hp->n_embd, q = hp->n_head * hp->head_dim;
+    LAYER_CALL(hk_rmsnorm(c, st, s->x, l->attn_norm.view, s->xn, m, e, hp->eps));
+    LAYER_CALL(quantize_for(s, st, s->xn, (uint64_t)m * e, &l->wq, &l->wk, &l->wv));
+    LAYER_CALL(linear(s, st, &l->wq, s->xn, s->q, m));
+    LAYER_CALL(linear(s, st, &l->wk, s->xn, s->k, m));
+    LAYER_CALL(linear(s, st, &l->wv, s->xn, s->v, m));
+    if (l->bq.present) {
+        LAYER_CALL(add_bias(s, st, s->q, &l->bq, m));
+        LAYER_CALL(add_bias(s, st, s->k, &l->bk, m));
+        LAYER_CALL(add_bias(s, st, s->v, &l->bv, m));
+    }
+    if (l->q_norm.present) {
+        LAYER_CALL(hk_rmsnorm(c, st, s->q, l->q_norm.view, s->q, m * hp->n_head, hp->head_dim, hp->eps));
+        LAYER_CALL(hk_rmsnorm(c, st, s->k, l->k_norm.view, s->k, m * hp->n_head_kv, hp->head_dim, hp->eps));
+    }
+    hk_rope_desc rd = {0};
+    rd.n_tokens = m;
+    rd.n_heads = hp->n_head;
+    rd.n_kv_heads = hp->n_head_kv;
+    rd.head_dim = hp->head_dim;
+    rd.neox = hp->rope_neox;
+    rd.theta_base = hp->rope_base;
+    rd.freq_scale = hp->rope_freq_scale;
+    rd.kv = s->kv;
+    hk_view factors = s->model->rope_freqs.present ? s->model->rope_freqs.view : (hk_view){NULL, 0};
+    LAYER_CALL(hk_rope(c, st, &rd, s->q, s->k, s->v, s->io_positions, factors, s->q, s->k_cache[il], s->v_cache[il]));
+    hk_sdpa_desc sd = sdpa_desc(s, m);
+    LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, s->io_count));
+    LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
+    LAYER_CALL(linear(s, st, &l->wo, s->attn, s->tmp, m));
+    LAYER_CALL(hk_add(c, st, s->x, s->tmp, s->x, m * e));
+    return 0;
+}
+
+static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
+{
+    hk_context *c = s->ctx;
+    const run_hparams *hp = &s->model->hp;
+    const run_layer *l = &s->model->layers[il];
+    uint32_t e = hp->n_embd, f = hp->n_ff;
+    LAYER_CALL(hk_rmsnorm(c, st, s->x, l->ffn_norm.view, s->xn, m, e, hp->eps));
+    LAYER_CALL(quantize_for(s, st, s->xn, (uint64_t)m * e, &l->gate, &l->up, NULL));
+    LAYER_CALL(linear(s, st, &l->gate, s->xn, s->ff_a, m));
+    LAYER_CALL(linear(s, st, &l->up, s->xn, s->ff_b, m));
+    LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
+    LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
+    LAYER_CALL(linear(s, st, &l->down, s->ff_a, s->tmp, m));
+    LAYER_CALL(hk_add(c, st, s->x, s->tmp, s->x, m * e));
+    return 0;
+}
+
+static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
+{
+    hk_context *c = s->ctx;
+    const run_hparams *hp = &s->model->hp;
+    const run_layer *l = &s->model->layers[il];
+    uint32_t e = hp->n_embd, f = hp->n_ff_exp, n_exp = hp->n_expert, top_k = hp->n_expert_used, slots = m * top_k;
+    LAYER_CALL(hk_rmsnorm(c, st, s->x, l->ffn_norm.view, s->xn, m, e, hp->eps));
+    /* the experts are quantized: xq serves them, and the router where it is quantized too */
+    LAYER_CALL(hk_quantize_q8_1(c, st, s->xn, s->xq, m * e));
+    LAYER_CALL(linear(s, st, &l->router, s->xn, s->router_logits, m));
+    LAYER_CALL(hk_moe_route(c, st, s->router_logits, s->expert_ids, s->expert_weights, m, n_exp, top_k, 1));
+    if (m == 1) {
+        hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
+        LAYER_CALL(hk_moe_matvec_int8(c, st, l->gate_exps.type, l->gate_exps.view, s->xq, s->expert_ids, s->ff_a, &up));
+        LAYER_CALL(hk_moe_matvec_int8(c, st, l->up_exps.type, l->up_exps.view, s->xq, s->expert_ids, s->ff_b, &up));
+        LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, slots, f, f, HK_GLU_SILU));
+        LAYER_CALL(hk_quantize_q8_1(c, st, s->ff_a, s->xq, slots * f));
+        LAYER_CALL(hk_moe_matvec_int8(c, st, l->down_exps.type, l->down_exps.view, s->xq, s->expert_ids, s->moe_out,
+                                      &down));
+    } else {
+        hk_mmq_id_shape up = {n_exp, f, e, slots, top_k}, down = {n_exp, e, f, slots, 1};
+        LAYER_CALL(hk_moe_expert_rows(c, st, s->expert_ids, s->expert_offsets, s->expert_slots, s->expert_dropped,
+                                      slots, n_exp));
+        LAYER_CALL(hk_mmq_id(c, st, l->gate_exps.type, l->gate_exps.view, s->xq, s->expert_offsets, s->expert_slots,
+                             s->ff_a, &up));
+        LAYER_CALL(hk_mmq_id(c, st, l->up_exps.type, l->up_exps.view, s->xq, s->expert_offsets, s->expert_slots,
+                             s->ff_b, &up));
+        LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, slots, f, f, HK_GLU_SILU));
+        LAYER_CALL(hk_quantize_q8_1(c, st, s->ff_a, s->xq, slots * f));
+        LAYER_CALL(hk_mmq_id(c, st, l->down_exps.type, l->down_exps.view, s->xq, s->expert_offsets, s->expert_slots,
+                             s->moe_out, &down));
+    }
+    LAYER_CALL(hk_moe_combine(c, st, s->moe_out, s->expert_weights, s->x, s->x, m, top_k, e));
+    return 0;
+}
+
+int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail)
+{
+    hk_context *c = s->ctx;
+    const run_model *md = s->model;
+    const run_hparams *hp = &md->hp;
+    if (m < 1 || m > s->batch) {
+        fprintf(stderr, "hk-run: a graph of %u tokens (at most %u)\n", m, s->batch);
+        return -1;
+    }
+    CALL(hk_get_rows(c, st, md->tok_embd.type, md->tok_embd.view, s->io_tokens, s->x, m, hp->n_vocab, hp->n_embd));
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (record_attention(s, st, il, m) != 0)
+            return -1;
+        if ((hp->n_expert ? record_moe : record_ffn)(s, st, il, m) != 0)
+            return -1;
+    }
+    /* the head, for the last token only */
+    CALL(hk_rmsnorm(c, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), md->output_norm.view, s->xn, 1, hp->n_embd,
+                    hp->eps));
+    CALL(quantize_for(s, st, s->xn, hp->n_embd, &md->output, NULL, NULL));
+    CALL(linear(s, st, &md->output, s->xn, s->logits, 1));
+    if (tail == RUN_TAIL_PROBS) {
+        CALL(hk_softmax(c, st, s->logits, s->logits, 1, hp->n_vocab, s->temperature));
+        CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
+        return 0;
+    }
+    CALL(hk_argmax(c, st, s->logits, s->io_next, 1, hp->n_vocab));
+    if (tail == RUN_TAIL_LOGITS)
+        CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
+    return 0;
+}
+
+/* ---- graphs ---- */
+
+int run_graph_build(run_state *s, run_graph *g, uint32_t m, run_tail tail)
+{
+    memset(g, 0, sizeof *g);
+    g->m = m;
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = s->pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    if (vkAllocateCommandBuffers(s->device, &ai, &g->cmd) != VK_SUCCESS || vkBeginCommandBuffer(g->cmd, &bi) != VK_SUCCESS) {
+        fprintf(stderr, "hk-run: cannot allocate a command buffer\n");
+        return -1;
+    }
+    hk_caps caps;
+    hk_context_caps(s->ctx, &caps);
+    hk_status r = caps.timestamps ? hk_stream_wrap_timed(s->ctx, g->cmd, MAX_TIMESTAMPS, &g->stream)
+                                  : hk_stream_wrap(s->ctx, g->cmd, &g->stream);
+    if (r != HK_OK) {
+        fprintf(stderr, "hk-run: %s\n", hk_last_error());
+        return -1;
+    }
+    if (caps.timestamps)
+        CALL(hk_stream_timestamp(g->stream, NULL));
+    if (run_record(s, g->stream, m, tail) != 0)
+        return -1;
+    if (caps.timestamps)
+        CALL(hk_stream_timestamp(g->stream, NULL));
+    /* the host reads io after the fence: make the graph's writes visible to it */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(g->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    if (vkEndCommandBuffer(g->cmd) != VK_SUCCESS) {
+        fprintf(stderr, "hk-run: cannot end the command buffer\n");
+        return -1;
+    }
+    return 0;
+}
+
+int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, double *gpu_ms)
+{
+    uint32_t *count = (uint32_t *)s->io_map, *tok = (uint32_t *)(s->io_map + s->io_tokens.offset),
+             *pos = (uint32_t *)(s->io_map + s->io_positions.offset);
+    for (uint32_t i = 0; i < g->m; i++) {
+        tok[i] = tokens[i];
+        pos[i] = first + i;
+    }
+    *count = first + g->m;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &g->cmd;
+    if (vkQueueSubmit(s->queue, 1, &si, s->fence) != VK_SUCCESS ||
+        vkWaitForFences(s->device, 1, &s->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS ||
+        vkResetFences(s->device, 1, &s->fence) != VK_SUCCESS) {
+        fprintf(stderr, "hk-run: the graph's submit failed (device lost?)\n");
+        return -1;
+    }
+    if (gpu_ms) {
+        *gpu_ms = 0;
+        hk_stream_elapsed_ms(g->stream, 0, 1, gpu_ms);
+    }
+    return 0;
+}
+
+void run_graph_free(run_state *s, run_graph *g)
+{
+    hk_stream_destroy(g->stream);
+    if (g->cmd)
+        vkFreeCommandBuffers(s->device, s->pool, 1, &g->cmd);
+    memset(g, 0, sizeof *g);
+}
+
+uint32_t run_next_token(const run_state *s) { return *(const uint32_t *)(s->io_map + s->io_next.offset); }
+
+const float *run_out(const run_state *s) { return (const float *)(s->io_map + s->io_out.offset); }

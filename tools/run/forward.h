@@ -1,0 +1,71 @@
+/* hk-run's forward pass: the activations, the KV cache and the per-step inputs of a model, and
+ * graphs: a batch of m tokens recorded once, through a wrapped stream, into a command buffer of
+ * hk-run's own, and replayed for every batch of that size. What changes between replays (the
+ * tokens, their positions, the number of keys) lives in a host-visible buffer the graph reads on
+ * the device. */
+#ifndef HK_RUN_FORWARD_H
+#define HK_RUN_FORWARD_H
+
+#include <volk.h>
+
+#include "model.h"
+
+/* What a graph does with the logits of its last token. */
+typedef enum run_tail {
+    RUN_TAIL_ARGMAX, /* the greedy id into io next */
+    RUN_TAIL_LOGITS, /* that, and the logits copied into io out */
+    RUN_TAIL_PROBS   /* the softmax at the temperature into io out */
+} run_tail;
+
+typedef struct run_state {
+    hk_context *ctx;
+    const run_model *model;
+    uint32_t batch;    /* most tokens a graph takes */
+    uint32_t capacity; /* KV cache rows */
+    float temperature;
+    hk_kv_layout kv;
+    hk_view *k_cache, *v_cache; /* per layer */
+    /* activations: [batch, ...] f32 unless said */
+    hk_view x, xn, q, k, v, attn, tmp, ff_a, ff_b, moe_out, xq /* Q8_1 */, router_logits, logits, workspace;
+    hk_view expert_ids, expert_weights, expert_offsets, expert_slots, expert_dropped;
+    run_pack pack;
+    /* host-visible inputs and outputs */
+    VkDevice device;
+    VkQueue queue;
+    VkBuffer io_buffer;
+    VkDeviceMemory io_memory;
+    hk_buffer *io;
+    uint8_t *io_map;
+    hk_view io_count, io_next, io_tokens, io_positions, io_out;
+    VkCommandPool pool;
+    VkFence fence;
+} run_state;
+
+/* Allocates everything for graphs of up to batch tokens over a cache of capacity rows of kv_type.
+ * graph_sizes: the batch sizes that will be recorded (the attention workspace fits them all).
+ * Returns 0, or -1 with a message printed. */
+int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t batch, uint32_t capacity,
+                     hk_type kv_type, const uint32_t *graph_sizes, uint32_t n_graph_sizes, float temperature);
+void run_state_destroy(run_state *s);
+
+/* Records the forward pass of m tokens (io tokens, at io positions, the cache then holding io count
+ * keys) into stream: the prepare stream or a graph's. 0, or -1 with the failing call named. */
+int run_record(run_state *s, hk_stream *stream, uint32_t m, run_tail tail);
+
+typedef struct run_graph {
+    VkCommandBuffer cmd;
+    hk_stream *stream;
+    uint32_t m;
+} run_graph;
+
+int run_graph_build(run_state *s, run_graph *g, uint32_t m, run_tail tail);
+/* Runs the graph once for the tokens at positions first .. first + m - 1 and waits; gpu_ms, if not
+ * NULL, gets the GPU time between the graph's first and last timestamps. */
+int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, double *gpu_ms);
+void run_graph_free(run_state *s, run_graph *g);
+
+/* The graph's outputs after run_graph_exec. */
+uint32_t run_next_token(const run_state *s);
+const float *run_out(const run_state *s);
+
+#endif
