@@ -354,8 +354,8 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
- * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32, hk_rmsnorm, hk_quantize_q8_1, hk_copy,
- * hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with
+ * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_quantize_q8_1,
+ * hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with
  * hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
@@ -579,7 +579,7 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
 #define HK_MATVEC_MAX_TOKENS 16u           /* tokens of hk_matvec_int8_tokens */
 #define HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS 1048576u /* ceil(rows / 32768) * k * (tokens + 1) of
                                                      * hk_matvec_int8_tokens with tokens > 1 */
-#define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32 */
+#define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32* */
 #define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
 #define HK_ROWWISE_MAX_N 2097152u          /* n of hk_argmax, hk_softmax */
 /* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
@@ -767,10 +767,24 @@ HK_API hk_status hk_moe_combine(hk_context *context, hk_stream *stream, hk_view 
 HK_API hk_status hk_get_rows(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view ids, hk_view y,
                              uint32_t n_ids, uint32_t rows, uint32_t k);
 
-/* f32 GEMV (e.g. the MoE router gate): y[rows] = W[rows, k] . x[k], W row-major f32,
- * 1 <= k <= 1048576. */
+/* f32 GEMV (e.g. the MoE router gate, GGUF's F32 ffn_gate_inp): y[rows] = W[rows, k] . x[k], W
+ * row-major f32, x and y f32; hk_gemv_f32_tokens with tokens = 1. rows >= 1, 1 <= k <= 1048576;
+ * W within caps.max_storage_buffer_range bytes; y must not overlap W or x.
+ * Each output is one fixed-order sum: each of 128 invocations adds its products W[r, i] * x[i]
+ * for i = its index, +128, ... in order (a product and its add fused into an fma where the
+ * device's compiler fuses them), a subgroup sum adds those, and the subgroups' sums are added in
+ * order. */
 HK_API hk_status hk_gemv_f32(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                              uint32_t rows, uint32_t k);
+/* hk_gemv_f32 for several tokens against one weight read (prompt processing): y[t, :] = W . x[t, :]
+ * for t < tokens, x f32 [tokens, k] and y f32 [tokens, rows], token after token. Each token's row of
+ * y is bit-identical to hk_gemv_f32 on that token's x alone, whatever tokens is (the same sum in
+ * the same order: the workgroup that handles up to 8 tokens of a row keeps one sum per token).
+ * Limits: tokens >= 1; tokens * rows and tokens * k at most 2^32 - 1 values; x and y, like W,
+ * within caps.max_storage_buffer_range bytes; k as hk_gemv_f32. A shape or view outside these is
+ * HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_gemv_f32_tokens(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
+                                    uint32_t rows, uint32_t k, uint32_t tokens);
 
 /* RMSNorm over rows of n: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * weight[i]. eps > 0
  * and finite; 1 <= n <= 1048576; y may equal x (in place). Qwen3's per-head q/k norm is this call

@@ -104,6 +104,19 @@ static void test_gemv_limit(void)
                  HK_GATE_F32);
     EXPECT("gemv past HK_GEMV_MAX_K", hk_gemv_f32(ctx, NULL, (hk_view){wb, 0}, (hk_view){xb, 0}, (hk_view){y, 0}, 1, k + 1),
            HK_ERROR_INVALID_ARGUMENT, "k=1048577 exceeds the limit k <= 1048576");
+    /* several tokens: a full block of 8 and a tail of 3, each token's sums as long as one token's */
+    const uint32_t tokens = 11;
+    float *xt_host = malloc((size_t)tokens * k * 4), ref_t[2 * 11];
+    quarter_grid(&rng, xt_host, (size_t)tokens * k);
+    for (uint32_t t = 0; t < tokens; t++)
+        hk_ref_gemv_f32(w_host, xt_host + (size_t)t * k, ref_t + t * rows, rows, k);
+    hk_buffer *xtb = float_buffer(xt_host, (size_t)tokens * k), *ytb = float_buffer(NULL, (size_t)tokens * rows);
+    check_output("gemv tokens at k = HK_GEMV_MAX_K, 11 tokens",
+                 hk_gemv_f32_tokens(ctx, NULL, (hk_view){wb, 0}, (hk_view){xtb, 0}, (hk_view){ytb, 0}, rows, k, tokens),
+                 ytb, ref_t, (size_t)tokens * rows, HK_GATE_F32);
+    hk_buffer_destroy(xtb);
+    hk_buffer_destroy(ytb);
+    free(xt_host);
     hk_buffer_destroy(wb);
     hk_buffer_destroy(xb);
     hk_buffer_destroy(yb);
@@ -557,6 +570,25 @@ int main(int argc, char **argv)
            HK_ERROR_INVALID_ARGUMENT, "output y overlaps x");
     EXPECT("gemv zero k", hk_gemv_f32(ctx, NULL, xv, xv, yv, 1, 0), HK_ERROR_INVALID_ARGUMENT, "must both be positive");
     EXPECT("gemv past the end", hk_gemv_f32(ctx, NULL, xv, xv, yv, 2, 256), HK_ERROR_INVALID_ARGUMENT, "w needs 2048");
+    /* several tokens: 16 x 16 fills x (1024 bytes), 16 x 4 fills y (256 bytes) */
+    poison_y();
+    hk_check_status("valid gemv tokens", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 4, 16, 16), HK_OK, NULL);
+    EXPECT("gemv tokens zero", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 4, 16, 0), HK_ERROR_INVALID_ARGUMENT,
+           "hk_gemv_f32_tokens: tokens=0 must be positive");
+    EXPECT("gemv tokens zero rows", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 0, 16, 2), HK_ERROR_INVALID_ARGUMENT,
+           "hk_gemv_f32_tokens: rows=0 and k=16 must both be positive");
+    EXPECT("gemv tokens k past the limit", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 1, HK_GEMV_MAX_K + 1, 1),
+           HK_ERROR_INVALID_ARGUMENT, "k=1048577 exceeds the limit k <= 1048576");
+    EXPECT("gemv x too small for the tokens", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 4, 16, 17),
+           HK_ERROR_INVALID_ARGUMENT, "x needs 1088 bytes at offset 0, past the end of its 1024-byte buffer");
+    EXPECT("gemv y too small for the tokens", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 4, 8, 17),
+           HK_ERROR_INVALID_ARGUMENT, "y needs 272 bytes at offset 0, past the end of its 256-byte buffer");
+    EXPECT("gemv tokens x rows past 2^32", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 65536, 1, 65536),
+           HK_ERROR_INVALID_ARGUMENT, "tokens=65536 x rows=65536 is more than 2^32 - 1 values");
+    EXPECT("gemv tokens x k past 2^32", hk_gemv_f32_tokens(ctx, NULL, wv, xv, yv, 1, HK_GEMV_MAX_K, 4096),
+           HK_ERROR_INVALID_ARGUMENT, "tokens=4096 x k=1048576 is more than 2^32 - 1 values");
+    EXPECT("gemv tokens y overlaps x", hk_gemv_f32_tokens(ctx, NULL, wv, xv, (hk_view){x, 0}, 4, 8, 2),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps x");
     EXPECT("rmsnorm eps", hk_rmsnorm(ctx, NULL, xv, xv, yv, 1, 16, 0.0f), HK_ERROR_INVALID_ARGUMENT, "eps=0");
     EXPECT("rmsnorm eps nan", hk_rmsnorm(ctx, NULL, xv, xv, yv, 1, 16, 0.0f / 0.0f), HK_ERROR_INVALID_ARGUMENT, "eps=");
     EXPECT("rmsnorm partial alias", hk_rmsnorm(ctx, NULL, (hk_view){y, 4}, xv, yv, 1, 16, 1e-5f),

@@ -1,8 +1,8 @@
 /* Every kernel of the table (src/cases/cases.h) against its C reference on its test shapes: seeded
  * random inputs, tails and real model shapes, each input placed at an aligned offset, at its
  * minimal alignment and flush against its buffer's end, outputs poisoned and every byte outside
- * them checked; the portable twins on contexts without the accelerated features; and a chain of
- * dependent kernels in one stream. */
+ * them checked; the portable twins on contexts without the accelerated features; a chain of
+ * dependent kernels in one stream; and hk_gemv_f32_tokens bit for bit against hk_gemv_f32. */
 #include "cases.h"
 #include "hk_test.h"
 
@@ -185,6 +185,69 @@ static void test_stream_chain(void)
     free(w2);
 }
 
+/* hk_gemv_f32_tokens against hk_gemv_f32 on each token alone, bit for bit (include/hkernel.h): one
+ * call and `tokens` single-token calls in one stream, their outputs compared with memcmp (and with
+ * the reference, so that two untouched outputs cannot pass); blocks of 8 tokens full, full ones
+ * and a tail of one or five, a tail alone; k with a tail of the 128-wide loop. Each token's x has
+ * its own magnitude. */
+static void test_gemv_tokens(void)
+{
+    static const uint32_t shapes[][3] = {{128, 2048, 512}, {128, 2048, 17}, {1000, 131, 13}, {5, 33, 3}, {3, 4999, 8}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        uint32_t rows = shapes[c][0], k = shapes[c][1], tokens = shapes[c][2];
+        size_t nw = (size_t)rows * k, nx = (size_t)tokens * k, ny = (size_t)tokens * rows;
+        hk_rng rng = {500 + c};
+        float *w = malloc(nw * 4), *x = malloc(nx * 4), *ref = malloc(ny * 4), *got = malloc(ny * 4),
+              *one = malloc(ny * 4);
+        hk_rng_fill(&rng, w, nw, -0.1f, 0.1f);
+        hk_rng_fill(&rng, x, nx, -1.0f, 1.0f);
+        for (uint32_t t = 0; t < tokens; t++) {
+            for (uint32_t i = 0; i < k; i++)
+                x[(size_t)t * k + i] *= ldexpf(1.0f, (int)(t % 7) - 3);
+            hk_ref_gemv_f32(w, x + (size_t)t * k, ref + (size_t)t * rows, rows, k);
+        }
+        hk_poison(got, ny);
+        hk_buffer *wb = hk_test_buffer(ctx, nw * 4, w), *xb = hk_test_buffer(ctx, nx * 4, x);
+        hk_buffer *yb = hk_test_buffer(ctx, ny * 4, got), *ob = hk_test_buffer(ctx, ny * 4, got);
+        char name[160];
+        snprintf(name, sizeof name, "gemv_f32_tokens %ux%u x%u tok", rows, k, tokens);
+        hk_status st = hk_gemv_f32_tokens(ctx, NULL, (hk_view){wb, 0}, (hk_view){xb, 0}, (hk_view){yb, 0}, rows, k,
+                                          tokens);
+        hk_stream *s = NULL;
+        if (st == HK_OK)
+            st = hk_stream_create(ctx, 0, &s);
+        for (uint32_t t = 0; t < tokens && st == HK_OK; t++)
+            st = hk_gemv_f32(ctx, s, (hk_view){wb, 0}, (hk_view){xb, (uint64_t)t * k * 4},
+                             (hk_view){ob, (uint64_t)t * rows * 4}, rows, k);
+        if (st == HK_OK)
+            st = hk_stream_submit(s);
+        hk_stream_destroy(s);
+        if (st == HK_OK)
+            st = hk_buffer_download(yb, 0, got, ny * 4);
+        if (st == HK_OK)
+            st = hk_buffer_download(ob, 0, one, ny * 4);
+        if (st == HK_OK) {
+            size_t differ = 0;
+            for (size_t i = 0; i < ny; i++)
+                differ += memcmp(&got[i], &one[i], 4) != 0;
+            hk_check(differ == 0, name, "%zu of %zu outputs differ from hk_gemv_f32 on each token", differ, ny);
+            snprintf(name + strlen(name), sizeof name - strlen(name), " vs the reference");
+            hk_check_close(name, got, ref, ny, HK_GATE_F32);
+        } else {
+            hk_check(0, name, "%s", hk_last_error());
+        }
+        hk_buffer_destroy(wb);
+        hk_buffer_destroy(xb);
+        hk_buffer_destroy(yb);
+        hk_buffer_destroy(ob);
+        free(w);
+        free(x);
+        free(ref);
+        free(got);
+        free(one);
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int a = 1; a < argc; a++) {
@@ -212,6 +275,8 @@ int main(int argc, char **argv)
         run_case(hk_cases[c], UINT32_MAX, 1, "");
     if (selected(hk_case_find("matvec")))
         test_stream_chain();
+    if (selected(hk_case_find("gemv_f32_tokens")))
+        test_gemv_tokens();
 
     /* the portable twins, on contexts that may not use the accelerated paths: the cases whose arm
      * the feature picks, on their first shapes */

@@ -1,5 +1,5 @@
 /* cases_decode.c — table rows of the decode family: quantized matvec (f32 and Q8_1 x), MoE
- * expert gather, router, f32 GEMV, RMSNorm, the Q8_1 quantizer. */
+ * expert gather, router, f32 GEMV (one token or several), RMSNorm, the Q8_1 quantizer. */
 #include "cases.h"
 
 #include <math.h>
@@ -475,13 +475,13 @@ const hk_case hk_case_moe_route = {
     CASE_SHAPES(route_tests, route_quick, route_full),
 };
 
-/* ---- f32 GEMV: d = {rows, k} ---- */
+/* ---- f32 GEMV: d = {rows, k, tokens} (tokens 0: hk_gemv_f32's one) ---- */
 
 static hk_status prepare_gemv(hk_case_run *run, uint64_t seed)
 {
-    uint32_t rows = run->shape.d[0], k = run->shape.d[1];
+    uint32_t rows = run->shape.d[0], k = run->shape.d[1], tokens = run->shape.d[2] ? run->shape.d[2] : 1;
     hk_rng rng = {seed};
-    float *w = hk_case_alloc((size_t)rows * k * sizeof(float)), *x = activations(&rng, k);
+    float *w = hk_case_alloc((size_t)rows * k * sizeof(float)), *x = activations(&rng, (size_t)tokens * k);
     if (!w || !x) {
         free(w);
         free(x);
@@ -489,15 +489,19 @@ static hk_status prepare_gemv(hk_case_run *run, uint64_t seed)
     }
     hk_rng_fill(&rng, w, (size_t)rows * k, -0.1f, 0.1f);
     hk_case_tensor_add(run, "w", HK_CASE_IN, (uint64_t)rows * k * 4, 4, 1, w);
-    hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)k * 4, 4, 0, x);
-    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
-    run->bytes = 4.0 * rows * k + 4.0 * k + 4.0 * rows;
-    snprintf(run->label, sizeof run->label, "%ux%u", rows, k);
+    hk_case_tensor_add(run, "x", HK_CASE_IN, (uint64_t)tokens * k * 4, 4, 0, x);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)tokens * rows * 4, 4, 0, NULL);
+    run->bytes = 4.0 * rows * k + tokens * (4.0 * k + 4.0 * rows);
+    if (run->shape.d[2])
+        snprintf(run->label, sizeof run->label, "%ux%u x%u tok", rows, k, tokens);
+    else
+        snprintf(run->label, sizeof run->label, "%ux%u", rows, k);
     if (run->ref_mode != HK_REF_NONE) {
-        run->ref_count = rows;
-        if (!(run->ref = hk_case_alloc(rows * sizeof(float))))
+        run->ref_count = (size_t)tokens * rows;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
             return HK_ERROR_OUT_OF_MEMORY;
-        hk_ref_gemv_f32(w, x, run->ref, rows, k);
+        for (uint32_t t = 0; t < tokens; t++)
+            hk_ref_gemv_f32(w, x + (size_t)t * k, run->ref + (size_t)t * rows, rows, k);
     }
     return HK_OK;
 }
@@ -522,6 +526,35 @@ const hk_case hk_case_gemv_f32 = {
     .prepare = prepare_gemv,
     .record = record_gemv,
     CASE_SHAPES(gemv_tests, gemv_quick, gemv_full),
+};
+
+static hk_status record_gemv_tokens(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const uint32_t *d = run->shape.d;
+    return hk_gemv_f32_tokens(run->ctx, s, v[0], v[1], v[2], d[0], d[1], d[2]);
+}
+
+/* tokens: one, a tail block alone, a full block of 8, full blocks and a tail, a 512-token prompt */
+static const hk_case_shape gemv_tokens_tests[] = {
+    {F32, {1, 1, 1}, 0, 0},      {F32, {5, 33, 3}, 0, 0},    {F32, {1000, 131, 17}, 0, 0},
+    {F32, {128, 2048, 1}, 0, 0}, /* the Qwen3-30B-A3B router gate: 128 experts x 2048 */
+    {F32, {128, 2048, 3}, 0, 0}, {F32, {128, 2048, 8}, 0, 0}, {F32, {128, 2048, 17}, 0, 0},
+    {F32, {128, 2048, 512}, 0, 0},
+    {F32, {40000, 3, 17}, 0, 0}, /* 120000 workgroups: over x and y, the grid's last ones past the end */
+};
+static const hk_case_shape gemv_tokens_quick[] = {{F32, {128, 2048, 8}, 0, 0}, {F32, {128, 2048, 512}, 0, 0}};
+static const hk_case_shape gemv_tokens_full[] = {
+    {F32, {128, 2048, 1}, 0, 0}, {F32, {128, 2048, 8}, 0, 0}, {F32, {128, 2048, 17}, 0, 0},
+    {F32, {128, 2048, 512}, 0, 0},
+};
+
+const hk_case hk_case_gemv_f32_tokens = {
+    .name = "gemv_f32_tokens",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_gemv,
+    .record = record_gemv_tokens,
+    CASE_SHAPES(gemv_tokens_tests, gemv_tokens_quick, gemv_tokens_full),
 };
 
 /* ---- RMSNorm: d = {rows, n}, variant 1 = in place (y is x) ---- */
