@@ -247,15 +247,8 @@ void run_state_destroy(run_state *s)
 static hk_status linear(run_state *s, hk_stream *st, const run_weight *w, hk_view x, hk_view y, uint32_t m)
 {
     hk_context *c = s->ctx;
-    if (w->type == HK_TYPE_F32) {
-        for (uint32_t t = 0; t < m; t++) {
-            hk_status r = hk_gemv_f32(c, st, w->view, at(x, (uint64_t)t * w->k * 4), at(y, (uint64_t)t * w->rows * 4),
-                                      w->rows, w->k);
-            if (r != HK_OK)
-                return r;
-        }
-        return HK_OK;
-    }
+    if (w->type == HK_TYPE_F32)
+        return hk_gemv_f32_tokens(c, st, w->view, x, y, w->rows, w->k, m);
     if (w->type == HK_TYPE_F16)
         return m == 1 ? hk_matvec(c, st, w->type, w->view, x, y, w->rows, w->k)
                       : hk_gemm_f16(c, st, w->type, w->view, x, y, m, w->rows, w->k);
