@@ -37,7 +37,8 @@
  * fixed within a soname.
  *
  * Weights are GGUF blocks exactly as stored in a .gguf file (no repacking):
- *   Q8_0  34 B / 32 values    Q4_K 144 B / 256 values    Q6_K 210 B / 256 values
+ *   Q8_0  34 B / 32 values    Q4_K 144 B / 256 values    Q5_K 176 B / 256 values
+ *   Q6_K 210 B / 256 values
  * Activations Q8_1 are 36 B / 32 values (f16 d, f16 s = d*sum(qs), i8 qs[32]); the kernels read d
  * and qs only (s is carried for other consumers, never trusted).
  */
@@ -126,7 +127,8 @@ typedef enum hk_type {
     HK_TYPE_Q4_K = 2,
     HK_TYPE_Q6_K = 3,
     HK_TYPE_Q8_1 = 4,
-    HK_TYPE_F16 = 5
+    HK_TYPE_F16 = 5,
+    HK_TYPE_Q5_K = 6
 } hk_type;
 
 /* Type traits, from one table (the references use the same). Each returns 0 (names: "?") for an
@@ -143,7 +145,7 @@ HK_API uint64_t hk_type_bytes(hk_type type, uint64_t values);
 /* A fixed name ("q4_k", ...). */
 HK_API const char *hk_type_name(hk_type type);
 /* The GGML_TYPE_* id a .gguf file uses for the type (F32 0, F16 1, Q8_0 8, Q8_1 9, Q4_K 12,
- * Q6_K 14); UINT32_MAX for an unknown type. */
+ * Q5_K 13, Q6_K 14); UINT32_MAX for an unknown type. */
 HK_API uint32_t hk_type_to_ggml(hk_type type);
 /* The hk_type of a GGML_TYPE_* id; HK_ERROR_UNSUPPORTED for ids the library has no kernels for. */
 HK_API hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type);

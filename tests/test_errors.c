@@ -308,10 +308,11 @@ static void test_hk_device(void)
 /* ---- type traits ---- */
 static void test_type_traits(void)
 {
-    static const hk_type types[] = {HK_TYPE_F32, HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q8_1, HK_TYPE_F16};
-    static const uint32_t ggml[] = {0, 8, 12, 14, 9, 1};
-    static const uint32_t block_values[] = {1, 32, 256, 256, 32, 1}, block_bytes[] = {4, 34, 144, 210, 36, 2},
-                          align[] = {4, 2, 2, 2, 4, 2};
+    static const hk_type types[] = {HK_TYPE_F32,  HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K,
+                                    HK_TYPE_Q8_1, HK_TYPE_F16,  HK_TYPE_Q5_K};
+    static const uint32_t ggml[] = {0, 8, 12, 14, 9, 1, 13};
+    static const uint32_t block_values[] = {1, 32, 256, 256, 32, 1, 256},
+                          block_bytes[] = {4, 34, 144, 210, 36, 2, 176}, align[] = {4, 2, 2, 2, 4, 2, 2};
     int ok = 1;
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         hk_type t = types[i], back = (hk_type)99;
@@ -333,7 +334,7 @@ static void test_type_traits(void)
     hk_check(hk_type_to_ggml((hk_type)99) == UINT32_MAX && hk_type_alignment((hk_type)-1) == 0 &&
                  hk_type_bytes((hk_type)99, 32) == 0 && strcmp(hk_type_name((hk_type)99), "?") == 0,
              "unknown type: no traits", NULL);
-    static const uint32_t unknown[] = {2, 3, 6, 7, 10, 11, 13, 15, 16, 30, 39, 1000, UINT32_MAX};
+    static const uint32_t unknown[] = {2, 3, 6, 7, 10, 11, 15, 16, 20, 30, 39, 1000, UINT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         hk_type t = (hk_type)77;
         char name[64];
@@ -776,6 +777,7 @@ int main(int argc, char **argv)
     hk_context_destroy(NULL);
     hk_check(strcmp(hk_status_name(HK_ERROR_UNSUPPORTED), "HK_ERROR_UNSUPPORTED") == 0 &&
                  strcmp(hk_type_name(HK_TYPE_Q6_K), "q6_k") == 0 && hk_type_block_bytes(HK_TYPE_Q4_K) == 144 &&
+                 strcmp(hk_type_name(HK_TYPE_Q5_K), "q5_k") == 0 &&
                  hk_type_block_values((hk_type)42) == 0,
              "names and sizes", NULL);
     hk_check(strcmp(hk_status_name(HK_ERROR_DEVICE_LOST), "HK_ERROR_DEVICE_LOST") == 0, "HK_ERROR_DEVICE_LOST named", NULL);

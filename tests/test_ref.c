@@ -18,12 +18,16 @@
 _Static_assert(sizeof(hk_block_q8_0) == 34, "hk_block_q8_0 must be 34 bytes");
 _Static_assert(sizeof(hk_block_q8_1) == 36, "hk_block_q8_1 must be 36 bytes");
 _Static_assert(sizeof(hk_block_q4_k) == 144, "hk_block_q4_k must be 144 bytes");
+_Static_assert(sizeof(hk_block_q5_k) == 176, "hk_block_q5_k must be 176 bytes");
 _Static_assert(sizeof(hk_block_q6_k) == 210, "hk_block_q6_k must be 210 bytes");
 _Static_assert(offsetof(hk_block_q8_0, qs) == 2, "q8_0 qs offset");
 _Static_assert(offsetof(hk_block_q8_1, s) == 2 && offsetof(hk_block_q8_1, qs) == 4, "q8_1 offsets");
 _Static_assert(offsetof(hk_block_q4_k, dmin) == 2 && offsetof(hk_block_q4_k, scales) == 4 &&
                    offsetof(hk_block_q4_k, qs) == 16,
                "q4_k offsets");
+_Static_assert(offsetof(hk_block_q5_k, dmin) == 2 && offsetof(hk_block_q5_k, scales) == 4 &&
+                   offsetof(hk_block_q5_k, qh) == 16 && offsetof(hk_block_q5_k, qs) == 48,
+               "q5_k offsets");
 _Static_assert(offsetof(hk_block_q6_k, qh) == 128 && offsetof(hk_block_q6_k, scales) == 192 &&
                    offsetof(hk_block_q6_k, d) == 208,
                "q6_k offsets");
@@ -378,6 +382,46 @@ static void test_hand_q4k(results *res)
           bad, spot ? "ok" : "WRONG");
 }
 
+/* Q4_K's hand block with a 5th bit per value: qh[l] bit b adds 16 to value 32b+l. The spot values
+ * are gguf-py's (gguf.quants.dequantize, 0.19) of these 176 bytes. */
+static void test_hand_q5k(results *res)
+{
+    static const uint8_t want_sc[8] = {1, 63, 17, 40, 33, 5, 63, 22};
+    static const uint8_t want_m[8] = {0, 12, 63, 7, 45, 16, 2, 50};
+    static const uint8_t packed[12] = {0x81, 0x3F, 0xD1, 0x68, 0x80, 0x4C, 0x3F, 0xC7, 0xD1, 0x05, 0x2F, 0x26};
+    hk_block_q5_k b;
+    memcpy(b.scales, packed, 12);
+    b.d = 0x2E66;    /* 819/8192 */
+    b.dmin = 0x3400; /* 0.25 */
+    for (int i = 0; i < 128; i++)
+        b.qs[i] = (uint8_t)(i * 37 + 11);
+    for (int l = 0; l < 32; l++)
+        b.qh[l] = (uint8_t)(l * 53 + 3);
+
+    float y[256];
+    hk_dequant_row_q5_k(&b, y, 256);
+    int bad = 0, high = 0;
+    for (int i = 0; i < 256; i++) {
+        const int c = i / 64, sub = i / 32, l = i % 32;
+        const uint8_t byte = b.qs[32 * c + l];
+        const int nib = (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+        const int bit = (b.qh[l] >> sub) & 1;
+        high += bit;
+        const double want = 819.0 / 8192.0 * want_sc[sub] * (nib + 16 * bit) - 0.25 * want_m[sub];
+        if ((double)y[i] != want) {
+            if (bad < 5)
+                printf("  y[%d] = %.9g want %.9g\n", i, (double)y[i], want);
+            bad++;
+        }
+    }
+    const int spot = y[0] == 2.6993408203125f && y[37] == 72.58154296875f && y[63] == 148.1630859375f &&
+                     y[64] == 2.9454345703125f && y[130] == 5.2459716796875f && y[165] == -4.0f &&
+                     y[200] == 18.3953857421875f && y[255] == 0.69677734375f;
+    check(res, bad == 0 && spot && high > 64 && high < 192,
+          "Q5_K hand block dequant: y = d*sc*(q + 16*qh bit) - dmin*m (%d wrong, %d high bits, gguf-py spot values %s)",
+          bad, high, spot ? "ok" : "WRONG");
+}
+
 static void test_hand_q6k(results *res)
 {
     static const int8_t sc[16] = {1, -2, 3, -4, 5, -6, 7, -8, 127, -128, 10, -10, 50, -50, 0, 33};
@@ -453,6 +497,15 @@ static void test_multiblock(results *res)
     hk_dequant_row_q4_k(&q4[1], b1, 256);
     ok &= !memcmp(a, b0, sizeof b0) && !memcmp(a + 256, b1, sizeof b1);
 
+    hk_block_q5_k q5[2];
+    memcpy(q5, raw, sizeof q5);
+    q5[0].d = 0x3C00, q5[0].dmin = 0x3800;
+    q5[1].d = 0x2E66, q5[1].dmin = 0x4500;
+    hk_dequant_row_q5_k(q5, a, 512);
+    hk_dequant_row_q5_k(&q5[0], b0, 256);
+    hk_dequant_row_q5_k(&q5[1], b1, 256);
+    ok &= !memcmp(a, b0, sizeof b0) && !memcmp(a + 256, b1, sizeof b1);
+
     hk_block_q6_k q6[2];
     memcpy(q6, raw, sizeof q6);
     q6[0].d = 0x3C00;
@@ -462,7 +515,7 @@ static void test_multiblock(results *res)
     hk_dequant_row_q6_k(&q6[1], b1, 256);
     ok &= !memcmp(a, b0, sizeof b0) && !memcmp(a + 256, b1, sizeof b1);
 
-    check(res, ok, "2-block rows dequantize as the concatenation of their blocks (all 4 formats)");
+    check(res, ok, "2-block rows dequantize as the concatenation of their blocks (all 5 formats)");
 }
 
 /* ================================================================================================ */
@@ -552,6 +605,7 @@ static double q8_block_bound(double amax)
 /* bounds for the K-quants, relative to the super-block's amax (measured worst cases over the
  * data sets are printed; see the report in the check lines) */
 #define Q4K_REL_BOUND 0.085
+#define Q5K_REL_BOUND 0.045
 #define Q6K_REL_BOUND 0.020
 
 static void test_roundtrip(results *res)
@@ -560,13 +614,15 @@ static void test_roundtrip(results *res)
     float *y = malloc(RT_K * sizeof(float));
     hk_block_q8_0 *b8 = malloc(RT_K / 32 * sizeof *b8);
     hk_block_q4_k *b4 = malloc(RT_K / 256 * sizeof *b4);
+    hk_block_q5_k *b5 = malloc(RT_K / 256 * sizeof *b5);
     hk_block_q6_k *b6 = malloc(RT_K / 256 * sizeof *b6);
-    if (!x || !y || !b8 || !b4 || !b6) {
+    if (!x || !y || !b8 || !b4 || !b5 || !b6) {
         check(res, 0, "round trip: out of memory");
         goto done;
     }
 
-    double worst8 = 0.0, worst4 = 0.0, worst6 = 0.0, worst4_row = 0.0, worst6_row = 0.0;
+    double worst8 = 0.0, worst4 = 0.0, worst5 = 0.0, worst6 = 0.0, worst4_row = 0.0, worst5_row = 0.0;
+    double worst6_row = 0.0;
     for (size_t s = 0; s < N_DATASETS; s++) {
         rng r = {0xC0FFEEull + 977 * s};
         fill_dataset(datasets[s].kind, &r, x, RT_K);
@@ -609,6 +665,24 @@ static void test_roundtrip(results *res)
               "Q4_K round trip %-24s max|err|/amax = %.5f per super-block, %.5f per row (bound %.3f)",
               datasets[s].name, e4, e4r, Q4K_REL_BOUND);
 
+        /* Q5_K */
+        hk_quant_row_q5_k(x, b5, RT_K);
+        hk_dequant_row_q5_k(b5, y, RT_K);
+        zero_bad = 0;
+        finite_bad = 0;
+        for (size_t b = 0; b < RT_K / 256; b++) {
+            const float d = hk_f16_to_f32(b5[b].d), dm = hk_f16_to_f32(b5[b].dmin);
+            if (!isfinite(d) || !isfinite(dm) || d < 0.0f || dm < 0.0f)
+                finite_bad++;
+        }
+        const double e5 = group_rel_err(x, y, RT_K, 256, &zero_bad);
+        const double e5r = row_rel_err(x, y, RT_K);
+        worst5 = fmax(worst5, e5);
+        worst5_row = fmax(worst5_row, e5r);
+        check(res, e5 <= Q5K_REL_BOUND && zero_bad == 0 && finite_bad == 0,
+              "Q5_K round trip %-24s max|err|/amax = %.5f per super-block, %.5f per row (bound %.3f)",
+              datasets[s].name, e5, e5r, Q5K_REL_BOUND);
+
         /* Q6_K */
         hk_quant_row_q6_k(x, b6, RT_K);
         hk_dequant_row_q6_k(b6, y, RT_K);
@@ -628,8 +702,8 @@ static void test_roundtrip(results *res)
               datasets[s].name, e6, e6r, Q6K_REL_BOUND);
     }
     printf("     worst over data sets: Q8_0 %.5f (per block), Q4_K %.5f (per super-block) %.5f (per row), "
-           "Q6_K %.5f (per super-block) %.5f (per row)\n",
-           worst8, worst4, worst4_row, worst6, worst6_row);
+           "Q5_K %.5f %.5f, Q6_K %.5f %.5f\n",
+           worst8, worst4, worst4_row, worst5, worst5_row, worst6, worst6_row);
 
     /* all-zero input encodes and decodes to exact zeros */
     {
@@ -650,11 +724,15 @@ static void test_roundtrip(results *res)
         hk_dequant_row_q4_k(b4, y, RT_K);
         for (size_t i = 0; i < RT_K; i++)
             ok &= y[i] == 0.0f;
+        hk_quant_row_q5_k(x, b5, RT_K);
+        hk_dequant_row_q5_k(b5, y, RT_K);
+        for (size_t i = 0; i < RT_K; i++)
+            ok &= y[i] == 0.0f;
         hk_quant_row_q6_k(x, b6, RT_K);
         hk_dequant_row_q6_k(b6, y, RT_K);
         for (size_t i = 0; i < RT_K; i++)
             ok &= y[i] == 0.0f;
-        check(res, ok, "all-zero rows quantize and dequantize to exact zeros (Q8_0, Q8_1, Q4_K, Q6_K)");
+        check(res, ok, "all-zero rows quantize and dequantize to exact zeros (Q8_0, Q8_1, Q4_K, Q5_K, Q6_K)");
     }
 
 done:
@@ -662,6 +740,7 @@ done:
     free(y);
     free(b8);
     free(b4);
+    free(b5);
     free(b6);
 }
 
@@ -753,15 +832,15 @@ static void put_u16(unsigned char *p, uint16_t v)
 static void test_matvec(results *res)
 {
     enum { ROWS = 8, K = 2048 };
-    static const int types[3] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K};
-    static const char *names[3] = {"Q8_0", "Q4_K", "Q6_K"};
+    static const int types[4] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q5_K, HK_REF_Q6_K};
+    static const char *names[4] = {"Q8_0", "Q4_K", "Q5_K", "Q6_K"};
     float x[K], wrow[K], y[ROWS], y2[ROWS];
 
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         const int type = types[t];
         const size_t rb = hk_ref_row_bytes(type, K);
         const size_t qk = type == HK_REF_Q8_0 ? 32 : 256;
-        const size_t bsz = type == HK_REF_Q8_0 ? 34 : type == HK_REF_Q4_K ? 144 : 210;
+        const size_t bsz = type == HK_REF_Q8_0 ? 34 : type == HK_REF_Q4_K ? 144 : type == HK_REF_Q5_K ? 176 : 210;
         unsigned char *w = malloc(ROWS * rb);
         unsigned char *wu = malloc(ROWS * rb + 1);
         if (!w || !wu || rb == 0) {
@@ -778,7 +857,7 @@ static void test_matvec(results *res)
             unsigned char *blk = w + b * bsz;
             if (type == HK_REF_Q8_0) {
                 put_u16(blk, rand_f16(&r, 9, 17, 1));
-            } else if (type == HK_REF_Q4_K) {
+            } else if (type == HK_REF_Q4_K || type == HK_REF_Q5_K) {
                 put_u16(blk, rand_f16(&r, 9, 17, 0));
                 put_u16(blk + 2, rand_f16(&r, 12, 22, 0)); /* large dmin */
             } else {
@@ -798,6 +877,8 @@ static void test_matvec(results *res)
                 hk_dequant_row_q8_0(wr, wrow, K);
             else if (type == HK_REF_Q4_K)
                 hk_dequant_row_q4_k(wr, wrow, K);
+            else if (type == HK_REF_Q5_K)
+                hk_dequant_row_q5_k(wr, wrow, K);
             else
                 hk_dequant_row_q6_k(wr, wrow, K);
             double ref = 0.0, mag = 0.0;
@@ -888,11 +969,14 @@ static double hand_value(int type, const void *block, int i)
         const hk_block_q8_0 *b = block;
         return f16_value(b->d) * b->qs[i];
     }
-    if (type == HK_REF_Q4_K) {
+    if (type == HK_REF_Q4_K || type == HK_REF_Q5_K) {
+        /* Q5_K is Q4_K's layout with qh[32] between scales and qs: bit i/32 of qh[i%32] adds 16 */
         const hk_block_q4_k *b = block;
+        const hk_block_q5_k *b5 = block;
         const int c = i / 64, sub = i / 32, l = i % 32;
-        const uint8_t byte = b->qs[32 * c + l];
-        const int nib = (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+        const uint8_t byte = type == HK_REF_Q5_K ? b5->qs[32 * c + l] : b->qs[32 * c + l];
+        const int high = type == HK_REF_Q5_K ? 16 * ((b5->qh[l] >> sub) & 1) : 0;
+        const int nib = ((i % 64) < 32 ? (byte & 0xF) : (byte >> 4)) + high;
         /* scale/min of sub-block `sub`: 6 bits, split as llama.cpp's get_scale_min_k4 */
         int sc, m;
         if (sub < 4) {
@@ -914,8 +998,8 @@ static double hand_value(int type, const void *block, int i)
 
 static void test_int8_ref(results *res)
 {
-    static const int types[3] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K};
-    static const char *names[3] = {"Q8_0", "Q4_K", "Q6_K"};
+    static const int types[4] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K, HK_REF_Q5_K};
+    static const char *names[4] = {"Q8_0", "Q4_K", "Q6_K", "Q5_K"};
     enum { K = 256 };
     rng r = {0x1D8u};
     hk_block_q8_1 x[K / 32];
@@ -928,11 +1012,11 @@ static void test_int8_ref(results *res)
         x[b].qs[4] = 127;
         x[b].s = b == 0 ? 0x7C00 : b == 1 ? 0x7E00 : (uint16_t)(rng_next(&r) & 0x7BFF);
     }
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         /* one hand-made weight block per type (the hand blocks above, 2 rows: the second with
          * every byte flipped), exact binary values so the double sum is exact */
         unsigned char w[2 * 8 * 34]; /* the largest: 2 rows of 8 Q8_0 blocks */
-        const size_t bsz = t == 0 ? 34 : t == 1 ? 144 : 210, blocks = t == 0 ? K / 32 : 1;
+        const size_t bsz = t == 0 ? 34 : t == 1 ? 144 : t == 2 ? 210 : 176, blocks = t == 0 ? K / 32 : 1;
         for (int row = 0; row < 2; row++)
             for (size_t b = 0; b < blocks; b++) {
                 unsigned char *wp = w + ((size_t)row * blocks + b) * bsz;
@@ -940,7 +1024,7 @@ static void test_int8_ref(results *res)
                     wp[i] = (unsigned char)(i * 37 + 11 + b * 5 + (size_t)row * 101);
                 if (t == 0) {
                     put_u16(wp, row ? 0xB400 : 0x3555); /* -0.25, 1365/4096 */
-                } else if (t == 1) {
+                } else if (t == 1 || t == 3) {
                     put_u16(wp, row ? 0x3000 : 0x2E66); /* 0.125, 819/8192 */
                     put_u16(wp + 2, 0x3400);            /* dmin 0.25 */
                 } else {
@@ -1023,7 +1107,7 @@ static void test_q8_1_limits(results *res)
 
     /* IEEE: weights of d = 0 (every value 0) against x of d = inf (no quant 0): 0 * inf = NaN for
      * every weight type; x of d = NaN likewise */
-    static const int types[3] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K};
+    static const int types[4] = {HK_REF_Q8_0, HK_REF_Q4_K, HK_REF_Q6_K, HK_REF_Q5_K};
     unsigned char w[8 * 34];
     hk_block_q8_1 x[8];
     for (int b = 0; b < 8; b++) {
@@ -1033,13 +1117,13 @@ static void test_q8_1_limits(results *res)
             x[b].qs[j] = (int8_t)(1 + j);
     }
     int nan_inf = 0, nan_nan = 0;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         memset(w, 0x11, sizeof w); /* quants nonzero; every f16 scale 0 below */
-        const size_t bsz = t == 0 ? 34 : t == 1 ? 144 : 210;
+        const size_t bsz = t == 0 ? 34 : t == 1 ? 144 : t == 2 ? 210 : 176;
         for (size_t b = 0; b * bsz + bsz <= sizeof w && b < (t == 0 ? 8u : 1u); b++) {
             if (t == 0)
                 put_u16(w + b * bsz, 0x0000);
-            else if (t == 1) {
+            else if (t == 1 || t == 3) {
                 put_u16(w, 0x0000);
                 put_u16(w + 2, 0x0000);
             } else {
@@ -1058,8 +1142,9 @@ static void test_q8_1_limits(results *res)
         for (int b = 0; b < 8; b++)
             x[b].d = 0x7C00;
     }
-    check(res, nan_inf == 3 && nan_nan == 3, "int8 ref IEEE: 0-valued weights . inf x = NaN for Q8_0, Q4_K, Q6_K "
-                                             "(%d/3), a NaN x block gives NaN (%d/3)", nan_inf, nan_nan);
+    check(res, nan_inf == 4 && nan_nan == 4,
+          "int8 ref IEEE: 0-valued weights . inf x = NaN for Q8_0, Q4_K, Q6_K, Q5_K (%d/4), a NaN x block gives NaN "
+          "(%d/4)", nan_inf, nan_nan);
 }
 
 static void test_gemv(results *res)
@@ -1221,7 +1306,8 @@ static void test_row_bytes(results *res)
         {HK_REF_Q6_K, 14336, 11760},
         {HK_REF_Q8_0, 33, 0},     {HK_REF_Q8_0, 16, 0},      {HK_REF_Q4_K, 128, 0},
         {HK_REF_Q4_K, 32, 0},     {HK_REF_Q4_K, 4097, 0},    {HK_REF_Q6_K, 300, 0},
-        {HK_REF_Q6_K, 64, 0},     {-1, 256, 0},              {6, 256, 0},
+        {HK_REF_Q6_K, 64, 0},     {-1, 256, 0},              {7, 256, 0},
+        {HK_REF_Q5_K, 256, 176},  {HK_REF_Q5_K, 2048, 1408}, {HK_REF_Q5_K, 300, 0},
         {HK_REF_F16, 256, 512},   {HK_REF_F32, 3, 12},       {HK_REF_Q8_1, 64, 72},
         {99, 32, 0},              {HK_REF_Q4_K, 0, 0},
     };
@@ -1298,6 +1384,7 @@ int main(void)
     test_f16(&res);
     test_hand_q8(&res);
     test_hand_q4k(&res);
+    test_hand_q5k(&res);
     test_hand_q6k(&res);
     test_multiblock(&res);
     test_roundtrip(&res);

@@ -2,10 +2,11 @@
  * Dequantizers follow llama.cpp's ggml-quants.c (dequantize_row_*) operation for operation,
  * so their f32 results are the definition every GPU kernel is checked against.
  * Quantizers produce valid GGUF blocks for test data; Q8_0/Q8_1 match llama.cpp's
- * quantize_row_q8_*_ref exactly, Q4_K/Q6_K are simpler than llama.cpp's (no search). */
+ * quantize_row_q8_*_ref exactly, Q4_K/Q5_K/Q6_K are simpler than llama.cpp's (no search). */
 #include "hk_ref.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- Q4_K scale/min packing ------------------------------------------------------------------ */
 
@@ -90,6 +91,38 @@ void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k)
                 *y++ = d2 * (float)(q[l] >> 4) - m2;
             q += 32;
             is += 2;
+        }
+    }
+}
+
+/* As ggml's dequantize_row_q5_K: Q4_K's decode with the 5th bit of value 32b+l (bit b of qh[l])
+ * adding 16 to its quant. */
+void hk_dequant_row_q5_k(const hk_block_q5_k *x, float *y, size_t k)
+{
+    const size_t nb = k / HK_QK_K;
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *ql = x[i].qs;
+        const uint8_t *qh = x[i].qh;
+        const float d = hk_f16_to_f32(x[i].d);
+        const float min = hk_f16_to_f32(x[i].dmin);
+        int is = 0;
+        unsigned u1 = 1, u2 = 2;
+        for (int j = 0; j < HK_QK_K; j += 64) {
+            uint8_t sc, m;
+            hk_q4k_scale_min(x[i].scales, is + 0, &sc, &m);
+            const float d1 = d * sc;
+            const float m1 = min * m;
+            hk_q4k_scale_min(x[i].scales, is + 1, &sc, &m);
+            const float d2 = d * sc;
+            const float m2 = min * m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            ql += 32;
+            is += 2;
+            u1 <<= 2;
+            u2 <<= 2;
         }
     }
 }
@@ -194,62 +227,82 @@ static uint16_t f16_round_up(float v)
     return h;
 }
 
-/* Simple Q4_K: per 32-value sub-block, min = min(0, min x), scale = (max - min)/15; the
- * sub-block scales and mins are quantized to 6 bits against d = max scale/63 and
- * dmin = max min/63 (both rounded up to f16 first); the 4-bit quants are then chosen against the
- * quantized effective scale/min, so the block decodes consistently. */
+/* Simple Q4_K and Q5_K: per 32-value sub-block, min = min(0, min x), scale = (max - min)/nmax
+ * (nmax 15 or 31); the sub-block scales and mins are quantized to 6 bits against d = max scale/63
+ * and dmin = max min/63 (both rounded up to f16 first); the quants L[256] are then chosen against
+ * the quantized effective scale/min, so the block decodes consistently. */
+static void kquant_asym_block(const float *xb, int nmax, uint16_t *d16, uint16_t *dmin16, uint8_t scales[12],
+                              uint8_t L[HK_QK_K])
+{
+    float scale[8], mins[8];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo = xb[32 * j], hi = xb[32 * j];
+        for (int l = 1; l < 32; l++) {
+            lo = fminf(lo, xb[32 * j + l]);
+            hi = fmaxf(hi, xb[32 * j + l]);
+        }
+        if (lo > 0.0f)
+            lo = 0.0f;
+        scale[j] = (hi - lo) / (float)nmax;
+        mins[j] = -lo; /* >= 0: decode is d*sc*q - dmin*m */
+        max_scale = fmaxf(max_scale, scale[j]);
+        max_min = fmaxf(max_min, mins[j]);
+    }
+
+    *d16 = f16_round_up(max_scale / 63.0f);
+    *dmin16 = f16_round_up(max_min / 63.0f);
+    const float d = hk_f16_to_f32(*d16);
+    const float dmin = hk_f16_to_f32(*dmin16);
+
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        int s = d > 0.0f ? round_clamp(scale[j] / d, 0, 63) : 0;
+        /* a sub-block with any spread keeps a nonzero scale, else it would decode flat */
+        if (s == 0 && scale[j] > 0.0f && d > 0.0f)
+            s = 1;
+        ls[j] = (uint8_t)s;
+        lm[j] = (uint8_t)(dmin > 0.0f ? round_clamp(mins[j] / dmin, 0, 63) : 0);
+    }
+    q4k_pack_scales(ls, lm, scales);
+
+    for (int j = 0; j < 8; j++) {
+        const float s_eff = d * ls[j];
+        const float m_eff = dmin * lm[j];
+        for (int l = 0; l < 32; l++) {
+            int q = 0;
+            if (s_eff > 0.0f)
+                q = round_clamp((xb[32 * j + l] + m_eff) / s_eff, 0, nmax);
+            L[32 * j + l] = (uint8_t)q;
+        }
+    }
+}
+
 void hk_quant_row_q4_k(const float *x, hk_block_q4_k *y, size_t k)
 {
-    const size_t nb = k / HK_QK_K;
-    for (size_t i = 0; i < nb; i++) {
-        const float *xb = x + i * HK_QK_K;
-        float scale[8], mins[8];
-        float max_scale = 0.0f, max_min = 0.0f;
-        for (int j = 0; j < 8; j++) {
-            float lo = xb[32 * j], hi = xb[32 * j];
-            for (int l = 1; l < 32; l++) {
-                lo = fminf(lo, xb[32 * j + l]);
-                hi = fmaxf(hi, xb[32 * j + l]);
-            }
-            if (lo > 0.0f)
-                lo = 0.0f;
-            scale[j] = (hi - lo) / 15.0f;
-            mins[j] = -lo; /* >= 0: decode is d*sc*q - dmin*m */
-            max_scale = fmaxf(max_scale, scale[j]);
-            max_min = fmaxf(max_min, mins[j]);
-        }
-
-        y[i].d = f16_round_up(max_scale / 63.0f);
-        y[i].dmin = f16_round_up(max_min / 63.0f);
-        const float d = hk_f16_to_f32(y[i].d);
-        const float dmin = hk_f16_to_f32(y[i].dmin);
-
-        uint8_t ls[8], lm[8];
-        for (int j = 0; j < 8; j++) {
-            int s = d > 0.0f ? round_clamp(scale[j] / d, 0, 63) : 0;
-            /* a sub-block with any spread keeps a nonzero scale, else it would decode flat */
-            if (s == 0 && scale[j] > 0.0f && d > 0.0f)
-                s = 1;
-            ls[j] = (uint8_t)s;
-            lm[j] = (uint8_t)(dmin > 0.0f ? round_clamp(mins[j] / dmin, 0, 63) : 0);
-        }
-        q4k_pack_scales(ls, lm, y[i].scales);
-
+    for (size_t i = 0; i < k / HK_QK_K; i++) {
         uint8_t L[HK_QK_K];
-        for (int j = 0; j < 8; j++) {
-            const float s_eff = d * ls[j];
-            const float m_eff = dmin * lm[j];
-            for (int l = 0; l < 32; l++) {
-                int q = 0;
-                if (s_eff > 0.0f)
-                    q = round_clamp((xb[32 * j + l] + m_eff) / s_eff, 0, 15);
-                L[32 * j + l] = (uint8_t)q;
-            }
-        }
+        kquant_asym_block(x + i * HK_QK_K, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
         /* value 64c+l (l < 32) is the low nibble of qs[32c+l], value 64c+32+l the high one */
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++)
                 y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+void hk_quant_row_q5_k(const float *x, hk_block_q5_k *y, size_t k)
+{
+    for (size_t i = 0; i < k / HK_QK_K; i++) {
+        uint8_t L[HK_QK_K];
+        kquant_asym_block(x + i * HK_QK_K, 31, &y[i].d, &y[i].dmin, y[i].scales, L);
+        /* the low 4 bits as Q4_K's nibbles; the 5th bit of value 32b+l is bit b of qh[l] */
+        memset(y[i].qh, 0, sizeof y[i].qh);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                y[i].qs[32 * c + l] = (uint8_t)((L[64 * c + l] & 0xF) | ((L[64 * c + 32 + l] & 0xF) << 4));
+        for (int b = 0; b < 8; b++)
+            for (int l = 0; l < 32; l++)
+                y[i].qh[l] |= (uint8_t)((L[32 * b + l] >> 4) << b);
     }
 }
 

@@ -23,6 +23,9 @@ static int dequant_row(int type, const unsigned char *row, float *y, size_t k)
     case HK_REF_Q4_K:
         hk_dequant_row_q4_k(blocks, y, k);
         break;
+    case HK_REF_Q5_K:
+        hk_dequant_row_q5_k(blocks, y, k);
+        break;
     case HK_REF_Q6_K:
         hk_dequant_row_q6_k(blocks, y, k);
         break;
@@ -36,7 +39,8 @@ static float round_f16(float v) { return hk_f16_to_f32(hk_f32_to_f16(v)); }
 static int gemm(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k, int f16)
 {
     const size_t row_bytes = hk_ref_row_bytes(type, k);
-    if (!row_bytes || (type != HK_REF_Q8_0 && type != HK_REF_Q4_K && type != HK_REF_Q6_K && type != HK_REF_F16)) {
+    if (!row_bytes || (type != HK_REF_Q8_0 && type != HK_REF_Q4_K && type != HK_REF_Q5_K && type != HK_REF_Q6_K &&
+                       type != HK_REF_F16)) {
         memset(out, 0, m * n * sizeof *out);
         return 1;
     }

@@ -34,6 +34,14 @@ typedef struct hk_block_q4_k {
     uint8_t qs[128];   /* 256 x 4-bit quants */
 } hk_block_q4_k;       /* 144 bytes */
 
+typedef struct hk_block_q5_k {
+    uint16_t d;        /* f16 super-block scale of the 6-bit scales */
+    uint16_t dmin;     /* f16 super-block scale of the 6-bit mins */
+    uint8_t scales[12];/* 8 x (6-bit scale, 6-bit min), packed as Q4_K's */
+    uint8_t qh[32];    /* the 5th bit: bit j of qh[l] belongs to value 32j+l */
+    uint8_t qs[128];   /* 256 x low 4 bits, as Q4_K's */
+} hk_block_q5_k;       /* 176 bytes */
+
 typedef struct hk_block_q6_k {
     uint8_t ql[128];   /* low 4 bits */
     uint8_t qh[64];    /* high 2 bits */
@@ -46,7 +54,7 @@ typedef struct hk_block_q6_k {
 float hk_f16_to_f32(uint16_t h);
 uint16_t hk_f32_to_f16(float f);
 
-/* ---- Q4_K scale/min unpacking (sub-block j in 0..7) ------------------------------------------ */
+/* ---- Q4_K (and Q5_K) scale/min unpacking (sub-block j in 0..7) ------------------------------ */
 void hk_q4k_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *m);
 
 /* ---- dequantize: k values (k a multiple of the block size) ---------------------------------- */
@@ -54,6 +62,7 @@ void hk_dequant_row_f16(const uint16_t *x, float *y, size_t k); /* hk_f16_to_f32
 void hk_dequant_row_q8_0(const hk_block_q8_0 *x, float *y, size_t k);
 void hk_dequant_row_q8_1(const hk_block_q8_1 *x, float *y, size_t k);
 void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k);
+void hk_dequant_row_q5_k(const hk_block_q5_k *x, float *y, size_t k);
 void hk_dequant_row_q6_k(const hk_block_q6_k *x, float *y, size_t k);
 
 /* ---- quantize: reference quantizers (GGUF-compatible layouts; simple, not llama.cpp's search) */
@@ -77,11 +86,20 @@ void hk_quant_row_q8_0(const float *x, hk_block_q8_0 *y, size_t k);
  * kernels never read it). This is the exact definition the GPU quantizer kernel is held to. */
 void hk_quant_row_q8_1(const float *x, hk_block_q8_1 *y, size_t k);
 void hk_quant_row_q4_k(const float *x, hk_block_q4_k *y, size_t k);
+void hk_quant_row_q5_k(const float *x, hk_block_q5_k *y, size_t k);
 void hk_quant_row_q6_k(const float *x, hk_block_q6_k *y, size_t k);
 
 /* ---- type traits (types.c): the one table the references and the public API share ---------- */
 /* Types, numbered as in the public header's hk_type. */
-enum { HK_REF_F32 = 0, HK_REF_Q8_0 = 1, HK_REF_Q4_K = 2, HK_REF_Q6_K = 3, HK_REF_Q8_1 = 4, HK_REF_F16 = 5 };
+enum {
+    HK_REF_F32 = 0,
+    HK_REF_Q8_0 = 1,
+    HK_REF_Q4_K = 2,
+    HK_REF_Q6_K = 3,
+    HK_REF_Q8_1 = 4,
+    HK_REF_F16 = 5,
+    HK_REF_Q5_K = 6
+};
 typedef struct hk_type_traits {
     const char *name;      /* "q4_k", ... */
     uint32_t block_values; /* values per block (1 for f32/f16) */
@@ -95,7 +113,7 @@ typedef struct hk_type_traits {
  * rows, activations of the int8 kernels. */
 enum { HK_REF_ROLE_WEIGHT = 1, HK_REF_ROLE_KV = 2, HK_REF_ROLE_ACTIVATION = 4 };
 /* Number of type ids (some may be unused: hk_ref_type gives NULL). */
-#define HK_REF_TYPES 6
+#define HK_REF_TYPES 7
 /* The traits of a type, NULL for an unknown one. */
 const hk_type_traits *hk_ref_type(int type);
 /* The type with this ggml id, -1 if the library has none. */
@@ -105,7 +123,7 @@ size_t hk_ref_row_bytes(int type, size_t k);
 
 /* ---- reference kernels ---------------------------------------------------------------------- */
 /* y[r] = sum_i dequant(W[r])[i] * x[i], r < rows; W rows are contiguous GGUF rows (Q8_0, Q4_K,
- * Q6_K, or F16 values by hk_f16_to_f32). Products and sums in double, rounded to f32 once (gemv
+ * Q5_K, Q6_K, or F16 values by hk_f16_to_f32). Products and sums in double, rounded to f32 once (gemv
  * and rmsnorm too). */
 void hk_ref_matvec(int type, const void *w, const float *x, float *y, size_t rows, size_t k);
 /* The int8 matvec: x given as k/32 Q8_1 blocks. The plain math: y[r] = sum_i deq(W[r])[i] *
@@ -137,7 +155,7 @@ void hk_ref_softmax(const float *x, float *y, size_t rows, size_t n, float tempe
  * a lost term or a wrong maximum */
 #define HK_GATE_SOFTMAX 1e-5
 /* Embedding lookup: y[i*k .. +k] = row ids[i] of W (rows GGUF rows of k values of `type`: f32 copied
- * bit for bit, f16 by hk_f16_to_f32, Q8_0, Q4_K, Q6_K by hk_dequant_row_*), i < n_ids; zeros for an
+ * bit for bit, f16 by hk_f16_to_f32, Q8_0, Q4_K, Q5_K, Q6_K by hk_dequant_row_*), i < n_ids; zeros for an
  * id >= rows (or a type without rows). Dequantization is a fixed f32 formula per value, so this is
  * exactly what hk_get_rows must give. */
 void hk_ref_get_rows(int type, const void *w, const uint32_t *ids, float *y, size_t n_ids, size_t rows, size_t k);
@@ -240,7 +258,7 @@ int hk_ref_mmq_id(int type, const void *w, const hk_block_q8_1 *x, const uint32_
 
 /* ---- prefill GEMM ---------------------------------------------------------------------------- */
 /* out[i*n + j] = sum_l x[i*k + l] * dequant(W[j])[l], i < m, j < n: W is n contiguous GGUF rows of k
- * values (Q8_0, Q4_K, Q6_K or F16; raw bytes, any alignment), x f32 row-major [m, k]. Full precision:
+ * values (Q8_0, Q4_K, Q5_K, Q6_K or F16; raw bytes, any alignment), x f32 row-major [m, k]. Full precision:
  * the dequantized weights and x as given, products and sums in double, stored as f32. An unknown
  * type or k off the block gives zeros. Returns 0 if out of host memory (out then incomplete). */
 int hk_ref_gemm(int type, const void *w, const float *x, float *out, size_t m, size_t n, size_t k);

@@ -31,6 +31,12 @@ static size_t dequant_block(int type, const unsigned char *row, size_t b, float 
         hk_dequant_row_q4_k(&blk, out, HK_QK_K);
         return HK_QK_K;
     }
+    case HK_REF_Q5_K: {
+        hk_block_q5_k blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        hk_dequant_row_q5_k(&blk, out, HK_QK_K);
+        return HK_QK_K;
+    }
     case HK_REF_Q6_K: {
         hk_block_q6_k blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -258,7 +264,7 @@ void hk_ref_get_rows(int type, const void *w, const uint32_t *ids, float *y, siz
 {
     size_t row_bytes = hk_ref_row_bytes(type, k);
     int known = type == HK_REF_F32 || type == HK_REF_F16 || type == HK_REF_Q8_0 || type == HK_REF_Q4_K ||
-                type == HK_REF_Q6_K;
+                type == HK_REF_Q5_K || type == HK_REF_Q6_K;
     for (size_t i = 0; i < n_ids; i++) {
         float *out = y + i * k;
         if (!known || !row_bytes || ids[i] >= rows) {

@@ -15,6 +15,7 @@ static void dequant_row(int type, const void *w, size_t r, size_t k, float *out,
     switch (type) {
     case HK_REF_Q8_0: hk_dequant_row_q8_0(scratch, out, k); break;
     case HK_REF_Q4_K: hk_dequant_row_q4_k(scratch, out, k); break;
+    case HK_REF_Q5_K: hk_dequant_row_q5_k(scratch, out, k); break;
     case HK_REF_Q6_K: hk_dequant_row_q6_k(scratch, out, k); break;
     default: memset(out, 0, k * sizeof *out); break;
     }

@@ -43,6 +43,7 @@ void hk_random_blocks(hk_rng *r, int type, void *blocks, size_t n_blocks, float 
         case HK_REF_Q8_0: set_f16(p, hk_rng_uniform(r, -scale, scale)); break;
         case HK_REF_Q8_1: set_f16(p, hk_rng_uniform(r, -scale, scale)); set_f16(p + 2, hk_rng_uniform(r, -scale, scale)); break;
         case HK_REF_Q4_K: /* dmin as large as d: the "- M*xsum" term must be right too */
+        case HK_REF_Q5_K:
             set_f16(p, hk_rng_uniform(r, -scale, scale));
             set_f16(p + 2, hk_rng_uniform(r, -scale, scale));
             break;
@@ -76,6 +77,8 @@ uint8_t *hk_random_weights(hk_rng *r, int type, size_t rows, size_t k, int raw_b
             hk_quant_row_q8_0(row, (hk_block_q8_0 *)dst, k);
         else if (type == HK_REF_Q4_K)
             hk_quant_row_q4_k(row, (hk_block_q4_k *)dst, k);
+        else if (type == HK_REF_Q5_K)
+            hk_quant_row_q5_k(row, (hk_block_q5_k *)dst, k);
         else if (type == HK_REF_Q6_K)
             hk_quant_row_q6_k(row, (hk_block_q6_k *)dst, k);
         else if (type == HK_REF_F16)

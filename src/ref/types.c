@@ -9,6 +9,7 @@ static const hk_type_traits traits[HK_REF_TYPES] = {
     [HK_REF_Q6_K] = {"q6_k", 256, 210, 2, 14, HK_REF_ROLE_WEIGHT},
     [HK_REF_Q8_1] = {"q8_1", 32, 36, 4, 9, HK_REF_ROLE_ACTIVATION},
     [HK_REF_F16] = {"f16", 1, 2, 2, 1, HK_REF_ROLE_KV},
+    [HK_REF_Q5_K] = {"q5_k", 256, 176, 2, 13, HK_REF_ROLE_WEIGHT},
 };
 
 const hk_type_traits *hk_ref_type(int type)

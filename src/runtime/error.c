@@ -134,8 +134,8 @@ hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_type is NULL");
     int t = hk_ref_type_from_ggml(ggml_type);
     if (t < 0)
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "ggml type %u has no libhkernel type (f32, f16, q8_0, q8_1, q4_k, q6_k)",
-                        ggml_type);
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                        "ggml type %u has no libhkernel type (f32, f16, q8_0, q8_1, q4_k, q5_k, q6_k)", ggml_type);
     *out_type = (hk_type)t;
     return HK_OK;
 }
