@@ -621,6 +621,8 @@ HK_API hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view 
                                 uint32_t rows, uint32_t k);
 HK_API hk_status hk_matvec_q4k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                                uint32_t rows, uint32_t k);
+HK_API hk_status hk_matvec_q5k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
+                               uint32_t rows, uint32_t k);
 HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y,
                                uint32_t rows, uint32_t k);
 

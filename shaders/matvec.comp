@@ -5,13 +5,13 @@
 #endif
 #extension GL_EXT_control_flow_attributes : require
 // Dense quantized matvec y[rows] = W[rows, k] . x[k], W in GGUF blocks (HK_Q8_0 / HK_Q4_K /
-// HK_Q6_K) or f16 rows (HK_F16: f32 x only, no HK_INT8 or HK_MOE), x and y f32. Layouts of the
+// HK_Q5_K / HK_Q6_K) or f16 rows (HK_F16: f32 x only, no HK_INT8 or HK_MOE), x and y f32. Layouts of the
 // work, by define:
 //   default       one workgroup per row: invocations stride over the row's units (32 values;
 //                 F16 8), then a subgroup + shared-memory reduction (portable: any subgroup
 //                 size, 2-byte aligned weights, 4-byte aligned x);
 //   HK_SUBGROUP_ROWS  each subgroup computes HK_NROWS rows, so every x value a lane loads serves
-//                 HK_NROWS rows; wide loads (16-byte aligned x, Q4_K and F16 weights); a
+//                 HK_NROWS rows; wide loads (16-byte aligned x, Q4_K, Q5_K and F16 weights); a
 //                 subgroup-only reduction. Needs full subgroups (the host requires them at
 //                 pipeline creation).
 //   HK_INT8       subgroup rows with x given as Q8_1 blocks (hk_quantize_q8_1): packed int8 dot
@@ -99,7 +99,7 @@ uint x_token;
 // .w odd: hk_xsum, the K-quants' activation sums, computed once per staging instead of once per
 // item, token and row group). The K-quants keep the aux after the pair's quants, so that pairs
 // lie 5 uvec4 apart and the 8 lanes of each 128-byte phase of a 16-byte read are on different
-// banks (Q4_K lane l reads pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1)). Q8_0,
+// banks (Q4_K and Q5_K lane l reads pair l, Q6_K lane l pairs l - (l & 1) and l + 1 - (l & 1)). Q8_0,
 // whose lanes 4m .. 4m + 3 read one quants uvec4 each of pair m, keeps every aux apart after all
 // the quants, so that its pairs lie 4 uvec4 apart and a phase's 8 lanes read 8 consecutive ones
 // (5 apart, lanes 0 and 7 of each phase would share a bank). 80 bytes a pair either way.
@@ -159,12 +159,14 @@ uvec4 hk_x16(uint t, uint blk, uint h)
 #include "q8_0.glsl"
 #elif defined(HK_Q4_K)
 #include "q4_k.glsl"
+#elif defined(HK_Q5_K)
+#include "q5_k.glsl"
 #elif defined(HK_Q6_K)
 #include "q6_k.glsl"
 #elif defined(HK_F16)
 #include "f16_weights.glsl"
 #else
-#error "define HK_Q8_0, HK_Q4_K, HK_Q6_K or HK_F16"
+#error "define HK_Q8_0, HK_Q4_K, HK_Q5_K, HK_Q6_K or HK_F16"
 #endif
 
 #if defined(HK_SUBGROUP_ROWS) || defined(HK_INT8)

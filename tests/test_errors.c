@@ -440,7 +440,7 @@ static void test_gather(void)
     EXPECT("get_rows null context", hk_get_rows(NULL, NULL, HK_TYPE_Q8_0, wv, idv, yv, 2, 16, 32),
            HK_ERROR_INVALID_ARGUMENT, "context is NULL");
     EXPECT("get_rows q8_1", hk_get_rows(ctx, NULL, HK_TYPE_Q8_1, wv, idv, yv, 2, 16, 32), HK_ERROR_UNSUPPORTED,
-           "wtype=q8_1 (4) is not a get_rows type (f32, f16, q8_0, q4_k, q6_k)");
+           "wtype=q8_1 (4) is not a get_rows type (f32, f16, q8_0, q4_k, q5_k, q6_k)");
     EXPECT("get_rows unknown type", hk_get_rows(ctx, NULL, (hk_type)99, wv, idv, yv, 2, 16, 32), HK_ERROR_UNSUPPORTED,
            "wtype=? (99)");
     EXPECT("get_rows n_ids 0", hk_get_rows(ctx, NULL, HK_TYPE_Q8_0, wv, idv, yv, 0, 16, 32), HK_ERROR_INVALID_ARGUMENT,
@@ -537,7 +537,7 @@ int main(int argc, char **argv)
     EXPECT("k zero", hk_matvec_q8_0(ctx, NULL, wv, xv, yv, rows, 0), HK_ERROR_INVALID_ARGUMENT, "k=0");
     EXPECT("rows zero", hk_matvec_q6k(ctx, NULL, wv, xv, yv, 0, k), HK_ERROR_INVALID_ARGUMENT, "rows is 0");
     EXPECT("unsupported type", hk_matvec(ctx, NULL, HK_TYPE_Q8_1, wv, xv, yv, rows, k), HK_ERROR_UNSUPPORTED,
-           "hk_matvec: wtype=q8_1 (4) is not a matvec weight type (q8_0, q4_k, q6_k, f16)");
+           "hk_matvec: wtype=q8_1 (4) is not a matvec weight type (q8_0, q4_k, q6_k, f16, q5_k)");
     EXPECT("unknown type", hk_matvec(ctx, NULL, (hk_type)99, wv, xv, yv, rows, k), HK_ERROR_UNSUPPORTED, "wtype=?");
     /* F16 rows: hk_matvec takes them at any k; the int8 and MoE kernels do not, and each refusal
      * lists what that entry point takes (hk_matvec's: above) */
@@ -552,9 +552,10 @@ int main(int argc, char **argv)
     EXPECT("f16 k past the limit", hk_matvec(ctx, NULL, HK_TYPE_F16, wv, xv, yv, 1, HK_MATVEC_MAX_K + 1),
            HK_ERROR_INVALID_ARGUMENT, "k=98305 exceeds the limit");
     EXPECT("int8 f16", hk_matvec_int8(ctx, NULL, HK_TYPE_F16, wv, xv, yv, rows, k), HK_ERROR_UNSUPPORTED,
-           "hk_matvec_int8: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
+           "hk_matvec_int8: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k, q5_k)");
     EXPECT("int8 tokens f16", hk_matvec_int8_tokens(ctx, NULL, HK_TYPE_F16, wv, xv, yv, rows, k, 2),
-           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_tokens: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
+           HK_ERROR_UNSUPPORTED,
+           "hk_matvec_int8_tokens: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k, q5_k)");
     EXPECT("weights past the end", hk_matvec_q4k(ctx, NULL, wv, xv, yv, rows + 1, k), HK_ERROR_INVALID_ARGUMENT,
            "w needs 720 bytes at offset 0, past the end of its 576-byte buffer");
     EXPECT("view offset past the end", hk_matvec_q4k(ctx, NULL, wv, (hk_view){x, 2048}, yv, rows, k),
@@ -656,9 +657,9 @@ int main(int argc, char **argv)
     EXPECT("moe_int8 bad type", hk_moe_matvec_int8(ctx, NULL, HK_TYPE_F32, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
            "not a matvec weight type");
     EXPECT("moe f16", hk_moe_matvec(ctx, NULL, HK_TYPE_F16, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
-           "hk_moe_matvec: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
+           "hk_moe_matvec: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k, q5_k)");
     EXPECT("moe_int8 f16", hk_moe_matvec_int8(ctx, NULL, HK_TYPE_F16, wv, x16, ids, yv, &shape), HK_ERROR_UNSUPPORTED,
-           "hk_moe_matvec_int8: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k)");
+           "hk_moe_matvec_int8: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k, q5_k)");
     EXPECT("route top_k 0", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 0, 0), HK_ERROR_INVALID_ARGUMENT, "top_k=0");
     EXPECT("route top_k > experts", hk_moe_route(ctx, NULL, xv, ids, yv, 1, 8, 9, 0), HK_ERROR_INVALID_ARGUMENT,
            "top_k=9 must be in 1..min(n_experts=8, 64)");
@@ -676,6 +677,12 @@ int main(int argc, char **argv)
     test_gather();
     EXPECT("int8 matvec q4_k misaligned", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, (hk_view){w, 2}, xv, yv, 1, 256),
            HK_ERROR_INVALID_ARGUMENT, "w.offset=2 is not a multiple of 16");
+    /* Q5_K reads 16-byte words as Q4_K does (176-byte blocks: 11 of them) */
+    EXPECT("int8 matvec q5_k misaligned", hk_matvec_int8(ctx, NULL, HK_TYPE_Q5_K, (hk_view){w, 2}, xv, yv, 1, 256),
+           HK_ERROR_INVALID_ARGUMENT, "w.offset=2 is not a multiple of 16");
+    EXPECT("int8 tokens q5_k misaligned",
+           hk_matvec_int8_tokens(ctx, NULL, HK_TYPE_Q5_K, (hk_view){w, 8}, xv, yv, 1, 256, 2),
+           HK_ERROR_INVALID_ARGUMENT, "w.offset=8 is not a multiple of 16");
     /* views are untyped: a view too small for the tensor is caught, f32 where Q8_1 belongs is not */
     EXPECT("int8 matvec x view too small for its q8_1 blocks", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){x, 768}, yv, rows, k),
            HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");

@@ -41,7 +41,8 @@ static void tune_usage(FILE *f)
                "                                                         (default f16:h32/kv8/d128/q512/cap4096/causal)\n"
                "  KERNEL moe_matvec_int8 SHAPE TYPE:eE/nN/kK/sSLOTS[/per-slot]\n"
                "                                                         (default q4_k:e128/n768/k2048/s8)\n"
-               "  TYPE: q8_0, q4_k, q6_k for weights (gemm_f16 also f16); f32, f16, q8_0 for KV caches.\n"
+               "  TYPE: q8_0, q4_k, q6_k for weights (gemm_f16 also f16; the matvecs also q5_k); f32, f16, q8_0 for\n"
+               "  KV caches.\n"
                "  Every number: decimal digits, 1 to 4294967295 (the tuner then checks the kernel's limits).\n"
                "  mmq_id: TOKENS x topK slots,\n"
                "  x per token (per-slot: x per slot, the down projection). flash_prefill: seq_k = capacity.\n"
@@ -61,7 +62,7 @@ static void tune_usage(FILE *f)
 
 static int parse_type(const char *s, size_t n, hk_type *out)
 {
-    static const hk_type types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type types[] = {HK_TYPE_F32, HK_TYPE_F16, HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q5_K, HK_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strlen(hk_type_name(types[i])) == n && !strncmp(s, hk_type_name(types[i]), n)) {
             *out = types[i];
@@ -125,7 +126,8 @@ static int read_shape(const char *shape, hk_tune_desc *d)
     const char *colon = strchr(shape, ':');
     hk_type type = HK_TYPE_F32;
     if (!colon || !parse_type(shape, (size_t)(colon - shape), &type)) {
-        fprintf(stderr, "hk-check tune: shape \"%s\" does not start with a type and ':' (q8_0, q4_k, q6_k, f32, f16)\n",
+        fprintf(stderr,
+                "hk-check tune: shape \"%s\" does not start with a type and ':' (q8_0, q4_k, q5_k, q6_k, f32, f16)\n",
                 shape);
         return 0;
     }

@@ -12,7 +12,7 @@ typedef struct get_rows_type {
 static const get_rows_type get_rows_types[HK_REF_TYPES] = {
     [HK_TYPE_F32] = {1, HK_SHADER_GET_ROWS_F32},   [HK_TYPE_F16] = {1, HK_SHADER_GET_ROWS_F16},
     [HK_TYPE_Q8_0] = {1, HK_SHADER_GET_ROWS_Q8_0}, [HK_TYPE_Q4_K] = {1, HK_SHADER_GET_ROWS_Q4_K},
-    [HK_TYPE_Q6_K] = {1, HK_SHADER_GET_ROWS_Q6_K},
+    [HK_TYPE_Q5_K] = {1, HK_SHADER_GET_ROWS_Q5_K}, [HK_TYPE_Q6_K] = {1, HK_SHADER_GET_ROWS_Q6_K},
 };
 
 hk_status hk_get_rows(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view ids, hk_view y,
@@ -21,8 +21,9 @@ hk_status hk_get_rows(hk_context *context, hk_stream *stream, hk_type wtype, hk_
     static const char fn[] = "hk_get_rows";
     static const char *const names[] = {"w", "ids", "y"};
     if (!HK_TYPE_TAKES(get_rows_types, wtype))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a get_rows type (f32, f16, q8_0, q4_k, q6_k)",
-                        hk_type_name(wtype), (int)wtype);
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                        "wtype=%s (%d) is not a get_rows type (f32, f16, q8_0, q4_k, q5_k, q6_k)", hk_type_name(wtype),
+                        (int)wtype);
     if (n_ids == 0 || rows == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_ids=%u and rows=%u must both be positive", n_ids, rows);
     uint32_t block = hk_type_block_values(wtype);

@@ -156,7 +156,8 @@ typedef struct matvec_type {
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
-    uint32_t rows_align;    /* the weight rows' alignment on the rows layout: Q4_K and F16 load 16 bytes at a time */
+    uint32_t rows_align;    /* the weight rows' alignment on the rows layout: Q4_K, Q5_K and F16 load 16 bytes at a
+                             * time */
     uint32_t many_nrows;    /* int8 rows per subgroup from MATVEC_MANY_ROWS */
     uint32_t tokens_items;  /* hk_matvec_int8_tokens' items per step */
     uint32_t resident_wgs;  /* hk_matvec_int8_tokens' workgroup cap with x resident */
@@ -166,6 +167,8 @@ static const matvec_type matvec_types[HK_REF_TYPES] = {
     [HK_TYPE_Q8_0] = {MATVEC_SHADERS(Q8_0), .item = 16, .load16 = 1, .rows_align = 2, .many_nrows = 2,
                       .tokens_items = 1, .resident_wgs = 256},
     [HK_TYPE_Q4_K] = {MATVEC_SHADERS(Q4_K), .item = 64, .x_sums = 1, .rows_align = 16, .many_nrows = 2,
+                      .tokens_items = 2, .resident_wgs = 128},
+    [HK_TYPE_Q5_K] = {MATVEC_SHADERS(Q5_K), .item = 64, .x_sums = 1, .rows_align = 16, .many_nrows = 2,
                       .tokens_items = 2, .resident_wgs = 128},
     [HK_TYPE_Q6_K] = {MATVEC_SHADERS(Q6_K), .item = 64, .x_sums = 1, .rows_align = 2, .many_nrows = 4,
                       .tokens_items = 2, .resident_wgs = 128},
@@ -655,7 +658,7 @@ static int rows_layout_ok(const hk_context *context)
 }
 
 /* the weight view's alignment: the int8 and MoE kernels take the rows layout's (matvec_types: Q4_K
- * reads weights 16 bytes at a time), having no portable twin; the dense f32 path falls back instead */
+ * and Q5_K read weights 16 bytes at a time), having no portable twin; the dense f32 path falls back instead */
 static uint32_t weight_align(int int8, int moe, hk_type wtype)
 {
     return int8 || moe ? matvec_types[wtype].rows_align : 2;
@@ -838,6 +841,12 @@ hk_status hk_matvec_q4k(hk_context *context, hk_stream *stream, hk_view w, hk_vi
                         uint32_t k)
 {
     return hk_matvec(context, stream, HK_TYPE_Q4_K, w, x, y, rows, k);
+}
+
+hk_status hk_matvec_q5k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
+                        uint32_t k)
+{
+    return hk_matvec(context, stream, HK_TYPE_Q5_K, w, x, y, rows, k);
 }
 
 hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
