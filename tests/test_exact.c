@@ -3,11 +3,12 @@
  * reads only its tensors' bytes; NaN, inf and the ends of the Q8_1 range behave as hkernel.h says.
  *
  *  - wrong s: hand-made Q8_1 blocks whose s is random (finite, inf, NaN), and blocks from the GPU
- *    quantizer, through hk_matvec_int8 and hk_moe_matvec_int8 for Q8_0, Q4_K and Q6_K, against the
+ *    quantizer, through hk_matvec_int8 and hk_moe_matvec_int8 for Q8_0, Q4_K, Q5_K and Q6_K, against the
  *    double reference at HK_GATE_EXACT; the same inputs with s trusted (llama.cpp's Q4_K min term)
  *    are checked to miss the gate, so the test can fail;
  *  - edge blocks: Q8_0 quants -128/127 with d = f16 max and subnormal d; Q4_K scales and mins 63
- *    and 0 with dmin = d; Q6_K q = -32 (and 31) everywhere with scales -128 and 127;
+ *    and 0 with dmin = d; Q5_K the same with its 5th bits random, and quants 31 and 0 everywhere;
+ *    Q6_K q = -32 (and 31) everywhere with scales -128 and 127;
  *  - the Q6_K last-block read (issue 6): one 210-byte block, d = 1, q = -32, x = 1, y = -8192 with
  *    the weights flush against their buffer's end, through every kernel that takes Q6_K;
  *  - NaN, inf and range: NaN/inf in x, a Q4_K activation of 7e4 (its Q8_1 s overflows f16),
@@ -122,12 +123,12 @@ static void check_case(const char *name, path p, hk_type type, const uint8_t *w,
     free(got);
 }
 
-/* Weight offset a path needs: Q4_K int8 and MoE read 16-byte words (GGUF aligns tensors to 32);
- * otherwise 2 (GGUF blocks are 2-byte aligned). */
-static uint64_t w_offset_for(path p, hk_type type)
-{
-    return type == HK_TYPE_Q4_K && p != PATH_F32 ? 16 : 2;
-}
+/* Whether the type's wide paths read 16-byte words (Q4_K and Q5_K) */
+static int wide16(hk_type type) { return type == HK_TYPE_Q4_K || type == HK_TYPE_Q5_K; }
+
+/* Weight offset a path needs: Q4_K and Q5_K int8 and MoE read 16-byte words (GGUF aligns tensors
+ * to 32); otherwise 2 (GGUF blocks are 2-byte aligned). */
+static uint64_t w_offset_for(path p, hk_type type) { return wide16(type) && p != PATH_F32 ? 16 : 2; }
 
 /* x offset: the MoE f32 path reads x 16 bytes at a time; the others take 4. */
 static uint64_t x_offset_for(path p) { return p == PATH_MOE_F32 ? 16 : 4; }
@@ -306,6 +307,25 @@ static void test_edges(uint64_t seed)
         snprintf(label, sizeof label, "edge scales pattern %d mins pattern %d dmin=d", a, b);
         hk_check(ok, label, "packing round trip");
         check_row_all_paths(label, HK_TYPE_Q4_K, (const uint8_t *)&w, 256, xq);
+        /* Q5_K: the same scales and mins, random nibbles and 5th bits */
+        hk_block_q5_k w5;
+        w5.d = w5.dmin = w.d;
+        memcpy(w5.scales, w.scales, sizeof w5.scales);
+        for (int i = 0; i < 128; i++)
+            w5.qs[i] = (uint8_t)(hk_rng_next(&rng) >> 56);
+        for (int i = 0; i < 32; i++)
+            w5.qh[i] = (uint8_t)(hk_rng_next(&rng) >> 56);
+        check_row_all_paths(label, HK_TYPE_Q5_K, (const uint8_t *)&w5, 256, xq);
+    }
+    /* Q5_K: every quant 31 (each 5th bit set) and every quant 0, scales and mins 63, dmin = d */
+    for (int qv = 0; qv < 2; qv++) {
+        hk_block_q5_k w5;
+        w5.d = w5.dmin = hk_f32_to_f16(0.01f);
+        q4k_pack(sc_pat[0], sc_pat[0], w5.scales);
+        memset(w5.qs, qv ? 0xFF : 0x00, sizeof w5.qs);
+        memset(w5.qh, qv ? 0xFF : 0x00, sizeof w5.qh);
+        snprintf(label, sizeof label, "edge q=%d scales and mins 63 dmin=d", qv ? 31 : 0);
+        check_row_all_paths(label, HK_TYPE_Q5_K, (const uint8_t *)&w5, 256, xq);
     }
     /* Q6_K: q = -32 (and 31) everywhere, scales -128 and 127 */
     for (int qv = 0; qv < 2; qv++) {
@@ -490,8 +510,8 @@ static void test_magnitudes(uint64_t seed)
 {
     hk_rng rng = {seed};
     const uint32_t rows = 16, k = 1024;
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
-    for (int t = 0; t < 3; t++) {
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
+    for (int t = 0; t < 4; t++) {
         hk_type type = types[t];
         uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, 0);
         size_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
@@ -550,8 +570,8 @@ static void test_magnitudes(uint64_t seed)
  * and Q6_K 210-byte blocks) at either weight offset; every path; x and ids flush too. */
 static void test_placement(uint64_t seed)
 {
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
-    for (int t = 0; t < 3; t++) {
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
+    for (int t = 0; t < 4; t++) {
         hk_type type = types[t];
         uint32_t block = hk_type_block_values(type);
         const uint32_t shapes[][2] = {{1, block}, {3, 3 * block}, {8, 2 * block}, {5, block}};
@@ -582,7 +602,7 @@ static void test_placement(uint64_t seed)
                         else
                             hk_ref_matvec((int)type, w, x, ref, rows, k);
                         /* both ends of a word for the weights' end, where the path allows */
-                        int needs16 = type == HK_TYPE_Q4_K && (p != PATH_F32 || aligned);
+                        int needs16 = wide16(type) && (p != PATH_F32 || aligned);
                         const uint64_t w_offsets[2] = {0, needs16 ? 16 : 2};
                         uint64_t xo = p == PATH_F32 ? (aligned ? 16 : 4) : x_offset_for(p);
                         size_t x_bytes = int8 ? (size_t)(moe ? rows : 1) * k / 32 * sizeof *xq
@@ -634,9 +654,9 @@ static void test_placement(uint64_t seed)
 
 static void run_all(void)
 {
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
     uint64_t seed = 100;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         uint32_t block = hk_type_block_values(types[t]);
         /* a tail; several blocks; enough rows for 2 rows per subgroup (4096) and for 4 (16384) */
         const uint32_t shapes[][2] = {{37, 2 * block}, {5, 3 * block}, {64, 2048}, {4100, 256}, {16400, 256}};
@@ -647,7 +667,7 @@ static void run_all(void)
     }
     test_edges(++seed);
     test_q6k_last_block();
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         test_nonfinite_x(types[t], NAN, "NaN", ++seed);
         test_nonfinite_x(types[t], INFINITY, "inf", ++seed);
         test_nonfinite_x(types[t], -INFINITY, "-inf", ++seed);

@@ -314,8 +314,8 @@ int main(int argc, char **argv)
             run_case(hk_case_find(name), 12, 0, twins[i].label);
         }
         if (twins[i].feature == HK_FEATURE_SUBGROUP_SIZE_CONTROL) {
-            static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
-            for (int t = 0; t < 3; t++) {
+            static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q5_K, HK_TYPE_Q6_K};
+            for (int t = 0; t < 4; t++) {
                 hk_buffer *any = hk_test_buffer(ctx, 1024, NULL), *out = hk_test_buffer(ctx, 16, NULL);
                 hk_check_status("int8 matvec needs subgroup size control",
                                 hk_matvec_int8(ctx, NULL, types[t], (hk_view){any, 0}, (hk_view){any, 512},

@@ -2,7 +2,7 @@
  * one weight read.
  *
  *  - bit for bit (memcmp of the f32 outputs) against m separate hk_matvec_int8 calls on each
- *    token's blocks, for Q8_0, Q4_K and Q6_K, tokens 1, 2, 3, 5, 8, 16 (16 also at the k limit);
+ *    token's blocks, for Q8_0, Q4_K, Q5_K and Q6_K, tokens 1, 2, 3, 5, 8, 16 (16 also at the k limit);
  *    rows 1, 7, 131, 2048 and 40000 (where one token runs 2 or 4 rows per subgroup and several
  *    tokens 2: a row's sums must not depend on it), k at one block, 2048, 6144 and the limit;
  *  - each token against the double reference hk_ref_matvec_q8_1 at HK_GATE_EXACT (on the scale of
@@ -173,6 +173,8 @@ static double terms_scale(const tokens_case *c, uint32_t t)
             hk_dequant_row_q8_0(row, w, c->k);
         else if (c->type == HK_TYPE_Q4_K)
             hk_dequant_row_q4_k(row, w, c->k);
+        else if (c->type == HK_TYPE_Q5_K)
+            hk_dequant_row_q5_k(row, w, c->k);
         else
             hk_dequant_row_q6_k(row, w, c->k);
         double sum = 0.0;
@@ -224,9 +226,12 @@ static void tokens_compare(const char *name, const tokens_case *c, const float *
 
 /* ---- running a case --------------------------------------------------------------------------- */
 
-/* The weight offset: the smallest nonzero one hk_matvec_int8 takes (Q4_K reads 16-byte words)
- * when flush, so that the weights may end 2 bytes past a word at the buffer's end; 0 padded. */
-static uint64_t w_offset(hk_type type, int flush) { return flush ? (type == HK_TYPE_Q4_K ? 16 : 2) : 0; }
+/* The weight offset: the smallest nonzero one hk_matvec_int8 takes (Q4_K and Q5_K read 16-byte
+ * words) when flush, so that the weights may end 2 bytes past a word at the buffer's end; 0 padded. */
+static uint64_t w_offset(hk_type type, int flush)
+{
+    return flush ? (type == HK_TYPE_Q4_K || type == HK_TYPE_Q5_K ? 16 : 2) : 0;
+}
 
 /* Runs the case on ctx (inputs flush or padded) through the tokens kernel and the separate calls,
  * compares, and returns the tokens kernel's outputs (malloc'd; NULL after a failed check). */
@@ -324,7 +329,7 @@ static int schedule_fits(hk_context *ctx, hk_type type, uint32_t k, uint32_t tok
  * every device here (Q8_0: 33 blocks, odd), inputs flush or padded: the tokens kernel and the
  * separate hk_matvec_int8 calls must give the same bits (and the reference gate), and where the
  * schedule fits the device the tokens kernel must have served exactly the hooks' values (else a
- * fallback would test nothing). types: bit 0 Q8_0, 1 Q4_K, 2 Q6_K. */
+ * fallback would test nothing). types: bit 0 Q8_0, 1 Q4_K, 2 Q6_K, 3 Q5_K. */
 static void check_hooks(hk_context *full, const char *env, uint32_t tokens, unsigned types, int resident_hint,
                         uint64_t *seed)
 {
@@ -333,7 +338,7 @@ static void check_hooks(hk_context *full, const char *env, uint32_t tokens, unsi
     } names[] = {{"HK_MATVEC_TOKENS_SUBGROUPS", "subgroups"}, {"HK_MATVEC_TOKENS_NROWS", "nrows"},
                  {"HK_MATVEC_TOKENS_ITEMS", "items"},         {"HK_MATVEC_TOKENS_RESIDENT", "resident"},
                  {"HK_MATVEC_TOKENS_WGS", "wgs"}};
-    static const hk_type all[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type all[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
     char vars[8][48], want[8][48];
     int n = 0, nwant = 0;
     uint32_t subgroups = 0, items = 0;
@@ -361,7 +366,7 @@ static void check_hooks(hk_context *full, const char *env, uint32_t tokens, unsi
         p += len;
         p += *p == ' ';
     }
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         if (!(types >> t & 1))
             continue;
         uint32_t k = hk_type_block_values(all[t]) == 32 ? 1056 : 1024;
@@ -482,24 +487,24 @@ static void test_tuning(hk_context *full, uint64_t seed)
     } hooks[] = {
         {"HK_MATVEC_TOKENS_NROWS=1", 5, 7, 1, 0},
         {"HK_MATVEC_TOKENS_NROWS=4", 5, 7, 1, 0},
-        {"HK_MATVEC_TOKENS_NROWS=4", 16, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_NROWS=4", 16, 15, 1, 0},
         {"HK_MATVEC_TOKENS_ITEMS=1", 5, 7, 1, 0},
-        {"HK_MATVEC_TOKENS_ITEMS=4", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_ITEMS=4", 5, 15, 1, 0},
         {"HK_MATVEC_TOKENS_PASS=3", 5, 7, 1, 0},
         {"HK_MATVEC_TOKENS_SUBGROUPS=4", 5, 7, 1, 0},
         {"HK_MATVEC_TOKENS_SUBGROUPS=16", 5, 7, 1, 0},
         {"HK_MATVEC_TOKENS_SUBGROUPS=32", 3, 7, 1, 0},
-        {"HK_MATVEC_TOKENS_RESIDENT=0", 5, 7, 1, 0},
+        {"HK_MATVEC_TOKENS_RESIDENT=0", 5, 15, 1, 0},
         {"HK_MATVEC_TOKENS_RESIDENT=1", 7, 7, 1, 0},
         {"HK_MATVEC_TOKENS_WGS=1", 5, 7, 1, 1},
         {"HK_MATVEC_TOKENS_WGS=3", 5, 7, 1, 0},
         /* several at once: resident, then staged per step */
         {"HK_MATVEC_TOKENS_SUBGROUPS=4 HK_MATVEC_TOKENS_NROWS=4 HK_MATVEC_TOKENS_ITEMS=4 HK_MATVEC_TOKENS_RESIDENT=1 "
-         "HK_MATVEC_TOKENS_WGS=2", 7, 7, 1, 0},
+         "HK_MATVEC_TOKENS_WGS=2", 7, 15, 1, 0},
         {"HK_MATVEC_TOKENS_SUBGROUPS=32 HK_MATVEC_TOKENS_NROWS=1 HK_MATVEC_TOKENS_ITEMS=2 HK_MATVEC_TOKENS_RESIDENT=1 "
          "HK_MATVEC_TOKENS_WGS=8192", 5, 7, 1, 0},
         {"HK_MATVEC_TOKENS_SUBGROUPS=8 HK_MATVEC_TOKENS_NROWS=2 HK_MATVEC_TOKENS_ITEMS=4 HK_MATVEC_TOKENS_RESIDENT=0 "
-         "HK_MATVEC_TOKENS_WGS=3", 4, 7, 0, 1},
+         "HK_MATVEC_TOKENS_WGS=3", 4, 15, 0, 1},
         {"HK_MATVEC_TOKENS_SUBGROUPS=16 HK_MATVEC_TOKENS_NROWS=4 HK_MATVEC_TOKENS_ITEMS=1 HK_MATVEC_TOKENS_RESIDENT=0 "
          "HK_MATVEC_TOKENS_WGS=64", 9, 7, 0, 0},
         {"HK_MATVEC_TOKENS_SUBGROUPS=32 HK_MATVEC_TOKENS_NROWS=2 HK_MATVEC_TOKENS_ITEMS=2 HK_MATVEC_TOKENS_RESIDENT=0 "
@@ -650,13 +655,13 @@ int main(int argc, char **argv)
     hk_context *scalar = hk_test_context_without(HK_FEATURE_INTEGER_DOT);
     if (!scalar)
         printf("-- no context without HK_FEATURE_INTEGER_DOT: the scalar-dot arm is not tested\n");
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
     uint64_t seed = 1000;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         hk_type type = types[t];
         uint32_t block = hk_type_block_values(type);
         /* {rows, k, tokens..., 0}: tails of rows, one block, several; 40000 rows run 2 rows per
-         * subgroup for several tokens and 2 (Q8_0, Q4_K) or 4 (Q6_K) for one */
+         * subgroup for several tokens and 2 (Q8_0, Q4_K, Q5_K) or 4 (Q6_K) for one */
         static const uint32_t plan[][8] = {
             {1, 0, 1, 2, 3, 8, 16, 0}, {7, 2048, 2, 16, 0}, {131, 0, 3, 8, 0}, {2048, 0, 1, 8, 0},
             {40000, 0, 2, 16, 0},      {5, 6144, 3, 16, 0},

@@ -9,9 +9,14 @@
 
 #define Q8 HK_TYPE_Q8_0
 #define Q4 HK_TYPE_Q4_K
+#define Q5 HK_TYPE_Q5_K
 #define Q6 HK_TYPE_Q6_K
 #define F32 HK_TYPE_F32
 #define F16 HK_TYPE_F16
+
+/* The weights' alignment the rows-layout kernels ask (hk_matvec_int8 and the MoE always; hk_matvec
+ * falls back to its portable kernel below it): Q4_K and Q5_K read weights 16 bytes at a time. */
+static uint32_t wide_align(hk_type type) { return type == Q4 || type == Q5 ? 16 : 2; }
 
 /* Seeded activations in [-1, 1). */
 static float *activations(hk_rng *rng, size_t n)
@@ -49,8 +54,7 @@ static hk_status prepare_matvec_any(hk_case_run *run, uint64_t seed, int int8)
         free(xq);
         return HK_ERROR_OUT_OF_MEMORY;
     }
-    /* the int8 Q4_K kernel reads weights 16 bytes at a time */
-    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, int8 && type == Q4 ? 16 : 2, 1, w);
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, int8 ? wide_align(type) : 2, 1, w);
     if (int8)
         hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
     else
@@ -107,26 +111,29 @@ static double compare_int8(const hk_case_run *run, char *detail, size_t size)
 }
 
 /* One shape per type: {type, {rows, k}, raw}. */
-#define PER_TYPE(rows, k, raw) {Q4, {rows, k}, raw, 0}, {Q6, {rows, k}, raw, 0}, {Q8, {rows, k}, raw, 0}
+#define PER_TYPE(rows, k, raw)                                                                                         \
+    {Q4, {rows, k}, raw, 0}, {Q5, {rows, k}, raw, 0}, {Q6, {rows, k}, raw, 0}, {Q8, {rows, k}, raw, 0}
 
 static const hk_case_shape matvec_tests[] = {
     /* one row at the smallest k, a tail of rows, an odd number of blocks, a Qwen3-1.7B projection,
      * more row groups than workgroups launched; raw blocks (every bit pattern) and real rows; an
      * F16 row ending inside a unit among the first (the GPU-assisted run takes those) */
-    {Q4, {1, 256}, 1, 0},    {Q6, {1, 256}, 1, 0},    {Q8, {1, 32}, 1, 0},      {F16, {7, 13}, 0, 0},
-    {Q4, {7, 768}, 0, 0},    {Q6, {7, 768}, 0, 0},    {Q8, {7, 96}, 0, 0},      {Q4, {131, 1280}, 1, 0},
-    {Q6, {131, 1280}, 1, 0}, {Q8, {131, 160}, 1, 0},  {Q4, {17, 512}, 0, 0},    {Q6, {17, 512}, 1, 0},
-    {Q8, {17, 64}, 0, 0},    PER_TYPE(2048, 2048, 0), PER_TYPE(300, 6144, 1),  {Q4, {40000, 256}, 0, 0},
-    {Q6, {40000, 256}, 1, 0}, {Q8, {40000, 32}, 0, 0},
+    {Q4, {1, 256}, 1, 0},     {Q5, {1, 256}, 1, 0},     {Q6, {1, 256}, 1, 0},     {Q8, {1, 32}, 1, 0},
+    {F16, {7, 13}, 0, 0},     {Q4, {7, 768}, 0, 0},     {Q5, {7, 768}, 0, 0},     {Q6, {7, 768}, 0, 0},
+    {Q8, {7, 96}, 0, 0},      {Q4, {131, 1280}, 1, 0},  {Q5, {131, 1280}, 1, 0},  {Q6, {131, 1280}, 1, 0},
+    {Q8, {131, 160}, 1, 0},   {Q4, {17, 512}, 0, 0},    {Q5, {17, 512}, 0, 0},    {Q6, {17, 512}, 1, 0},
+    {Q8, {17, 64}, 0, 0},     PER_TYPE(2048, 2048, 0),  PER_TYPE(300, 6144, 1),   {Q4, {40000, 256}, 0, 0},
+    {Q5, {40000, 256}, 0, 0}, {Q6, {40000, 256}, 1, 0}, {Q8, {40000, 32}, 0, 0},
     /* F16 (f32 x only): k of one value, off 8 (the portable kernel, rows ending inside a unit),
      * multiples of 8 (subgroup rows) at 1, 2 and 4 rows per subgroup, a real width */
     {F16, {1, 1}, 0, 0},     {F16, {17, 100}, 0, 0},  {F16, {131, 8}, 0, 0},    {F16, {5, 40}, 0, 0},
     {F16, {4100, 24}, 0, 0}, {F16, {300, 2048}, 0, 0}, {F16, {40000, 16}, 0, 0}, {F16, {40001, 3}, 0, 0},
 };
 static const hk_case_shape matvec_int8_tests[] = {
-    {Q4, {1, 256}, 1, 0},   {Q6, {1, 256}, 1, 0},    {Q8, {1, 32}, 1, 0},    {Q4, {5, 768}, 0, 0},
-    {Q6, {5, 768}, 0, 0},   {Q8, {5, 96}, 0, 0},     PER_TYPE(37, 256, 1),   PER_TYPE(2048, 2048, 0),
-    PER_TYPE(100, 6144, 1), {Q4, {40001, 256}, 0, 0}, {Q6, {40001, 256}, 1, 0}, {Q8, {40001, 32}, 0, 0},
+    {Q4, {1, 256}, 1, 0},     {Q5, {1, 256}, 1, 0},     {Q6, {1, 256}, 1, 0},     {Q8, {1, 32}, 1, 0},
+    {Q4, {5, 768}, 0, 0},     {Q5, {5, 768}, 0, 0},     {Q6, {5, 768}, 0, 0},     {Q8, {5, 96}, 0, 0},
+    PER_TYPE(37, 256, 1),     PER_TYPE(2048, 2048, 0),  PER_TYPE(100, 6144, 1),   {Q4, {40001, 256}, 0, 0},
+    {Q5, {40001, 256}, 0, 0}, {Q6, {40001, 256}, 1, 0}, {Q8, {40001, 32}, 0, 0},
 };
 #define MATVEC_QUICK PER_TYPE(2048, 2048, 1), PER_TYPE(512, 6144, 1)
 static const hk_case_shape matvec_quick[] = {MATVEC_QUICK, {F16, {2048, 2048}, 0, 0}, {F16, {512, 6144}, 0, 0}};
@@ -136,7 +143,10 @@ static const hk_case_shape matvec_int8_quick[] = {MATVEC_QUICK};
 #define MATVEC_FULL                                                                                                    \
     {Q4, {4096, 4096}, 1, 0.0098},  {Q4, {14336, 4096}, 1, 0.141}, {Q4, {4096, 14336}, 1, 0},                          \
     {Q4, {2048, 2048}, 1, 0},       {Q4, {6144, 2048}, 1, 0},      {Q4, {2048, 6144}, 1, 0},                           \
-    {Q4, {151936, 2048}, 1, 0.726}, {Q6, {4096, 4096}, 1, 0.034},  {Q6, {14336, 4096}, 1, 0},                          \
+    {Q4, {151936, 2048}, 1, 0.726}, {Q5, {4096, 4096}, 1, 0},      {Q5, {14336, 4096}, 1, 0},                          \
+    {Q5, {4096, 14336}, 1, 0},      {Q5, {2048, 2048}, 1, 0},      {Q5, {6144, 2048}, 1, 0},                           \
+    {Q5, {2048, 6144}, 1, 0},       {Q5, {151936, 2048}, 1, 0},    {Q5, {4096, 2048}, 1, 0},                           \
+    {Q5, {512, 2048}, 1, 0},        {Q6, {4096, 4096}, 1, 0.034},  {Q6, {14336, 4096}, 1, 0},                          \
     {Q6, {4096, 14336}, 1, 0},      {Q6, {2048, 2048}, 1, 0},      {Q6, {6144, 2048}, 1, 0},                           \
     {Q6, {2048, 6144}, 1, 0},       {Q6, {151936, 2048}, 1, 0.601}, {Q8, {4096, 4096}, 1, 0.049},                      \
     {Q8, {14336, 4096}, 1, 0},      {Q8, {4096, 14336}, 1, 0},     {Q8, {2048, 2048}, 1, 0},                           \
@@ -190,7 +200,7 @@ static hk_status prepare_tokens(hk_case_run *run, uint64_t seed)
         free(xq);
         return HK_ERROR_OUT_OF_MEMORY;
     }
-    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, type == Q4 ? 16 : 2, 1, w);
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, wide_align(type), 1, w);
     hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)tokens * k / 32 * 36, 4, 0, xq);
     hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)tokens * rows * 4, 4, 0, NULL);
     /* the weights once for every token, each token's activation and outputs */
@@ -215,17 +225,19 @@ static hk_status record_tokens(const hk_case_run *run, hk_stream *s, const hk_vi
 }
 
 static const hk_case_shape tokens_tests[] = {
-    {Q4, {7, 768, 2}, 1, 0},    {Q6, {131, 256, 3}, 0, 0}, {Q8, {5, 96, 8}, 1, 0},
-    {Q4, {300, 2048, 16}, 0, 0}, {Q6, {2048, 2048, 5}, 1, 0}, {Q8, {40000, 32, 4}, 0, 0},
+    {Q4, {7, 768, 2}, 1, 0},     {Q5, {7, 768, 2}, 1, 0},     {Q6, {131, 256, 3}, 0, 0},
+    {Q8, {5, 96, 8}, 1, 0},      {Q4, {300, 2048, 16}, 0, 0}, {Q5, {300, 2048, 16}, 0, 0},
+    {Q6, {2048, 2048, 5}, 1, 0}, {Q8, {40000, 32, 4}, 0, 0},
 };
-static const hk_case_shape tokens_quick[] = {{Q4, {2048, 2048, 8}, 1, 0}};
+static const hk_case_shape tokens_quick[] = {{Q4, {2048, 2048, 8}, 1, 0}, {Q5, {2048, 2048, 8}, 1, 0}};
 /* issue 8: 8 tokens, with llama.cpp-vk's time on the H200 (goal: <= 1.5x our 1-token time) */
 static const hk_case_shape tokens_full[] = {
     {Q4, {4096, 4096, 8}, 1, 0.159}, {Q4, {14336, 4096, 8}, 1, 0.423}, {Q4, {4096, 14336, 8}, 1, 0},
     {Q4, {4096, 4096, 2}, 1, 0},     {Q4, {4096, 4096, 4}, 1, 0},      {Q4, {4096, 4096, 16}, 1, 0},
     {Q6, {4096, 4096, 8}, 1, 0},     {Q8, {4096, 4096, 8}, 1, 0},      {Q8, {14336, 4096, 8}, 1, 0},
     {Q4, {14336, 4096, 16}, 1, 0},   {Q6, {14336, 4096, 8}, 1, 0},     {Q6, {4096, 14336, 8}, 1, 0},
-    {Q6, {4096, 4096, 16}, 1, 0},
+    {Q6, {4096, 4096, 16}, 1, 0},    {Q5, {4096, 4096, 8}, 1, 0},      {Q5, {14336, 4096, 8}, 1, 0},
+    {Q5, {4096, 14336, 8}, 1, 0},    {Q5, {4096, 4096, 16}, 1, 0},
 };
 
 static int tune_matvec_tokens(const hk_case_run *run)
@@ -294,7 +306,7 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8)
         ids[slots - 1] = 0xFFFFFFFFu;
         ids[2] = ids[0];
     }
-    hk_case_tensor_add(run, "w", HK_CASE_IN, expert_bytes * n_experts, type == Q4 ? 16 : 2, 1, w);
+    hk_case_tensor_add(run, "w", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w);
     if (int8)
         hk_case_tensor_add(run, "xq", HK_CASE_IN, xs * k / 32 * 36, 4, 0, xq);
     else
@@ -343,15 +355,22 @@ static hk_status record_moe_int8(const hk_case_run *run, hk_stream *s, const hk_
 }
 
 static const hk_case_shape moe_tests[] = {
-    {Q4, {8, 64, 512, 5}, 0, 0},  {Q6, {8, 64, 512, 5}, 0, 0},  {Q8, {8, 64, 64, 5}, 0, 0},
-    {Q4, {8, 63, 256, 4}, 1, 0},  {Q6, {8, 63, 256, 4}, 1, 0},  {Q8, {8, 63, 32, 4}, 1, 0}, /* n not a multiple of 4 */
-    {Q4, {4, 4100, 256, 4}, 0, 0}, {Q6, {4, 4100, 256, 4}, 0, 0}, {Q8, {4, 4100, 32, 4}, 0, 0},
+    {Q4, {8, 64, 512, 5}, 0, 0},   {Q5, {8, 64, 512, 5}, 0, 0},   {Q6, {8, 64, 512, 5}, 0, 0},
+    {Q8, {8, 64, 64, 5}, 0, 0},
+    /* n not a multiple of 4 */
+    {Q4, {8, 63, 256, 4}, 1, 0},   {Q5, {8, 63, 256, 4}, 1, 0},   {Q6, {8, 63, 256, 4}, 1, 0},
+    {Q8, {8, 63, 32, 4}, 1, 0},
+    {Q4, {4, 4100, 256, 4}, 0, 0}, {Q5, {4, 4100, 256, 4}, 0, 0}, {Q6, {4, 4100, 256, 4}, 0, 0},
+    {Q8, {4, 4100, 32, 4}, 0, 0},
     /* Qwen3-30B-A3B decode, top-8: gate/up Q4_K E128 768x2048; down Q6_K 2048x768 with 96 experts
-     * (all 128 are 165 MB, more than lavapipe's 128 MiB binding) */
-    {Q4, {128, 768, 2048, 8}, 0, 0}, {Q6, {96, 2048, 768, 8}, 1, 0},
+     * (all 128 are 165 MB, more than lavapipe's 128 MiB binding); gate/up Q5_K (Q5_K_M) with 96
+     * experts (all 128 are 138 MB) */
+    {Q4, {128, 768, 2048, 8}, 0, 0}, {Q6, {96, 2048, 768, 8}, 1, 0}, {Q5, {96, 768, 2048, 8}, 0, 0},
 };
-static const hk_case_shape moe_quick[] = {{Q4, {16, 768, 2048, 8}, 0, 0}, {Q6, {16, 2048, 768, 8}, 1, 0}};
-static const hk_case_shape moe_full[] = {{Q4, {128, 768, 2048, 8}, 0, 0.057}, {Q6, {128, 2048, 768, 8}, 1, 0.064}};
+static const hk_case_shape moe_quick[] = {
+    {Q4, {16, 768, 2048, 8}, 0, 0}, {Q6, {16, 2048, 768, 8}, 1, 0}, {Q5, {16, 768, 2048, 8}, 0, 0}};
+static const hk_case_shape moe_full[] = {
+    {Q4, {128, 768, 2048, 8}, 0, 0.057}, {Q6, {128, 2048, 768, 8}, 1, 0.064}, {Q5, {128, 768, 2048, 8}, 0, 0}};
 
 const hk_case hk_case_moe_matvec = {
     .name = "moe_matvec",
