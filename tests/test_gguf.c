@@ -1,6 +1,6 @@
 /* test_gguf.c — the library fed by another producer. tests/gguf/make_gguf.py writes a real .gguf
- * file with gguf-py (the `gguf` package on PyPI: Q8_0 quantized by gguf-py, raw random Q4_K/Q6_K
- * blocks, hand-made edge blocks, expert banks, F16, F32, the activations and a MoE routing) and a
+ * file with gguf-py (the `gguf` package on PyPI: Q8_0 quantized by gguf-py, raw random Q4_K, Q5_K
+ * and Q6_K blocks, hand-made edge blocks, expert banks, F16, F32, the activations and a MoE routing) and a
  * second GGUF file with what gguf-py and numpy say about it (numpy's dequantization and double
  * matvecs). This program reads both with the GGUF reader hk-check uses (tools/gguf_reader.c) and checks:
  *   - the reader: metadata of every type read back, and clean errors (no crash) on every
@@ -98,7 +98,7 @@ static const gguf_tensor *x_of(const char *name)
 static int is_weight_type(uint32_t ggml_type, hk_type *type)
 {
     return hk_type_from_ggml(ggml_type, type) == HK_OK &&
-           (*type == HK_TYPE_Q8_0 || *type == HK_TYPE_Q4_K || *type == HK_TYPE_Q6_K);
+           (*type == HK_TYPE_Q8_0 || *type == HK_TYPE_Q4_K || *type == HK_TYPE_Q5_K || *type == HK_TYPE_Q6_K);
 }
 
 /* ---- the reader --------------------------------------------------------------------------------- */
@@ -335,14 +335,15 @@ static void dequant(hk_type type, const void *blocks, float *y, size_t n)
     switch (type) {
     case HK_TYPE_Q8_0: hk_dequant_row_q8_0(blocks, y, n); break;
     case HK_TYPE_Q4_K: hk_dequant_row_q4_k(blocks, y, n); break;
+    case HK_TYPE_Q5_K: hk_dequant_row_q5_k(blocks, y, n); break;
     case HK_TYPE_Q6_K: hk_dequant_row_q6_k(blocks, y, n); break;
     default: break;
     }
 }
 
 /* Our dequantizer on the file's bytes equals gguf-py's numpy dequantization bit for bit: both
- * compute each value with the same f32 operations in the same order (Q8_0 q*d; Q4_K (d*sc)*q -
- * dmin*m; Q6_K (d*sc)*q), the f16 fields are converted exactly, and the host compiles ISO C
+ * compute each value with the same f32 operations in the same order (Q8_0 q*d; Q4_K and Q5_K
+ * (d*sc)*q - dmin*m; Q6_K (d*sc)*q), the f16 fields are converted exactly, and the host compiles ISO C
  * without contracting a*b-c into an FMA. */
 static void test_dequant(const gguf_tensor *t, hk_type type)
 {
@@ -576,12 +577,15 @@ static void test_matvec(const gguf_tensor *w, hk_type type)
         /* no int8 kernel takes F16 rows (test_errors checks the refusal) */
         if (type != HK_TYPE_F16)
             matvec_run(&c, in_file(w), 1);
-        if (type != HK_TYPE_Q4_K && type != HK_TYPE_F16) {
+        int wide16 = type == HK_TYPE_Q4_K || type == HK_TYPE_Q5_K;
+        if (!wide16 && type != HK_TYPE_F16) {
             matvec_run(&c, flush, 1);
-        } else if (type == HK_TYPE_Q4_K) { /* the int8 Q4_K kernel asks 16-byte aligned weights, and says so */
+        } else if (wide16) { /* the int8 Q4_K and Q5_K kernels ask 16-byte aligned weights, and say so */
             hk_test_out y = hk_test_out_create(ctx, c.rows);
-            hk_check_status("hk_matvec_int8 q4_k at a 2-byte offset is refused", matvec_record(&c, flush.view, hk_test_out_view(&y), 1),
-                            HK_ERROR_INVALID_ARGUMENT, "is not a multiple of 16");
+            char label[96];
+            snprintf(label, sizeof label, "hk_matvec_int8 %s at a 2-byte offset is refused", hk_type_name(type));
+            hk_check_status(label, matvec_record(&c, flush.view, hk_test_out_view(&y), 1), HK_ERROR_INVALID_ARGUMENT,
+                            "is not a multiple of 16");
             hk_test_out_destroy(&y);
         }
         hk_buffer_destroy(flush.own);
@@ -709,7 +713,7 @@ static void test_moe(const gguf_tensor *w, hk_type type)
     if (moe_case_make(&c, w, type)) {
         for (int int8 = 0; int8 < 2; int8++)
             moe_run(&c, in_file(w), int8);
-        if (type != HK_TYPE_Q4_K) { /* Q4_K expert banks must be 16-byte aligned */
+        if (type != HK_TYPE_Q4_K && type != HK_TYPE_Q5_K) { /* Q4_K and Q5_K expert banks must be 16-byte aligned */
             placement flush = flush_copy(w);
             for (int int8 = 0; int8 < 2; int8++)
                 moe_run(&c, flush, int8);
@@ -847,7 +851,7 @@ int main(int argc, char **argv)
             weights += test_matvecs(t, type);
         }
     }
-    hk_check(weights >= 15 && banks == 3 && f16_weights == 1, "every weight tensor of the file tested",
+    hk_check(weights >= 20 && banks == 4 && f16_weights == 1, "every weight tensor of the file tested",
              "%u matvec weights, %u expert banks, %u F16 matrices", weights, banks, f16_weights);
     hk_buffer_destroy(file_buffer);
     gguf_free(&model);

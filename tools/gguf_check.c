@@ -2,7 +2,7 @@
  *
  * The file is memory-mapped and parsed by tools/gguf_reader.c (GGUF v2 and v3). Every tensor of a
  * type a kernel takes is uploaded exactly as stored and multiplied by seeded activations:
- *  - Q8_0, Q4_K, Q6_K: hk_matvec (f32 x) against hk_ref_matvec at HK_GATE_F32, and
+ *  - Q8_0, Q4_K, Q5_K, Q6_K: hk_matvec (f32 x) against hk_ref_matvec at HK_GATE_F32, and
  *    hk_matvec_int8 (x as Q8_1 blocks, quantized on the host) against hk_ref_matvec_q8_1 at
  *    HK_GATE_EXACT: rows = ne[1] * ne[2] * ne[3] (an expert bank is one matrix), k = ne[0];
  *  - F16 of two or more rows: hk_matvec (f32 x) against hk_ref_matvec at HK_GATE_F32, the same
@@ -52,8 +52,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: hk-check --gguf MODEL.gguf [options]\n"
                "Multiplies every tensor of a GGUF model (v2 or v3) that a kernel takes, as stored in the file, by\n"
-               "seeded activations: hk_matvec and hk_matvec_int8 for q8_0, q4_k and q6_k, hk_matvec for f16 and\n"
-               "hk_gemv_f32 for f32 matrices; compares with the C references at the test gates and times each\n"
+               "seeded activations: hk_matvec and hk_matvec_int8 for q8_0, q4_k, q5_k and q6_k, hk_matvec for f16\n"
+               "and hk_gemv_f32 for f32 matrices; compares with the C references at the test gates and times each\n"
                "path cold. Tensors of other types are listed as skipped. Exit 0: all within their gates; 1: some\n"
                "failed; 2: error.\n"
                "Shapes print rows x k as hk-check tune and --shapes take them (GGUF lists k first): an expert\n"
@@ -364,7 +364,8 @@ static const char *classify(const gguf_tensor *t, hk_type *type, int *gemv, int 
         *gemv = 1;
         return NULL;
     }
-    if (*type != HK_TYPE_Q8_0 && *type != HK_TYPE_Q4_K && *type != HK_TYPE_Q6_K && *type != HK_TYPE_F16)
+    if (*type != HK_TYPE_Q8_0 && *type != HK_TYPE_Q4_K && *type != HK_TYPE_Q5_K && *type != HK_TYPE_Q6_K &&
+        *type != HK_TYPE_F16)
         return "no kernel multiplies weights of this type";
     *int8 = *type != HK_TYPE_F16;
     if (t->ne[0] > HK_MATVEC_MAX_K)

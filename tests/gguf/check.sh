@@ -45,17 +45,19 @@ $1"
 
 m=$out/hk-gguf-test.gguf
 expect "model: every tensor a kernel takes, within its gate" 0 \
-    "GGUF v3, 30 tensors" \
+    "GGUF v3, 35 tensors" \
     "^q4_k\.2048 +q4_k +6x2048 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
     "^blk\.0\.ffn_down_exps\.weight +q6_k +8x16x768 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
     "^q8_0\.edge_big +q8_0 .* ok .* ok" \
     "^f32\.router +f32 +16x2048 +[0-9.e+-]+ ok" \
-    "^q5_k\.unsupported +q5_k +2x256 +skipped: no kernel takes this type" \
-    "^iq4_nl\.unsupported +iq4_nl +3x64 +skipped" \
+    "^q5_k\.2048 +q5_k +6x2048 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
+    "^q5_k\.edge_big +q5_k .* ok .* ok" \
+    "^blk\.1\.ffn_gate_exps\.weight +q5_k +8x8x2048 +[0-9.e+-]+ ok +[0-9.e+-]+ ok" \
+    "^iq4_nl\.unsupported +iq4_nl +3x64 +skipped: no kernel takes this type" \
     "^f16\.all +f16 +32x2048 +[0-9.e+-]+ ok +- *$" \
     "^f16\.2048 +f16 +6x2048 +[0-9.e+-]+ ok +- *$" \
     "^blk\.0\.attn_norm\.weight +f32 +256 +skipped: a vector" \
-    "^OK: 22 tensor\(s\) checked, 0 failed, 8 skipped" \
+    "^OK: 28 tensor\(s\) checked, 0 failed, 7 skipped" \
     -- --gguf "$m" --no-time
 if grep -q "FAIL" "$out/last.txt"; then fail "model: a FAIL row"; fi
 if grep -Eq "^[^ ]+ +f16 .*skipped" "$out/last.txt"; then fail "model: an F16 matrix skipped"; fi
@@ -65,7 +67,7 @@ if grep -Eq " (2048x6|768x16x8|2048x16) " "$out/last.txt"; then
 else
     pass "model: shapes print rows x k"
 fi
-expect "model as GGUF v2" 0 "GGUF v2, 30 tensors" "^OK: 22 tensor\(s\) checked, 0 failed" \
+expect "model as GGUF v2" 0 "GGUF v2, 35 tensors" "^OK: 28 tensor\(s\) checked, 0 failed" \
     -- --gguf "$out/hk-gguf-test-v2.gguf" --no-time
 expect "timed, in row slices" 0 \
     "^q4_k\.2048 +q4_k +6x2048 +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +[0-9.e+-]+ ok [0-9.]+ [0-9.]+ [0-9]+% +\(3 row slices\)" \

@@ -16,8 +16,8 @@ Writes, into OUT_DIR (the build tree; nothing here is committed):
 For hk-check --gguf (tests/gguf/check.sh), also from the model file: hk-gguf-test-v2.gguf (the same
 bytes as GGUF version 2, which differs from 3 only for big-endian files), hk-gguf-truncated.gguf
 (cut inside the last tensor's data), hk-gguf-bad-count.gguf (a tensor count of 2^60 in the header)
-and hk-gguf-bad-magic.gguf. The model file also holds tensors no kernel takes (Q5_K, IQ4_NL, a 1-D
-F32 norm) that hk-check must list as skipped.
+and hk-gguf-bad-magic.gguf. The model file also holds tensors no kernel takes (IQ4_NL, a 1-D F32
+norm) that hk-check must list as skipped.
 
 The expectations live in a second GGUF file rather than in the model file or a binary of our own:
 the model file's tensor data region stays exactly a model's (tests/test_gguf.c uploads that region
@@ -27,8 +27,8 @@ sets general.alignment to 64 and the model file leaves it out (default 32), so t
 alignment rule is exercised both ways. Matvecs are stored as F64: numpy's double sums, unrounded.
 
 Weights: Q8_0 is quantized by gguf-py itself from random f32 rows (one block with exact .5 ties,
-one all-zero block); Q4_K and Q6_K are raw random blocks (random bytes, every f16 field set to a
-finite value, so every quant and scale bit pattern occurs); small hand-made edge tensors per type
+one all-zero block); Q4_K, Q5_K and Q6_K are raw random blocks (random bytes, every f16 field set to
+a finite value, so every quant and scale bit pattern occurs); small hand-made edge tensors per type
 (f16 scales at +-65504 with the extreme quants and scales, subnormal and zero scales).
 
 usage: make_gguf.py OUT_DIR
@@ -47,10 +47,10 @@ SEED = 0x68_6B_67_67  # "hkgg"
 MODEL = "hk-gguf-test.gguf"
 EXPECTED = "hk-gguf-test-expected.gguf"
 
-BLOCK = {T.Q8_0: (32, 34), T.Q4_K: (256, 144), T.Q6_K: (256, 210)}  # values, bytes per block
-F16_FIELDS = {T.Q8_0: (0,), T.Q4_K: (0, 2), T.Q6_K: (208,)}  # byte offsets of f16 fields (d, dmin)
-SCALE_BYTES = {T.Q4_K: (4, 16), T.Q6_K: (192, 208)}  # [from, to) of the sub-block scales
-QUANT_BYTES = {T.Q8_0: (2, 34), T.Q4_K: (16, 144), T.Q6_K: (0, 192)}
+BLOCK = {T.Q8_0: (32, 34), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q6_K: (256, 210)}  # values, bytes per block
+F16_FIELDS = {T.Q8_0: (0,), T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}  # byte offsets of f16 fields (d, dmin)
+SCALE_BYTES = {T.Q4_K: (4, 16), T.Q5_K: (4, 16), T.Q6_K: (192, 208)}  # [from, to) of the sub-block scales
+QUANT_BYTES = {T.Q8_0: (2, 34), T.Q4_K: (16, 144), T.Q5_K: (16, 176), T.Q6_K: (0, 192)}  # Q5_K: qh, then qs
 
 # MoE routing, as a u32 tensor in the file (stored as I32; -1 is 0xFFFFFFFF): a repeat, an id one
 # past the experts of an 8-expert bank, and "none" (the router's id when too few logits are numbers)
@@ -94,12 +94,12 @@ def edge_blocks(rng, qtype, kind, rows=2, k=256):
             b[0::2, q0:q1] = np.where(np.arange(q1 - q0) % 2, 0x7F, 0x80)  # -128, 127
         else:
             s0, s1 = SCALE_BYTES[qtype]
-            if qtype == T.Q4_K:
+            if qtype in (T.Q4_K, T.Q5_K):
                 b[0::2, s0:s1] = 0xFF  # every sub-block scale and min 63
             else:
                 b[0::2, s0:s1] = 0x80  # scale -128
                 b[1::2, s0:s1] = 0x7F  # scale 127
-            b[0::2, q0:q1] = 0xFF  # Q4_K q=15; Q6_K q=63 (31 after the -32)
+            b[0::2, q0:q1] = 0xFF  # Q4_K q=15; Q5_K q=31 (every 5th bit set); Q6_K q=63 (31 after the -32)
     return b.reshape(rows, row_bytes(qtype, k))
 
 
@@ -140,22 +140,24 @@ def main():
         sources[name] = src
         tensors[name] = (quantize(src, T.Q8_0), T.Q8_0)
         x_of[name] = f"x.{k}"
-    for qtype, tag in ((T.Q4_K, "q4_k"), (T.Q6_K, "q6_k")):
+    for qtype, tag in ((T.Q4_K, "q4_k"), (T.Q5_K, "q5_k"), (T.Q6_K, "q6_k")):
         for k, rows in ((2048, 6), (768, 5)):
             name = f"{tag}.{k}"
             tensors[name] = (raw_blocks(rng, qtype, (rows,), k), qtype)
             x_of[name] = f"x.{k}"
-    for qtype, tag in ((T.Q8_0, "q8_0"), (T.Q4_K, "q4_k"), (T.Q6_K, "q6_k")):
+    for qtype, tag in ((T.Q8_0, "q8_0"), (T.Q4_K, "q4_k"), (T.Q5_K, "q5_k"), (T.Q6_K, "q6_k")):
         for kind in ("big", "small", "zero"):
             name = f"{tag}.edge_{kind}"
             tensors[name] = (edge_blocks(rng, qtype, kind), qtype)
             x_of[name] = "x.256"
 
-    # expert banks [experts, n, k] (GGUF dims k, n, experts), as Qwen3-30B-A3B stores them
+    # expert banks [experts, n, k] (GGUF dims k, n, experts), as Qwen3-30B-A3B stores them (its
+    # Q5_K_M files: gate/up Q5_K)
     moe = {
         "blk.0.ffn_gate_exps.weight": (T.Q4_K, 8, 8, 2048, "x.2048"),
         "blk.0.ffn_down_exps.weight": (T.Q6_K, 8, 16, 768, "x.768.slots"),
         "blk.1.ffn_up_exps.weight": (T.Q8_0, 4, 8, 512, "x.512"),
+        "blk.1.ffn_gate_exps.weight": (T.Q5_K, 8, 8, 2048, "x.2048"),
     }
     for name, (qtype, experts, n, k, xname) in moe.items():
         if qtype == T.Q8_0:
@@ -166,8 +168,7 @@ def main():
             tensors[name] = (raw_blocks(rng, qtype, (experts, n), k), qtype)
         x_of[name] = xname
 
-    # tensors no kernel takes, which hk-check lists as skipped: raw K-quant and IQ blocks, a norm
-    tensors["q5_k.unsupported"] = (rng.integers(0, 256, size=(2, 176), dtype=np.uint8), T.Q5_K)
+    # tensors no kernel takes, which hk-check lists as skipped: raw IQ blocks, a norm
     tensors["iq4_nl.unsupported"] = (rng.integers(0, 256, size=(3, 2 * 18), dtype=np.uint8), T.IQ4_NL)
     tensors["blk.0.attn_norm.weight"] = (rng.uniform(0.5, 1.5, size=256).astype(np.float32), None)
 
@@ -217,7 +218,7 @@ def main():
     for name, t in read.items():
         want = tensors[name][0]
         assert np.array_equal(np.asarray(t.data).view(np.uint8).ravel(), want.view(np.uint8).ravel()), name
-        if t.tensor_type in (T.Q8_0, T.Q4_K, T.Q6_K, T.F16):  # (F32 dequantizes to itself)
+        if t.tensor_type in (T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K, T.F16):  # (F32 dequantizes to itself)
             deq[name] = np.asarray(dequantize(np.asarray(t.data), t.tensor_type), dtype=np.float32).reshape(
                 want.shape[:-1] + (-1,))
 
