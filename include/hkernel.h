@@ -606,10 +606,11 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
  */
 
 /* Dense quantized matvec: y[rows] = W[rows, k] . x[k]. W is rows contiguous GGUF rows of k values
- * of weight type wtype (Q8_0, Q4_K, Q6_K, or F16: rows of k f16 values as GGUF stores them); x and
- * y are f32. k must be a positive multiple of the type's block (32 for Q8_0, 256 for Q4_K/Q6_K, any
- * k for F16). F16 rows are read 16 bytes at a time where k is a multiple of 8 and w.offset and
- * x.offset are multiples of 16 (as GGUF files align tensors), else 2 bytes at a time, slower.
+ * of weight type wtype (Q8_0, Q4_K, Q5_K, Q6_K, or F16: rows of k f16 values as GGUF stores them);
+ * x and y are f32. k must be a positive multiple of the type's block (32 for Q8_0, 256 for
+ * Q4_K/Q5_K/Q6_K, any k for F16). F16 rows are read 16 bytes at a time where k is a multiple of 8
+ * and w.offset and x.offset are multiples of 16 (as GGUF files align tensors), else 2 bytes at a
+ * time, slower.
  * A NaN or inf in x (or in W's scales or F16 values) reaches y by IEEE arithmetic: the rows that
  * read it come out NaN or inf. The other matvec functions take the quantized types only.
  * Limits (all matvec functions): k <= 98304, rows <= 16777216 and ceil(rows / 32768) * k <= 262144
@@ -635,9 +636,9 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
  * uses d*sum(q), summed from the quants). A block of d = NaN (hk_quantize_q8_1's block for a NaN
  * or inf or too large activation) makes every output that reads it NaN; d = inf gives NaN or inf.
  * Against hk_matvec on the unquantized x the result differs by the Q8_1 rounding of x: about
- * 1e-2 of the output scale at most, more where blocks are tiny (see hk_quantize_q8_1). Q4_K
- * weights must be 16-byte aligned (GGUF aligns tensor data to 32); needs
- * caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
+ * 1e-2 of the output scale at most, more where blocks are tiny (see hk_quantize_q8_1). Types: Q8_0,
+ * Q4_K, Q5_K, Q6_K. Q4_K and Q5_K weights must be 16-byte aligned (GGUF aligns tensor data to 32);
+ * needs caps.subgroup_size_control (every Vulkan 1.3 device). Limits as hk_matvec: k <= 98304,
  * rows <= 16777216, ceil(rows / 32768) * k <= 262144. Tuning hooks: docs/tuning.md
  * (HK_MATVEC_INT8_ITEMS, HK_MATVEC_Q8_0_LOAD_BITS); an autotuner winner for the shape class
  * (hk_tune, HK_TUNE_MATVEC_INT8) takes precedence over them; every schedule gives the same bits. */
@@ -683,9 +684,9 @@ typedef struct hk_moe_shape {
 } hk_moe_shape;
 
 /* MoE indexed matvec: y[s, :] = W[ids[s]] . x_s for each slot s < slots, W the GGUF weights of
- * n_experts experts [n_experts, n, k] (Q8_0, Q4_K or Q6_K), ids u32 [slots], x f32 ([k] or
+ * n_experts experts [n_experts, n, k] (Q8_0, Q4_K, Q5_K or Q6_K), ids u32 [slots], x f32 ([k] or
  * [slots, k]), y f32 [slots, n]. An id >= n_experts reads no weights and its n outputs are set to
- * 0. The x view must be 16-byte aligned and Q4_K weights 16-byte aligned; needs
+ * 0. The x view must be 16-byte aligned and Q4_K and Q5_K weights 16-byte aligned; needs
  * caps.subgroup_size_control. Limits as hk_matvec with rows = slots * n: k <= 98304,
  * slots * n <= 16777216, ceil(slots * n / 32768) * k <= 262144. */
 HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,
@@ -752,16 +753,16 @@ HK_API hk_status hk_moe_combine(hk_context *context, hk_stream *stream, hk_view 
                                 hk_view y, uint32_t tokens, uint32_t top_k, uint32_t n);
 
 /* Embedding lookup (any engine's get_rows): y[i, :] = row ids[i] of W [rows, k], dequantized to
- * f32, for i < n_ids. W is rows contiguous GGUF rows of k values of wtype: F32, F16, Q8_0, Q4_K or
- * Q6_K, k a positive multiple of the type's block (1, 1, 32, 256, 256); ids u32 [n_ids], read on
+ * f32, for i < n_ids. W is rows contiguous GGUF rows of k values of wtype: F32, F16, Q8_0, Q4_K,
+ * Q5_K or Q6_K, k a positive multiple of the type's block (1, 1, 32, 256, 256, 256); ids u32 [n_ids], read on
  * the device (the tokens of a step: one recorded stream serves every step); y f32 [n_ids, k]. An
  * id >= rows (0xFFFFFFFF too) reads no weight and writes a row of zeros (+0.0); ids may repeat.
  * Bit-exact with the reference dequantizers (hk_dequant_row_*, hk_f16_to_f32; hk_ref_get_rows),
  * each value being a fixed f32 formula: F32 rows are copied bit for bit (NaN payloads included);
  * F16 values are converted exactly, in integer arithmetic (subnormals, inf and NaN payloads kept,
  * also on a device that flushes f16 subnormals); Q8_0's d*q and Q6_K's d*sc*(q-32) are exact
- * products, so no rounding at all; Q4_K's (d*sc)*q - dmin*m has exact products and rounds once, in
- * the subtraction: bit-exact on devices that round f32 to nearest even (every GPU we know). A NaN
+ * products, so no rounding at all; Q4_K's and Q5_K's (d*sc)*q - dmin*m has exact products and
+ * rounds once, in the subtraction: bit-exact on devices that round f32 to nearest even (every GPU we know). A NaN
  * or inf block scale gives NaN or inf by IEEE arithmetic (a NaN's payload may differ). Views: w at
  * hk_type_alignment(wtype) (2 for F16 and GGUF blocks, 4 for F32), ids and y at 4; y overlaps
  * neither. n_ids >= 1, rows >= 1, n_ids * k <= 2^32 - 1 values; W, like every view, within
@@ -1223,7 +1224,7 @@ typedef enum hk_tune_kernel {
  * search runs this one. For the tuner's own inputs and reference the weights (or the KV cache)
  * are at most 2^28 values (2^26 for a cache), activations and outputs 2^27. */
 typedef struct hk_tune_matvec_shape {
-    hk_type wtype;   /* q8_0, q4_k or q6_k */
+    hk_type wtype;   /* q8_0, q4_k, q5_k or q6_k */
     uint32_t rows, k; /* hk_matvec_int8's limits */
     uint32_t tokens;  /* HK_TUNE_MATVEC_INT8: 1 (or 0); HK_TUNE_MATVEC_TOKENS: 2..16, with
                        * hk_matvec_int8_tokens' limit ceil(rows / 32768) * k * (tokens + 1) */
