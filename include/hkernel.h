@@ -534,6 +534,11 @@ HK_API hk_status hk_stream_reset(hk_stream *stream);
 
 /* Number of kernels (and copies, uploads, downloads) recorded since the last submit or reset. */
 HK_API uint32_t hk_stream_kernel_count(const hk_stream *stream);
+/* Number of pipeline barriers the stream recorded since the last submit or reset: the one before
+ * its first command, one before each command that depends on an earlier one since the last
+ * barrier, hk_stream_barrier's, and one before the host reads downloads. 0 for NULL and for
+ * prepare streams. */
+HK_API uint32_t hk_stream_barrier_count(const hk_stream *stream);
 
 /* Records a full barrier: every command recorded before it (ours and, in a wrapped command
  * buffer, the engine's: any stage, any memory write) completes and its writes are visible before

@@ -1268,6 +1268,43 @@ static void test_destroy_with_live_objects(void)
 
 /* ---- recorded uploads and downloads on an owned stream ---- */
 
+/* The barrier count: one before the first command, one before each dependent command, none
+ * between independent ones, hk_stream_barrier's, zero again after the submit. */
+static void test_barrier_count(void)
+{
+    hk_buffer *buf = hk_test_buffer(ctx, 6 * 1024, NULL);
+    hk_stream *s = NULL;
+    hk_status st = hk_stream_create(ctx, 0, &s);
+    uint32_t counts[4] = {0};
+    if (st == HK_OK)
+        st = hk_copy(ctx, s, (hk_view){buf, 0}, (hk_view){buf, 1024}, 1024); /* the first: full barrier */
+    if (st == HK_OK)
+        st = hk_copy(ctx, s, (hk_view){buf, 2048}, (hk_view){buf, 3072}, 1024); /* independent */
+    counts[0] = hk_stream_barrier_count(s);
+    if (st == HK_OK)
+        st = hk_copy(ctx, s, (hk_view){buf, 1024}, (hk_view){buf, 4096}, 1024); /* reads the first's output */
+    counts[1] = hk_stream_barrier_count(s);
+    if (st == HK_OK)
+        st = hk_stream_barrier(s);
+    counts[2] = hk_stream_barrier_count(s);
+    uint32_t kernels = hk_stream_kernel_count(s);
+    if (st == HK_OK)
+        st = hk_stream_submit(s);
+    counts[3] = hk_stream_barrier_count(s);
+    hk_check(st == HK_OK && counts[0] == 1 && counts[1] == 2 && counts[2] == 3 && counts[3] == 0 && kernels == 3,
+             "stream barrier count: 1 first, none between independent, 1 dependent, 1 explicit, 0 after submit",
+             "%u %u %u %u, %u kernels", counts[0], counts[1], counts[2], counts[3], kernels);
+    hk_check(hk_stream_barrier_count(NULL) == 0, "barrier count of NULL is 0", NULL);
+    hk_stream *prep = NULL;
+    st = hk_stream_create_prepare(ctx, &prep);
+    if (st == HK_OK)
+        st = hk_copy(ctx, prep, (hk_view){buf, 0}, (hk_view){buf, 1024}, 1024);
+    hk_check(st == HK_OK && hk_stream_barrier_count(prep) == 0, "a prepare stream records no barrier", NULL);
+    hk_stream_destroy(prep);
+    hk_stream_destroy(s);
+    hk_buffer_destroy(buf);
+}
+
 static void test_stream_transfers(void)
 {
     hk_rng rng = {33};
@@ -1592,6 +1629,7 @@ int main(void)
     test_caps();
     test_buffers();
     test_stream_transfers();
+    test_barrier_count();
     test_pipeline_cache();
     test_pipeline_cache_problems();
     test_borrowed_features();

@@ -52,6 +52,7 @@ struct hk_stream {
     VkQueryPool queries;
     uint32_t max_timestamps;
     uint32_t kernel_count; /* recorded since the last submit/reset */
+    uint32_t barrier_count; /* likewise */
     uint32_t mark_count;   /* timestamps recorded since the last submit/reset */
     uint32_t read_count;   /* timestamps of the last submit, in stamps */
     uint64_t *stamps;
@@ -324,6 +325,7 @@ static void reset_tracking(hk_stream *s)
         s->chunks[i].used = 0;
     s->download_count = 0;
     s->kernel_count = 0;
+    s->barrier_count = 0;
     s->mark_count = 0;
     s->pending_count = 0;
 }
@@ -439,6 +441,8 @@ hk_status hk_stream_reset(hk_stream *s)
 
 uint32_t hk_stream_kernel_count(const hk_stream *s) { return s ? s->kernel_count : 0; }
 
+uint32_t hk_stream_barrier_count(const hk_stream *s) { return s ? s->barrier_count : 0; }
+
 hk_status hk_stream_timestamp(hk_stream *s, uint32_t *out_index)
 {
     static const char fn[] = "hk_stream_timestamp";
@@ -533,6 +537,7 @@ static void record_barrier(hk_stream *s, VkPipelineStageFlags after, VkPipelineS
     VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = write_access(after),
                                .dstAccessMask = dst};
     s->context->vk.vkCmdPipelineBarrier(s->cmd, after, all_stages, 0, 1, &barrier, 0, NULL, 0, NULL);
+    s->barrier_count++;
     s->pending_count = 0;
     s->barrier_due = 0;
 }
@@ -725,6 +730,7 @@ static void record_host_read_barrier(hk_stream *s)
                                .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
     s->context->vk.vkCmdPipelineBarrier(s->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                                         &barrier, 0, NULL, 0, NULL);
+    s->barrier_count++;
 }
 
 hk_status hk__run_transfer(hk_context *context, const char *fn, void (*record)(hk_context *, VkCommandBuffer, void *),
