@@ -36,6 +36,7 @@ typedef struct options {
     uint64_t seed;
     uint32_t capacity; /* 0: the default */
     uint32_t batch;
+    uint32_t chain;
     hk_type kv_type;
     int bench;
     uint32_t reps;
@@ -66,6 +67,8 @@ static void usage(FILE *f)
             "  --reps N          repetitions of --bench (default 5)\n"
             "  --ctx N           KV cache rows (default: the model's context length, at most 4096)\n"
             "  --batch N         prompt tokens per batch (default 512)\n"
+            "  --chain N         greedy decode steps per submit, each step's pick fed to the next on the\n"
+            "                    device (default 16; 1: a host round trip per token)\n"
             "  --kv-type T       f16 (default), f32 or q8_0\n"
             "  --device D        a device index or name substring (default: HK_DEVICE, else the first GPU)\n"
             "  --validate        the Vulkan validation layer on; any message fails the run\n"
@@ -128,6 +131,7 @@ static int parse(options *o, int argc, char **argv)
     o->top_k = 40;
     o->seed = 1;
     o->batch = 512;
+    o->chain = 16;
     o->kv_type = HK_TYPE_F16;
     o->reps = 5;
     o->device_index = -1;
@@ -200,6 +204,13 @@ static int parse(options *o, int argc, char **argv)
                 return 2;
             }
             o->batch = (uint32_t)n;
+        } else if (!strcmp(a, "--chain")) {
+            if (number(a, v, 256, &n) || n == 0) {
+                if (n == 0)
+                    fprintf(stderr, "hk-run: --chain must be at least 1\n");
+                return 2;
+            }
+            o->chain = (uint32_t)n;
         } else if (!strcmp(a, "--reps")) {
             if (number(a, v, 1000, &n) || n == 0) {
                 if (n == 0)
@@ -319,6 +330,7 @@ typedef struct engine {
     run_state state;
     run_graph prefill[2]; /* batch-sized, and the prompt's last partial batch */
     run_graph decode;
+    run_graph chain; /* greedy steps chained on the device (steps 0: none) */
     FILE *logits;
     candidate *scratch;
     uint64_t rng;
@@ -390,7 +402,21 @@ static int generate(engine *e)
     }
     uint32_t next = pick(e);
     t0 = now_ms();
-    for (uint32_t i = 0; i < n_decode; i++) {
+    for (uint32_t i = 0; i < n_decode;) {
+        if (e->chain.steps && n_decode - i >= e->chain.steps) {
+            /* greedy: the chain's picks come back together */
+            if (run_graph_exec(&e->state, &e->chain, &next, n_prompt + i, NULL) != 0) {
+                free(generated);
+                return 1;
+            }
+            const uint32_t *picks = run_chain_tokens(&e->state);
+            generated[i] = next;
+            for (uint32_t j = 1; j < e->chain.steps; j++)
+                generated[i + j] = picks[j - 1];
+            next = picks[e->chain.steps - 1];
+            i += e->chain.steps;
+            continue;
+        }
         uint32_t token = o->logits_path ? o->tokens[n_prompt + i] : next;
         generated[i] = token;
         if (run_graph_exec(&e->state, &e->decode, &token, n_prompt + i, NULL) != 0) {
@@ -402,6 +428,7 @@ static int generate(engine *e)
             return 1;
         }
         next = pick(e);
+        i++;
     }
     double decode_ms = now_ms() - t0;
     if (!o->logits_path && o->n_generate)
@@ -424,6 +451,40 @@ static int generate(engine *e)
                decode_ms > 0 ? n_decode / decode_ms * 1e3 : 0.0, decode_ms / n_decode);
     free(generated);
     return 0;
+}
+
+/* weight bytes one decode step reads: every matrix and vector of the layers and the head, the
+ * routed experts' share of each bank (top-k of n_experts), one embedding row */
+static uint64_t step_weight_bytes(const run_model *m)
+{
+    const run_hparams *hp = &m->hp;
+    uint64_t sum = m->output_norm.bytes + m->output.bytes + m->tok_embd.bytes / hp->n_vocab;
+    uint32_t per_layer = sizeof(run_layer) / sizeof(run_weight);
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        const run_weight *w = (const run_weight *)&m->layers[i];
+        for (uint32_t j = 0; j < per_layer; j++)
+            if (w[j].present)
+                sum += w[j].experts > 1 ? w[j].bytes / w[j].experts * hp->n_expert_used : w[j].bytes;
+    }
+    return sum;
+}
+
+/* device-to-device copy bandwidth (read + write), measured as hk-bench measures it */
+static double copy_bandwidth(engine *e)
+{
+    bench b = {0};
+    b.ctx = e->ctx;
+    b.tool = "hk-run";
+    hk_context_caps(e->ctx, &b.caps);
+    uint64_t size = b.caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16u << 20 : 512u << 20;
+    double gbs = 0;
+    if (hk_buffer_create(e->ctx, size, &b.copy_bufs[0]) == HK_OK &&
+        hk_buffer_create(e->ctx, size, &b.copy_bufs[1]) == HK_OK &&
+        hk_buffer_fill(b.copy_bufs[0], 0, size, 0x3f800000u) == HK_OK)
+        gbs = copy_gbs(&b);
+    hk_buffer_destroy(b.copy_bufs[0]);
+    hk_buffer_destroy(b.copy_bufs[1]);
+    return gbs;
 }
 
 static int run_bench(engine *e)
@@ -450,15 +511,17 @@ static int run_bench(engine *e)
             pp_gpu[r - 1] = gpu;
         }
     }
+    /* generation as llama-bench runs it: from an empty cache, greedy, chained where --chain */
+    run_graph *g = e->chain.steps ? &e->chain : &e->decode;
     for (uint32_t r = 0; r <= o->reps; r++) {
         uint32_t token = tokens[0];
         double gpu_sum = 0, t0 = now_ms();
-        for (uint32_t i = 0; i < BENCH_GENERATE; i++) {
+        for (uint32_t i = 0; i < BENCH_GENERATE; i += g->steps) {
             double gpu;
-            if (run_graph_exec(&e->state, &e->decode, &token, i, &gpu) != 0)
+            if (run_graph_exec(&e->state, g, &token, i, &gpu) != 0)
                 goto done;
             gpu_sum += gpu;
-            token = run_next_token(&e->state);
+            token = g->steps > 1 ? run_chain_tokens(&e->state)[g->steps - 1] : run_next_token(&e->state);
         }
         if (r) {
             tg[r - 1] = now_ms() - t0;
@@ -470,9 +533,18 @@ static int run_bench(engine *e)
     printf("%-8s %12s %12s %14s %14s\n", "test", "t/s", "ms", "GPU t/s", "GPU ms");
     printf("pp%-6u %12.1f %12.3f %14.1f %14.3f\n", BENCH_PROMPT, BENCH_PROMPT / pp_ms * 1e3, pp_ms,
            pp_gpu_ms > 0 ? BENCH_PROMPT / pp_gpu_ms * 1e3 : 0.0, pp_gpu_ms);
-    printf("tg%-6u %12.1f %12.3f %14.1f %14.3f   (%.3f ms per token; GPU %.3f)\n", BENCH_GENERATE,
-           BENCH_GENERATE / tg_ms * 1e3, tg_ms, tg_gpu_ms > 0 ? BENCH_GENERATE / tg_gpu_ms * 1e3 : 0.0, tg_gpu_ms,
-           tg_ms / BENCH_GENERATE, tg_gpu_ms / BENCH_GENERATE);
+    printf("tg%-6u %12.1f %12.3f %14.1f %14.3f   (%.4f ms per token; GPU %.4f; %u per submit)\n",
+           BENCH_GENERATE, BENCH_GENERATE / tg_ms * 1e3, tg_ms, tg_gpu_ms > 0 ? BENCH_GENERATE / tg_gpu_ms * 1e3 : 0.0,
+           tg_gpu_ms, tg_ms / BENCH_GENERATE, tg_gpu_ms / BENCH_GENERATE, g->steps);
+    /* the decode step against the memory roofline */
+    double bytes = (double)step_weight_bytes(&e->model), copy = copy_bandwidth(e);
+    double step_ms = tg_gpu_ms / BENCH_GENERATE;
+    printf("decode step: %u dispatches and %u barriers per token, %.1f MB of weights per token; copy %.1f GB/s",
+           e->decode.kernels, e->decode.barriers, bytes / 1e6, copy);
+    if (copy > 0 && step_ms > 0)
+        printf(", %.1f%% of the roofline (weights at copy speed / GPU time per token)",
+               100.0 * bytes / (copy * 1e9) / (step_ms * 1e-3));
+    printf("\n");
     rc = 0;
 done:
     free(tokens);
@@ -487,23 +559,30 @@ done:
 static int build(engine *e, const uint32_t *sizes, uint32_t n_sizes)
 {
     run_tail tail = tail_of(e->o);
+    /* greedy decoding without logits chains its steps */
+    uint32_t chain = tail == RUN_TAIL_ARGMAX && e->o->chain > 1 ? e->o->chain : 0;
     hk_stream *prep;
     double t0 = now_ms();
     if (hk_stream_create_prepare(e->ctx, &prep) != HK_OK) {
         fprintf(stderr, "hk-run: %s\n", hk_last_error());
         return -1;
     }
-    for (uint32_t i = 0; i < n_sizes; i++)
-        if (sizes[i] && run_record(&e->state, prep, sizes[i], tail) != 0) {
-            hk_stream_destroy(prep);
-            return -1;
-        }
+    int rc = 0;
+    for (uint32_t i = 0; i < n_sizes && rc == 0; i++)
+        if (sizes[i])
+            rc = run_record_graph(&e->state, prep, sizes[i], 1, tail);
+    if (rc == 0 && chain)
+        rc = run_record_graph(&e->state, prep, 1, chain, tail);
     hk_stream_destroy(prep);
+    if (rc != 0)
+        return -1;
     double prepare_ms = now_ms() - t0;
     for (uint32_t i = 0; i < 2; i++)
-        if (sizes[i] && run_graph_build(&e->state, &e->prefill[i], sizes[i], tail) != 0)
+        if (sizes[i] && run_graph_build(&e->state, &e->prefill[i], sizes[i], 1, tail) != 0)
             return -1;
-    if (run_graph_build(&e->state, &e->decode, 1, tail) != 0)
+    if (run_graph_build(&e->state, &e->decode, 1, 1, tail) != 0)
+        return -1;
+    if (chain && run_graph_build(&e->state, &e->chain, 1, chain, tail) != 0)
         return -1;
     fprintf(stderr, "hk-run: %u pipelines built in %.0f ms, graphs recorded\n", hk_context_pipeline_count(e->ctx),
             prepare_ms);
@@ -581,7 +660,8 @@ static int run(engine *e, const gguf_file *f)
     printf("device: %s; weights %.1f MiB uploaded in %.0f ms; matrix path %s\n", caps.device_name,
            run_pack_bytes(&e->model.pack) / MIB, now_ms() - t0,
            hk_mmq_path(e->ctx, HK_TYPE_Q4_K) ? hk_mmq_path(e->ctx, HK_TYPE_Q4_K) : "-");
-    if (run_state_create(&e->state, e->ctx, &e->model, batch, capacity, o->kv_type, sizes, 3, o->temperature) != 0)
+    if (run_state_create(&e->state, e->ctx, &e->model, batch, o->chain, capacity, o->kv_type, sizes, 3,
+                         o->temperature) != 0)
         return 1;
     if (build(e, sizes, 3) != 0)
         return 1;
@@ -628,6 +708,7 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < 2; i++)
         run_graph_free(&e.state, &e.prefill[i]);
     run_graph_free(&e.state, &e.decode);
+    run_graph_free(&e.state, &e.chain);
     run_state_destroy(&e.state);
     run_model_free(&e.model);
     run_vocab_free(&e.vocab);

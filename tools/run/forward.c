@@ -9,7 +9,6 @@
 
 #define CHUNK_BYTES (1024ull << 20)
 #define Q8_1_BLOCK_BYTES 36u
-#define IO_TOKENS 256u /* byte offset of io tokens: the words before hold count and next */
 #define MAX_TIMESTAMPS 2u
 
 static hk_view at(hk_view v, uint64_t bytes) { return (hk_view){v.buffer, v.offset + bytes}; }
@@ -122,13 +121,17 @@ static hk_sdpa_desc sdpa_desc(const run_state *s, uint32_t m)
     return d;
 }
 
-int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t batch, uint32_t capacity,
-                     hk_type kv_type, const uint32_t *graph_sizes, uint32_t n_graph_sizes, float temperature)
+static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t batch, uint32_t chain,
+                     uint32_t capacity, hk_type kv_type, const uint32_t *graph_sizes, uint32_t n_graph_sizes,
+                     float temperature)
 {
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
     s->model = m;
     s->batch = batch;
+    s->chain = chain ? chain : 1;
     s->capacity = capacity;
     s->temperature = temperature;
     const run_hparams *hp = &m->hp;
@@ -209,12 +212,15 @@ int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t
         return -1;
     }
 
-    uint64_t tokens_at = IO_TOKENS, positions_at = tokens_at + (b * 4 + 255) / 256 * 256,
-             out_at = positions_at + (b * 4 + 255) / 256 * 256;
+    /* io: a key count per chained step, the pick of a batch, tokens (a chain's picks follow its
+     * first token), positions, the logits */
+    uint64_t slots = (b > s->chain ? b : s->chain) + 1;
+    uint64_t next_at = round_up((uint64_t)s->chain * 4, 256), tokens_at = next_at + 256,
+             positions_at = tokens_at + round_up(slots * 4, 256), out_at = positions_at + round_up(slots * 4, 256);
     if (create_io(s, out_at + (uint64_t)hp->n_vocab * 4) != 0)
         return -1;
     s->io_count = (hk_view){s->io, 0};
-    s->io_next = (hk_view){s->io, 4};
+    s->io_next = (hk_view){s->io, next_at};
     s->io_tokens = (hk_view){s->io, tokens_at};
     s->io_positions = (hk_view){s->io, positions_at};
     s->io_out = (hk_view){s->io, out_at};
@@ -276,7 +282,7 @@ static hk_status add_bias(run_state *s, hk_stream *st, hk_view y, const run_weig
     return HK_OK;
 }
 
-static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
+static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m, const run_slots *io)
 {
     hk_context *c = s->ctx;
     const run_hparams *hp = &s->model->hp;
@@ -306,9 +312,9 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     rd.freq_scale = hp->rope_freq_scale;
     rd.kv = s->kv;
     hk_view factors = s->model->rope_freqs.present ? s->model->rope_freqs.view : (hk_view){NULL, 0};
-    LAYER_CALL(hk_rope(c, st, &rd, s->q, s->k, s->v, s->io_positions, factors, s->q, s->k_cache[il], s->v_cache[il]));
+    LAYER_CALL(hk_rope(c, st, &rd, s->q, s->k, s->v, io->positions, factors, s->q, s->k_cache[il], s->v_cache[il]));
     hk_sdpa_desc sd = sdpa_desc(s, m);
-    LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, s->io_count));
+    LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, io->count));
     LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
     LAYER_CALL(linear(s, st, &l->wo, s->attn, s->tmp, m));
     LAYER_CALL(hk_add(c, st, s->x, s->tmp, s->x, m * e));
@@ -368,7 +374,7 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     return 0;
 }
 
-int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail)
+int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run_slots *io)
 {
     hk_context *c = s->ctx;
     const run_model *md = s->model;
@@ -377,9 +383,9 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail)
         fprintf(stderr, "hk-run: a graph of %u tokens (at most %u)\n", m, s->batch);
         return -1;
     }
-    CALL(hk_get_rows(c, st, md->tok_embd.type, md->tok_embd.view, s->io_tokens, s->x, m, hp->n_vocab, hp->n_embd));
+    CALL(hk_get_rows(c, st, md->tok_embd.type, md->tok_embd.view, io->tokens, s->x, m, hp->n_vocab, hp->n_embd));
     for (uint32_t il = 0; il < hp->n_layer; il++) {
-        if (record_attention(s, st, il, m) != 0)
+        if (record_attention(s, st, il, m, io) != 0)
             return -1;
         if ((hp->n_expert ? record_moe : record_ffn)(s, st, il, m) != 0)
             return -1;
@@ -394,7 +400,7 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail)
         CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
         return 0;
     }
-    CALL(hk_argmax(c, st, s->logits, s->io_next, 1, hp->n_vocab));
+    CALL(hk_argmax(c, st, s->logits, io->pick, 1, hp->n_vocab));
     if (tail == RUN_TAIL_LOGITS)
         CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
     return 0;
@@ -402,10 +408,34 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail)
 
 /* ---- graphs ---- */
 
-int run_graph_build(run_state *s, run_graph *g, uint32_t m, run_tail tail)
+/* the slots of a batch (step 0 of a plain graph), or of step i of a chain */
+static run_slots slots_of(const run_state *s, uint32_t steps, uint32_t i)
+{
+    if (steps == 1)
+        return (run_slots){s->io_tokens, s->io_positions, s->io_count, s->io_next};
+    return (run_slots){at(s->io_tokens, 4ull * i), at(s->io_positions, 4ull * i), at(s->io_count, 4ull * i),
+                       at(s->io_tokens, 4ull * (i + 1))};
+}
+
+int run_record_graph(run_state *s, hk_stream *st, uint32_t m, uint32_t steps, run_tail tail)
+{
+    if (steps > 1 && (m != 1 || tail != RUN_TAIL_ARGMAX || steps > s->chain)) {
+        fprintf(stderr, "hk-run: a chain of %u steps takes single greedy tokens, at most %u\n", steps, s->chain);
+        return -1;
+    }
+    for (uint32_t i = 0; i < steps; i++) {
+        run_slots io = slots_of(s, steps, i);
+        if (run_record(s, st, m, tail, &io) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int run_graph_build(run_state *s, run_graph *g, uint32_t m, uint32_t steps, run_tail tail)
 {
     memset(g, 0, sizeof *g);
     g->m = m;
+    g->steps = steps;
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = s->pool;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -425,10 +455,12 @@ int run_graph_build(run_state *s, run_graph *g, uint32_t m, run_tail tail)
     }
     if (caps.timestamps)
         CALL(hk_stream_timestamp(g->stream, NULL));
-    if (run_record(s, g->stream, m, tail) != 0)
+    if (run_record_graph(s, g->stream, m, steps, tail) != 0)
         return -1;
     if (caps.timestamps)
         CALL(hk_stream_timestamp(g->stream, NULL));
+    g->kernels = hk_stream_kernel_count(g->stream);
+    g->barriers = hk_stream_barrier_count(g->stream);
     /* the host reads io after the fence: make the graph's writes visible to it */
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -444,13 +476,18 @@ int run_graph_build(run_state *s, run_graph *g, uint32_t m, run_tail tail)
 
 int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, double *gpu_ms)
 {
-    uint32_t *count = (uint32_t *)s->io_map, *tok = (uint32_t *)(s->io_map + s->io_tokens.offset),
+    uint32_t *count = (uint32_t *)(s->io_map + s->io_count.offset), *tok = (uint32_t *)(s->io_map + s->io_tokens.offset),
              *pos = (uint32_t *)(s->io_map + s->io_positions.offset);
     for (uint32_t i = 0; i < g->m; i++) {
         tok[i] = tokens[i];
         pos[i] = first + i;
     }
     *count = first + g->m;
+    /* a chain's positions and key counts do not depend on its tokens: all written now */
+    for (uint32_t i = 1; i < g->steps; i++) {
+        pos[i] = first + i;
+        count[i] = first + i + 1;
+    }
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &g->cmd;
@@ -476,5 +513,7 @@ void run_graph_free(run_state *s, run_graph *g)
 }
 
 uint32_t run_next_token(const run_state *s) { return *(const uint32_t *)(s->io_map + s->io_next.offset); }
+
+const uint32_t *run_chain_tokens(const run_state *s) { return (const uint32_t *)(s->io_map + s->io_tokens.offset) + 1; }
 
 const float *run_out(const run_state *s) { return (const float *)(s->io_map + s->io_out.offset); }

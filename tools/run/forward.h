@@ -17,10 +17,17 @@ typedef enum run_tail {
     RUN_TAIL_PROBS   /* the softmax at the temperature into io out */
 } run_tail;
 
+/* Where a recorded batch reads its tokens, their positions and the key count, and where its greedy
+ * pick goes: words of the host-visible buffer. */
+typedef struct run_slots {
+    hk_view tokens, positions, count, pick;
+} run_slots;
+
 typedef struct run_state {
     hk_context *ctx;
     const run_model *model;
     uint32_t batch;    /* most tokens a graph takes */
+    uint32_t chain;    /* most decode steps one graph chains */
     uint32_t capacity; /* KV cache rows */
     float temperature;
     hk_kv_layout kv;
@@ -41,31 +48,41 @@ typedef struct run_state {
     VkFence fence;
 } run_state;
 
-/* Allocates everything for graphs of up to batch tokens over a cache of capacity rows of kv_type.
- * graph_sizes: the batch sizes that will be recorded (the attention workspace fits them all).
- * Returns 0, or -1 with a message printed. */
-int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t batch, uint32_t capacity,
-                     hk_type kv_type, const uint32_t *graph_sizes, uint32_t n_graph_sizes, float temperature);
+/* Allocates everything for graphs of up to batch tokens, or chains of up to chain decode steps, over
+ * a cache of capacity rows of kv_type. graph_sizes: the batch sizes that will be recorded (the
+ * attention workspace fits them all). Returns 0, or -1 with a message printed. */
+int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t batch, uint32_t chain,
+                     uint32_t capacity, hk_type kv_type, const uint32_t *graph_sizes, uint32_t n_graph_sizes,
+                     float temperature);
 void run_state_destroy(run_state *s);
 
-/* Records the forward pass of m tokens (io tokens, at io positions, the cache then holding io count
- * keys) into stream: the prepare stream or a graph's. 0, or -1 with the failing call named. */
-int run_record(run_state *s, hk_stream *stream, uint32_t m, run_tail tail);
+/* Records the forward pass of m tokens (at io->tokens, at io->positions, the cache then holding
+ * io->count keys) into stream: the prepare stream or a graph's. 0, or -1 with the failing call
+ * named. */
+int run_record(run_state *s, hk_stream *stream, uint32_t m, run_tail tail, const run_slots *io);
+/* What run_graph_build records: the batch, or each step of a chain. */
+int run_record_graph(run_state *s, hk_stream *stream, uint32_t m, uint32_t steps, run_tail tail);
 
+/* A recorded graph: a batch of m tokens, or a chain of steps single-token decode steps, each
+ * step's greedy pick (hk_argmax) being the next step's token, so that the host reads the ids once
+ * per chain instead of once per token. */
 typedef struct run_graph {
     VkCommandBuffer cmd;
     hk_stream *stream;
-    uint32_t m;
+    uint32_t m, steps;
+    uint32_t kernels, barriers; /* recorded */
 } run_graph;
 
-int run_graph_build(run_state *s, run_graph *g, uint32_t m, run_tail tail);
-/* Runs the graph once for the tokens at positions first .. first + m - 1 and waits; gpu_ms, if not
- * NULL, gets the GPU time between the graph's first and last timestamps. */
+int run_graph_build(run_state *s, run_graph *g, uint32_t m, uint32_t steps, run_tail tail);
+/* Runs the graph once and waits: a batch for tokens[0 .. m) at positions first .., a chain from
+ * tokens[0] at position first. gpu_ms, if not NULL, gets the GPU time of the whole graph. */
 int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, double *gpu_ms);
 void run_graph_free(run_state *s, run_graph *g);
 
-/* The graph's outputs after run_graph_exec. */
+/* The outputs after run_graph_exec: a batch's or single step's greedy pick, a chain's picks
+ * (steps ids), the logits or probabilities of RUN_TAIL_LOGITS / RUN_TAIL_PROBS. */
 uint32_t run_next_token(const run_state *s);
+const uint32_t *run_chain_tokens(const run_state *s);
 const float *run_out(const run_state *s);
 
 #endif
