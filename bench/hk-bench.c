@@ -6,6 +6,7 @@
  * llama.cpp-vk's time for the same op where known. Parity is hk-check's job: nothing is compared.
  */
 #include "measure.h"
+#include "step.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,9 +18,14 @@ static int json_rows;
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hk-bench [options] [--json FILE]\n"
-               "Times every kernel over model shapes on one device.\n");
+               "       hk-bench --step [SHAPE[:LAYERS],...] [options]\n"
+               "Times every kernel over model shapes on one device; --step times a model's whole decode step\n"
+               "instead, on synthetic weights in the Q4_K_M layout (KV cache of 4096, token at position 512).\n");
     bench_options_help(f);
-    fprintf(f, "  --json FILE      also write the rows as JSON\n");
+    fprintf(f, "  --json FILE      also write the rows as JSON\n"
+               "  --step [LIST]    shapes llama3-8b, qwen3-30b-a3b, tiny-llama, tiny-moe, each with an optional\n"
+               "                   layer count (default: llama3-8b:8,llama3-8b:32,qwen3-30b-a3b:8,\n"
+               "                   qwen3-30b-a3b:48; on CPU devices tiny-llama,tiny-moe)\n");
 }
 
 static void bench_row(bench *b, hk_case_run *run, hk_case_bound *bound)
@@ -52,10 +58,29 @@ int main(int argc, char **argv)
 {
     bench_options o;
     const char *json_path = NULL;
+    /* --step and its optional list come out of argv before the common options are read */
+    int step = 0;
+    const char *step_list = NULL;
+    int kept = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--step")) {
+            step = 1;
+            if (i + 1 < argc && argv[i + 1][0] != '-')
+                step_list = argv[++i];
+        } else
+            argv[kept++] = argv[i];
+    }
+    argc = kept;
     int rc = bench_parse(&o, argc, argv, "hk-bench", usage, &json_path);
     if (rc >= 0)
         return rc;
     bench b = {0};
+    if (step) {
+        bench_open(&b, "hk-bench", &o, "device,kernel,shape,ms,dispatches,barriers,weight_bytes,copy_gbs,llama_vk_ms");
+        rc = bench_step(&b, step_list);
+        bench_close(&b);
+        return rc;
+    }
     bench_open(&b, "hk-bench", &o, "device,kernel,shape,ms,ms_single,gbs,ratio_to_copy,tflops,copy_gbs,llama_vk_ms");
     if (json_path)
         json = bench_create("hk-bench", json_path);

@@ -453,22 +453,6 @@ static int generate(engine *e)
     return 0;
 }
 
-/* weight bytes one decode step reads: every matrix and vector of the layers and the head, the
- * routed experts' share of each bank (top-k of n_experts), one embedding row */
-static uint64_t step_weight_bytes(const run_model *m)
-{
-    const run_hparams *hp = &m->hp;
-    uint64_t sum = m->output_norm.bytes + m->output.bytes + m->tok_embd.bytes / hp->n_vocab;
-    uint32_t per_layer = sizeof(run_layer) / sizeof(run_weight);
-    for (uint32_t i = 0; i < hp->n_layer; i++) {
-        const run_weight *w = (const run_weight *)&m->layers[i];
-        for (uint32_t j = 0; j < per_layer; j++)
-            if (w[j].present)
-                sum += w[j].experts > 1 ? w[j].bytes / w[j].experts * hp->n_expert_used : w[j].bytes;
-    }
-    return sum;
-}
-
 /* device-to-device copy bandwidth (read + write), measured as hk-bench measures it */
 static double copy_bandwidth(engine *e)
 {
@@ -536,15 +520,7 @@ static int run_bench(engine *e)
     printf("tg%-6u %12.1f %12.3f %14.1f %14.3f   (%.4f ms per token; GPU %.4f; %u per submit)\n",
            BENCH_GENERATE, BENCH_GENERATE / tg_ms * 1e3, tg_ms, tg_gpu_ms > 0 ? BENCH_GENERATE / tg_gpu_ms * 1e3 : 0.0,
            tg_gpu_ms, tg_ms / BENCH_GENERATE, tg_gpu_ms / BENCH_GENERATE, g->steps);
-    /* the decode step against the memory roofline */
-    double bytes = (double)step_weight_bytes(&e->model), copy = copy_bandwidth(e);
-    double step_ms = tg_gpu_ms / BENCH_GENERATE;
-    printf("decode step: %u dispatches and %u barriers per token, %.1f MB of weights per token; copy %.1f GB/s",
-           e->decode.kernels, e->decode.barriers, bytes / 1e6, copy);
-    if (copy > 0 && step_ms > 0)
-        printf(", %.1f%% of the roofline (weights at copy speed / GPU time per token)",
-               100.0 * bytes / (copy * 1e9) / (step_ms * 1e-3));
-    printf("\n");
+    run_print_step(&e->model, &e->decode, tg_gpu_ms / BENCH_GENERATE, copy_bandwidth(e));
     rc = 0;
 done:
     free(tokens);
@@ -640,14 +616,8 @@ static int run(engine *e, const gguf_file *f)
         fprintf(stderr, "hk-run: %s\n", hk_last_error());
         return 1;
     }
-    VkInstance instance;
-    VkDevice device;
-    if (volkInitialize() != VK_SUCCESS || hk_context_vulkan(e->ctx, &instance, NULL, &device, NULL, NULL) != HK_OK) {
-        fprintf(stderr, "hk-run: cannot load Vulkan\n");
+    if (run_vulkan_load(e->ctx) != 0)
         return 1;
-    }
-    volkLoadInstanceOnly(instance);
-    volkLoadDevice(device);
     hk_caps caps;
     hk_context_caps(e->ctx, &caps);
     if (o->validate && !hk_context_validation_active(e->ctx)) {

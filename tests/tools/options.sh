@@ -44,6 +44,10 @@ expect 1 "no shape of the chosen kernels has these dimensions" "$bench" --quick 
 expect 1 "no shape of the chosen kernels has these dimensions" "$check" --quick --only quantize_q8_1 --shapes 1x2x3
 expect 0 "OK: 0 row(s) failed" "$check" --quick --only quantize_q8_1 --shapes 2048x0x0,16384x0x0
 expect 2 "no kernel named \"nosuch\"" "$bench" --quick --only nosuch
+# hk-bench --step: a model's decode step on synthetic weights; unknown shapes and bad layer counts
+expect 0 "decode step: [0-9]* dispatches and [0-9]* barriers per token" "$bench" --quick --step tiny-llama
+expect 1 "no synthetic shape 'nosuch'" "$bench" --quick --step nosuch
+expect 2 "layers of 'tiny-moe' must be 1 to 4096" "$bench" --quick --step tiny-moe:0
 expect 2 "--device \"99999999999\": a device index is 0 to 1000000" "$bench" --quick --device 99999999999
 
 # refused KERNEL SHAPE TEXT [OPTIONS]: hk-check tune exits 2 with TEXT, having opened no device

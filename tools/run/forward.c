@@ -35,6 +35,19 @@ static int quantized(hk_type t) { return t != HK_TYPE_F32 && t != HK_TYPE_F16; }
 
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
+int run_vulkan_load(hk_context *ctx)
+{
+    VkInstance instance;
+    VkDevice device;
+    if (volkInitialize() != VK_SUCCESS || hk_context_vulkan(ctx, &instance, NULL, &device, NULL, NULL) != HK_OK) {
+        fprintf(stderr, "hk-run: cannot load Vulkan\n");
+        return -1;
+    }
+    volkLoadInstanceOnly(instance);
+    volkLoadDevice(device);
+    return 0;
+}
+
 static int find_memory_type(VkPhysicalDevice pd, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer)
 {
     VkPhysicalDeviceMemoryProperties props;
@@ -517,3 +530,28 @@ uint32_t run_next_token(const run_state *s) { return *(const uint32_t *)(s->io_m
 const uint32_t *run_chain_tokens(const run_state *s) { return (const uint32_t *)(s->io_map + s->io_tokens.offset) + 1; }
 
 const float *run_out(const run_state *s) { return (const float *)(s->io_map + s->io_out.offset); }
+
+uint64_t run_step_weight_bytes(const run_model *m)
+{
+    const run_hparams *hp = &m->hp;
+    uint64_t sum = m->output_norm.bytes + m->output.bytes + m->tok_embd.bytes / hp->n_vocab;
+    uint32_t per_layer = sizeof(run_layer) / sizeof(run_weight);
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        const run_weight *w = (const run_weight *)&m->layers[i];
+        for (uint32_t j = 0; j < per_layer; j++)
+            if (w[j].present)
+                sum += w[j].experts > 1 ? w[j].bytes / w[j].experts * hp->n_expert_used : w[j].bytes;
+    }
+    return sum;
+}
+
+void run_print_step(const run_model *m, const run_graph *step, double gpu_ms, double copy_gbs)
+{
+    double bytes = (double)run_step_weight_bytes(m);
+    printf("decode step: %u dispatches and %u barriers per token, %.1f MB of weights per token", step->kernels,
+           step->barriers, bytes / 1e6);
+    if (copy_gbs > 0 && gpu_ms > 0)
+        printf("; copy %.1f GB/s: %.1f%% of the roofline (the weights at copy speed over the GPU time)", copy_gbs,
+               100.0 * bytes / (copy_gbs * 1e9) / (gpu_ms * 1e-3));
+    printf("\n");
+}

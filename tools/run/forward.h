@@ -48,6 +48,10 @@ typedef struct run_state {
     VkFence fence;
 } run_state;
 
+/* Loads the Vulkan functions hk-run's own calls need (its volk) from the context's device: 0, or -1
+ * with a message printed. */
+int run_vulkan_load(hk_context *ctx);
+
 /* Allocates everything for graphs of up to batch tokens, or chains of up to chain decode steps, over
  * a cache of capacity rows of kv_type. graph_sizes: the batch sizes that will be recorded (the
  * attention workspace fits them all). Returns 0, or -1 with a message printed. */
@@ -84,5 +88,12 @@ void run_graph_free(run_state *s, run_graph *g);
 uint32_t run_next_token(const run_state *s);
 const uint32_t *run_chain_tokens(const run_state *s);
 const float *run_out(const run_state *s);
+
+/* Weight bytes one decode step reads: every matrix and vector of the layers and the head, the routed
+ * experts' share of each bank (top-k of n_experts), one embedding row. */
+uint64_t run_step_weight_bytes(const run_model *m);
+/* Prints a decode step's dispatches and barriers per token, its weight bytes and, where gpu_ms (per
+ * token) and copy_gbs (device-to-device copy, read + write) are known, its share of the roofline. */
+void run_print_step(const run_model *m, const run_graph *step, double gpu_ms, double copy_gbs);
 
 #endif

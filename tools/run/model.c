@@ -224,9 +224,129 @@ int run_model_load(run_model *m, const gguf_file *f, char *err, size_t err_size)
         }
 #undef T
     }
-    if (!m->output.present)
+    if (!m->output.present) {
         m->output = m->tok_embd; /* tied embeddings */
+        m->tied_output = 1;
+    }
     return 0;
+}
+
+/* ---- synthetic models ---- */
+
+const char *const run_synthetic_shapes[] = {"llama3-8b", "qwen3-30b-a3b", "tiny-llama", "tiny-moe", NULL};
+
+static void synthetic_weight(run_weight *w, const char *name, hk_type type, uint64_t k, uint64_t rows, uint64_t experts)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", name);
+    w->present = 1;
+    w->type = type;
+    w->k = (uint32_t)k;
+    w->rows = (uint32_t)rows;
+    w->experts = (uint32_t)experts;
+    w->bytes = hk_type_bytes(type, k) * rows * experts;
+}
+
+int run_model_synthetic(run_model *m, const char *shape, uint32_t layers, char *err, size_t err_size)
+{
+    memset(m, 0, sizeof *m);
+    run_hparams *hp = &m->hp;
+    /* arch, embedding, layers, heads, kv heads, head size, ff, vocabulary, experts, used, expert ff */
+    static const struct {
+        const char *name;
+        run_arch arch;
+        uint32_t e, l, h, kv, d, ff, v, ne, nu, ffe;
+        float eps, base;
+    } shapes[] = {
+        {"llama3-8b", RUN_LLAMA, 4096, 32, 32, 8, 128, 14336, 128256, 0, 0, 0, 1e-5f, 500000.0f},
+        {"qwen3-30b-a3b", RUN_QWEN3MOE, 2048, 48, 32, 4, 128, 0, 151936, 128, 8, 768, 1e-6f, 1000000.0f},
+        {"tiny-llama", RUN_LLAMA, 256, 2, 4, 2, 64, 512, 1024, 0, 0, 0, 1e-5f, 10000.0f},
+        {"tiny-moe", RUN_QWEN3MOE, 256, 2, 4, 2, 64, 0, 1024, 8, 2, 256, 1e-6f, 1000000.0f},
+    };
+    size_t i = 0;
+    while (i < sizeof shapes / sizeof shapes[0] && strcmp(shapes[i].name, shape) != 0)
+        i++;
+    if (i == sizeof shapes / sizeof shapes[0])
+        return fail(err, err_size, "no synthetic shape '%s' (llama3-8b, qwen3-30b-a3b, tiny-llama, tiny-moe)", shape);
+    hp->arch = shapes[i].arch;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", shapes[i].arch == RUN_LLAMA ? "llama" : "qwen3moe");
+    hp->n_embd = shapes[i].e;
+    hp->n_layer = layers ? layers : shapes[i].l;
+    hp->n_head = shapes[i].h;
+    hp->n_head_kv = shapes[i].kv;
+    hp->head_dim = shapes[i].d;
+    hp->n_ff = shapes[i].ff;
+    hp->n_vocab = shapes[i].v;
+    hp->n_expert = shapes[i].ne;
+    hp->n_expert_used = shapes[i].nu;
+    hp->n_ff_exp = shapes[i].ffe;
+    hp->ctx_train = 4096;
+    hp->eps = shapes[i].eps;
+    hp->rope_base = shapes[i].base;
+    hp->rope_freq_scale = 1.0f;
+    hp->rope_neox = hp->arch != RUN_LLAMA;
+    uint64_t e = hp->n_embd, q = (uint64_t)hp->n_head * hp->head_dim, kv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    synthetic_weight(&m->tok_embd, "token_embd.weight", HK_TYPE_Q4_K, e, hp->n_vocab, 1);
+    synthetic_weight(&m->output_norm, "output_norm.weight", HK_TYPE_F32, e, 1, 1);
+    synthetic_weight(&m->output, "output.weight", HK_TYPE_Q6_K, e, hp->n_vocab, 1);
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return fail(err, err_size, "out of memory");
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        run_layer *y = &m->layers[l];
+        synthetic_weight(&y->attn_norm, "attn_norm", HK_TYPE_F32, e, 1, 1);
+        synthetic_weight(&y->wq, "attn_q", HK_TYPE_Q4_K, e, q, 1);
+        synthetic_weight(&y->wk, "attn_k", HK_TYPE_Q4_K, e, kv, 1);
+        synthetic_weight(&y->wv, "attn_v", HK_TYPE_Q6_K, e, kv, 1);
+        synthetic_weight(&y->wo, "attn_output", HK_TYPE_Q4_K, q, e, 1);
+        synthetic_weight(&y->ffn_norm, "ffn_norm", HK_TYPE_F32, e, 1, 1);
+        if (hp->arch == RUN_QWEN3MOE) {
+            synthetic_weight(&y->q_norm, "attn_q_norm", HK_TYPE_F32, hp->head_dim, 1, 1);
+            synthetic_weight(&y->k_norm, "attn_k_norm", HK_TYPE_F32, hp->head_dim, 1, 1);
+            synthetic_weight(&y->router, "ffn_gate_inp", HK_TYPE_F32, e, hp->n_expert, 1);
+            synthetic_weight(&y->gate_exps, "ffn_gate_exps", HK_TYPE_Q4_K, e, hp->n_ff_exp, hp->n_expert);
+            synthetic_weight(&y->up_exps, "ffn_up_exps", HK_TYPE_Q4_K, e, hp->n_ff_exp, hp->n_expert);
+            synthetic_weight(&y->down_exps, "ffn_down_exps", HK_TYPE_Q6_K, hp->n_ff_exp, e, hp->n_expert);
+        } else {
+            synthetic_weight(&y->gate, "ffn_gate", HK_TYPE_Q4_K, e, hp->n_ff, 1);
+            synthetic_weight(&y->up, "ffn_up", HK_TYPE_Q4_K, e, hp->n_ff, 1);
+            synthetic_weight(&y->down, "ffn_down", HK_TYPE_Q6_K, hp->n_ff, e, 1);
+        }
+    }
+    return 0;
+}
+
+/* Random valid blocks: random bytes, every f16 scale set to a small finite value (norm and router
+ * vectors near 1 and near 0) so that no weight is NaN or inf. */
+static void fill_random(const run_weight *w, uint8_t *dst, uint64_t seed)
+{
+    uint64_t state = seed;
+    for (uint64_t i = 0; i + 8 <= w->bytes; i += 8) {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        memcpy(dst + i, &z, 8);
+    }
+    uint32_t block = hk_type_block_bytes(w->type);
+    static const uint16_t scale = 0x1400; /* 2^-10 */
+    if (w->type == HK_TYPE_F32) {
+        for (uint64_t i = 0; i + 4 <= w->bytes; i += 4) {
+            float v = w->rows == 1 ? 1.0f + (float)(dst[i] % 64) / 256.0f : ((float)dst[i] - 128.0f) / 4096.0f;
+            memcpy(dst + i, &v, 4);
+        }
+    } else if (w->type == HK_TYPE_F16) {
+        for (uint64_t i = 0; i + 2 <= w->bytes; i += 2)
+            dst[i + 1] = (uint8_t)((dst[i + 1] & 0x83) | 0x1c); /* |v| < 2^-8 */
+    } else {
+        for (uint64_t b = 0; b + block <= w->bytes; b += block) {
+            /* Q8_0: d first; Q4_K / Q5_K: d and dmin first; Q6_K: d last */
+            uint64_t at = w->type == HK_TYPE_Q6_K ? b + block - 2 : b;
+            memcpy(dst + at, &scale, 2);
+            if (w->type != HK_TYPE_Q8_0 && w->type != HK_TYPE_Q6_K)
+                memcpy(dst + at + 2, &scale, 2);
+        }
+    }
 }
 
 /* ---- device memory ---- */
@@ -317,8 +437,10 @@ int run_model_upload(run_model *m, hk_context *ctx)
 {
     uint32_t per_layer = sizeof(run_layer) / sizeof(run_weight);
     run_weight *top[] = {&m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs};
-    int tied = m->output.data == m->tok_embd.data;
+    int tied = m->tied_output;
     run_pack_init(&m->pack, CHUNK_BYTES);
+    uint8_t *scratch = NULL;
+    uint64_t scratch_bytes = 0, seed = 1;
     /* every present tensor, in file order within a layer; a tied output shares the embedding */
     for (uint32_t pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < 4 + m->hp.n_layer; i++) {
@@ -331,8 +453,24 @@ int run_model_upload(run_model *m, hk_context *ctx)
                     fprintf(stderr, "hk-run: out of memory\n");
                     return -1;
                 }
-                if (pass == 1 && hk_buffer_upload(w[j].view.buffer, w[j].view.offset, w[j].data, w[j].bytes) != HK_OK) {
+                if (pass == 0)
+                    continue;
+                const uint8_t *data = w[j].data;
+                if (!data) { /* synthetic */
+                    if (w[j].bytes > scratch_bytes) {
+                        free(scratch);
+                        scratch_bytes = w[j].bytes;
+                        if (!(scratch = malloc(scratch_bytes))) {
+                            fprintf(stderr, "hk-run: out of memory\n");
+                            return -1;
+                        }
+                    }
+                    fill_random(&w[j], scratch, seed++);
+                    data = scratch;
+                }
+                if (hk_buffer_upload(w[j].view.buffer, w[j].view.offset, data, w[j].bytes) != HK_OK) {
                     fprintf(stderr, "hk-run: uploading %s: %s\n", w[j].name, hk_last_error());
+                    free(scratch);
                     return -1;
                 }
             }
@@ -340,6 +478,7 @@ int run_model_upload(run_model *m, hk_context *ctx)
         if (pass == 0 && run_pack_create(&m->pack, ctx, "weights") != 0)
             return -1;
     }
+    free(scratch);
     if (tied)
         m->output = m->tok_embd;
     return 0;

@@ -64,13 +64,21 @@ typedef struct run_model {
     run_hparams hp;
     run_weight tok_embd, output_norm, output, rope_freqs;
     run_layer *layers;
+    int tied_output; /* no output.weight: the head is token_embd */
     run_pack pack;
 } run_model;
 
 /* Reads the hyperparameters and checks every tensor the architecture needs (present, shape,
  * type); err gets a message naming the key or tensor. Returns 0 or -1. */
 int run_model_load(run_model *m, const gguf_file *f, char *err, size_t err_size);
-/* Uploads the tensors as stored into a few device buffers. Returns 0, or -1 with the library's
+/* A model of a named shape with random valid weights in llama.cpp's Q4_K_M layout (Q4_K; Q6_K for
+ * attn_v, ffn_down and the head; F32 norms and router), generated as they are uploaded:
+ * "llama3-8b" (32 layers), "qwen3-30b-a3b" (48), and for CPU devices "tiny-llama" and "tiny-moe"
+ * (2). layers 0: the shape's own depth. Returns 0, or -1 with a message listing the shapes. */
+int run_model_synthetic(run_model *m, const char *shape, uint32_t layers, char *err, size_t err_size);
+extern const char *const run_synthetic_shapes[];
+
+/* Uploads the tensors as stored into a few device buffers (a synthetic model's generated on the way). Returns 0, or -1 with the library's
  * message printed. */
 int run_model_upload(run_model *m, hk_context *ctx);
 void run_model_free(run_model *m);
