@@ -13,8 +13,9 @@ zero, f16 super-block scales kept out of the subnormal range. Q8_0 and the other
 quantize are quantized by gguf-py from normal f32 rows. Vectorised: a 1.5 GB file is generated in
 seconds, and tensors are generated and streamed to the file one at a time.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import itertools
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -64,12 +65,15 @@ class Config:
 @dataclass
 class Spec:
     """One tensor: name, shape in numpy's order (ggml's ne reversed: rows x k, experts x rows x k),
-    type, and how its values are drawn: ("normal", sigma), ("uniform", lo, hi)."""
+    type, and how its values are drawn: ("normal", sigma), ("uniform", lo, hi); then, for types
+    quantized from f32 values (not the K-quants), edit_values(values) -> values, if given; and the
+    rows in zero_rows (of every expert) zeroed."""
     name: str
     shape: tuple
     qtype: T
     init: tuple
-    extra: dict = field(default_factory=dict)
+    edit_values: Optional[Callable] = None
+    zero_rows: tuple = ()
 
 
 def plan(cfg, type_of):
@@ -182,20 +186,27 @@ def random_tensor(rng, spec):
     """spec's values, as GGUFWriter takes them: f32/f16 arrays, or uint8 blocks of rows x bytes."""
     kind, *a = spec.init
     shape, qtype = spec.shape, spec.qtype
-    if kind == "uniform":
-        values = lambda: rng.uniform(a[0], a[1], size=shape).astype(np.float32)  # noqa: E731
-    else:
-        values = lambda: (rng.standard_normal(size=shape, dtype=np.float32) * np.float32(a[0]))  # noqa: E731
-    if qtype == T.F32:
-        return values()
-    if qtype == T.F16:
-        return values().astype(np.float16)
     if qtype in (T.Q4_K, T.Q5_K, T.Q6_K):
-        if kind != "normal" or shape[-1] % QK_K:
-            raise ValueError(f"{spec.name}: {qtype.name} needs normal values and k % {QK_K} == 0")
+        if kind != "normal" or shape[-1] % QK_K or spec.edit_values:
+            raise ValueError(f"{spec.name}: {qtype.name} takes normal values, unedited, and k % {QK_K} == 0")
         n = int(np.prod(shape)) // QK_K
-        return kquant_blocks(rng, qtype, n, a[0]).reshape(*shape[:-1], -1)
-    return quantize(values(), qtype)  # Q8_0 and whatever else gguf-py quantizes
+        out = kquant_blocks(rng, qtype, n, a[0]).reshape(*shape[:-1], -1)
+    else:
+        if kind == "uniform":
+            values = rng.uniform(a[0], a[1], size=shape).astype(np.float32)
+        else:
+            values = rng.standard_normal(size=shape, dtype=np.float32) * np.float32(a[0])
+        if spec.edit_values:
+            values = spec.edit_values(values).astype(np.float32)
+        if qtype == T.F32:
+            out = values
+        elif qtype == T.F16:
+            out = values.astype(np.float16)
+        else:
+            out = quantize(values, qtype)  # Q8_0 and whatever else gguf-py quantizes
+    if spec.zero_rows:
+        out[..., list(spec.zero_rows), :] = 0  # all-zero bytes: a zero row in every type
+    return out
 
 
 # ---- tokenizers -----------------------------------------------------------------------------------

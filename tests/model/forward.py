@@ -19,7 +19,11 @@ computes in float64; shares no code with libhkernel. Architectures: llama, qwen2
   logits = Woutput (rmsnorm(h) * output_norm)  (Woutput = the embedding where output.weight is absent)
   rmsnorm(x) = x / sqrt(mean(x^2) + eps)
 
-usage: forward.py MODEL.gguf --tokens 1,2,3,... --prompt-len P
+Model(path, int8=True) is instead a model of an engine's int8 path, for sizing the model test's
+tolerances: the input of every matrix of a quantized type rounded to Q8_1 (per 32 values, d =
+max|x| / 127 rounded to f16, q = round(x / d)), K and V rounded to f16.
+
+usage: forward.py MODEL.gguf --tokens 1,2,3,... --prompt-len P [--int8]
 prints the logits rows hk-run's --logits writes (the prompt's last position, then each decode step)
 as their argmax and top-2 margin.
 """
@@ -34,7 +38,8 @@ ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
 
 
 class Model:
-    def __init__(self, path):
+    def __init__(self, path, int8=False):
+        self.int8 = int8
         r = gguf.GGUFReader(path)
         self.meta = {f.name: f.contents() for f in r.fields.values()}
         self.arch = self.meta["general.architecture"]
@@ -52,6 +57,8 @@ class Model:
         self.n_expert_used = get("expert_used_count", 0)
         self.neox = self.arch != "llama"
         self.w = {}
+        self.quantized = {t.name for t in r.tensors if t.tensor_type not in (gguf.GGMLQuantizationType.F32,
+                                                                            gguf.GGMLQuantizationType.F16)}
         for t in r.tensors:
             w = dequantize(t.data, t.tensor_type).astype(np.float64)
             want = tuple(int(n) for n in reversed(t.shape))
@@ -59,8 +66,15 @@ class Model:
                 raise ValueError(f"{t.name}: dequantized to {w.shape}, want {want}")
             self.w[t.name] = w
         self.n_vocab = self.w["token_embd.weight"].shape[0]
-        self.lm_head = self.w.get("output.weight", self.w["token_embd.weight"])
-        self.router_margin = np.inf  # the smallest (k-th - (k+1)-th) router logit seen
+        self.lm_head = "output.weight" if "output.weight" in self.w else "token_embd.weight"
+        self.router_margin = np.inf  # the last forward's smallest k-th minus (k+1)-th router logit
+
+    def mm(self, x, name, expert=None):
+        """x @ W.T for the matrix `name` (of one expert)."""
+        w = self.w[name] if expert is None else self.w[name][expert]
+        if self.int8 and name in self.quantized:
+            x = q8_1(x)
+        return x @ w.T
 
     def rmsnorm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -85,9 +99,7 @@ class Model:
     def attention(self, i, a, pos):
         w, b, T = self.w, f"blk.{i}.", a.shape[0]
         hd = self.head_dim
-        q = a @ w[b + "attn_q.weight"].T
-        k = a @ w[b + "attn_k.weight"].T
-        v = a @ w[b + "attn_v.weight"].T
+        q, k, v = (self.mm(a, b + n) for n in ("attn_q.weight", "attn_k.weight", "attn_v.weight"))
         if b + "attn_q.bias" in w:
             q, k, v = q + w[b + "attn_q.bias"], k + w[b + "attn_k.bias"], v + w[b + "attn_v.bias"]
         q = q.reshape(T, self.n_head, hd)
@@ -97,6 +109,8 @@ class Model:
             q = self.rmsnorm(q, w[b + "attn_q_norm.weight"])
             k = self.rmsnorm(k, w[b + "attn_k_norm.weight"])
         q, k = self.rope(q, pos), self.rope(k, pos)
+        if self.int8:
+            k, v = k.astype(np.float16).astype(np.float64), v.astype(np.float16).astype(np.float64)
         group = self.n_head // self.n_head_kv
         kx = np.repeat(k, group, axis=1)  # kv head j // group for query head j
         vx = np.repeat(v, group, axis=1)
@@ -105,59 +119,66 @@ class Model:
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
         o = np.einsum("hts,shd->thd", p, vx).reshape(T, self.n_head * hd)
-        return o @ w[b + "attn_output.weight"].T
+        return self.mm(o, b + "attn_output.weight")
 
     def ffn(self, i, f):
         w, b = self.w, f"blk.{i}."
         if not self.n_expert:
-            g = f @ w[b + "ffn_gate.weight"].T
-            u = f @ w[b + "ffn_up.weight"].T
-            return (silu(g) * u) @ w[b + "ffn_down.weight"].T
-        logits = f @ w[b + "ffn_gate_inp.weight"].T  # (T, n_expert)
+            g = self.mm(f, b + "ffn_gate.weight")
+            u = self.mm(f, b + "ffn_up.weight")
+            return self.mm(silu(g) * u, b + "ffn_down.weight")
+        logits = self.mm(f, b + "ffn_gate_inp.weight")  # (T, n_expert)
         p = np.exp(logits - logits.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
         k = self.n_expert_used
         order = np.argsort(-logits, axis=-1, kind="stable")
         ranked = np.take_along_axis(logits, order, axis=-1)
         self.router_margin = min(self.router_margin, float(np.min(ranked[:, k - 1] - ranked[:, k])))
+        sel = order[:, :k]
+        weights = np.take_along_axis(p, sel, axis=-1)
+        weights /= weights.sum(axis=-1, keepdims=True)
         out = np.zeros_like(f)
-        for t in range(f.shape[0]):
-            sel = order[t, :k]
-            weights = p[t, sel] / p[t, sel].sum()
-            for e, we in zip(sel, weights):
-                g = w[b + "ffn_gate_exps.weight"][e] @ f[t]
-                u = w[b + "ffn_up_exps.weight"][e] @ f[t]
-                out[t] += we * (w[b + "ffn_down_exps.weight"][e] @ (silu(g) * u))
+        for e in range(self.n_expert):
+            rows, slot = np.nonzero(sel == e)  # the tokens that chose expert e
+            x = f[rows]
+            g = self.mm(x, b + "ffn_gate_exps.weight", e)
+            u = self.mm(x, b + "ffn_up_exps.weight", e)
+            out[rows] += weights[rows, slot][:, None] * self.mm(silu(g) * u, b + "ffn_down_exps.weight", e)
         return out
 
     def forward(self, tokens):
         """Logits at every position of tokens (causal: position t sees tokens[:t + 1])."""
         tokens = np.asarray(tokens)
+        self.router_margin = np.inf
         pos = np.arange(len(tokens), dtype=np.float64)
         h = self.w["token_embd.weight"][tokens]
         for i in range(self.n_layer):
             h = h + self.attention(i, self.rmsnorm(h, self.w[f"blk.{i}.attn_norm.weight"]), pos)
             h = h + self.ffn(i, self.rmsnorm(h, self.w[f"blk.{i}.ffn_norm.weight"]))
-        return self.rmsnorm(h, self.w["output_norm.weight"]) @ self.lm_head.T
+        return self.mm(self.rmsnorm(h, self.w["output_norm.weight"]), self.lm_head)
 
     def logits_rows(self, tokens, n_prompt):
         """hk-run's --logits rows: the prompt's last position, then each decode step."""
         return self.forward(tokens)[n_prompt - 1:]
 
     def greedy(self, prompt, n):
-        """numpy's greedy continuation: n tokens, and the top-2 margin of each choice."""
-        seq, out, margins = list(prompt), [], []
+        """numpy's greedy continuation of prompt: n tokens."""
+        seq = list(prompt)
         for _ in range(n):
-            row = self.forward(seq)[-1]
-            top = np.argsort(-row, kind="stable")[:2]
-            out.append(int(top[0]))
-            margins.append(float(row[top[0]] - row[top[1]]))
-            seq.append(int(top[0]))
-        return out, margins
+            seq.append(int(np.argmax(self.forward(seq)[-1])))
+        return seq[len(prompt):]
 
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def q8_1(x):
+    """x with each run of 32 values rounded as a Q8_1 block holds them."""
+    b = x.reshape(-1, 32)
+    d = (np.abs(b).max(axis=1, keepdims=True) / 127).astype(np.float16).astype(np.float64)
+    q = np.clip(np.rint(b / np.where(d == 0, 1, d)), -127, 127)
+    return (q * d).reshape(x.shape)
 
 
 def main():
@@ -165,8 +186,9 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--prompt-len", type=int, required=True)
+    ap.add_argument("--int8", action="store_true", help="the int8 path's model")
     a = ap.parse_args()
-    m = Model(a.model)
+    m = Model(a.model, a.int8)
     tokens = [int(t) for t in a.tokens.split(",")]
     rows = m.logits_rows(tokens, a.prompt_len)
     for i, row in enumerate(rows):

@@ -14,7 +14,15 @@ layers, grouped-query attention (2 kv heads), every K-quant matrix's k a multipl
   qwen3     vocabulary of 3000, q/k norms, 4 heads of 128: head_dim != n_embd / n_head, so
             attention.key_length must be read
   qwen3moe  vocabulary of 2500, q/k norms, 8 heads of 64, 8 experts (ff 256) of which 2 are used,
-            an F32 router
+            an F32 router, routing clear of ties by construction (below)
+
+An engine's rounding (Q8_1 activations) moves router logits by a few hundredths; where two experts'
+logits are that close, it may pick the other one, a jump in the output that no tolerance covers.
+So the qwen3moe model routes by a code: each token's embedding holds 2.0 and 1.5 at the dims of
+its two experts (dims 0..7, one per expert, 0 elsewhere), no layer writes those dims of the residual
+(attn_output's and ffn_down_exps' rows 0..7 are zero), and the router reads them with gain 2 over a
+small random part: the chosen experts' logits lead the others by about 2 or more, while their
+weights still depend on the context (the RMSNorm scale, the random part).
 
 --types: "mixed" (the default) spreads each model's matrices over Q8_0, Q4_K, Q5_K, Q6_K, F16 (llama:
 K-quants with one F32 projection, blk.1.attn_v); "q8" makes them Q8_0 and F16; "kquant" Q4_K, Q5_K
@@ -71,7 +79,7 @@ MIXED = {
     "qwen3": {"token_embd": T.Q6_K, "attn_q": T.Q8_0, "attn_k": T.Q4_K, "attn_v": T.Q5_K,
               "attn_output": T.Q6_K, "ffn_gate": [T.Q4_K, T.F16], "ffn_up": T.Q8_0, "ffn_down": T.Q4_K,
               "output": T.Q8_0},
-    "qwen3moe": {"token_embd": T.Q4_K, "attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q6_K,
+    "qwen3moe": {"token_embd": T.Q8_0, "attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q6_K,
                  "attn_output": T.Q5_K, "ffn_gate_inp": T.F32, "ffn_gate_exps": T.Q4_K,
                  "ffn_up_exps": [T.Q8_0, T.Q4_K], "ffn_down_exps": [T.Q6_K, T.Q5_K], "output": T.Q6_K},
 }
@@ -92,11 +100,43 @@ def type_of(arch, types):
     return pick
 
 
+CODE = (2.0, 1.5)     # a token's embedding at the dims of its first and second expert
+ROUTER_CODE = 2.0     # the router's weight on an expert's own code dim
+ROUTER_RANDOM = 0.3   # the random part's share of the usual router weights
+
+
+def routing_codes(cfg, specs, rng):
+    """The qwen3moe model's routing by code (see the docstring)."""
+    n = cfg.n_expert
+    pairs = np.array([rng.choice(n, 2, replace=False) for _ in range(cfg.n_vocab)])
+
+    def embedding(v):
+        v[:, :n] = 0
+        v[np.arange(len(v)), pairs[:, 0]] = CODE[0]
+        v[np.arange(len(v)), pairs[:, 1]] = CODE[1]
+        return v
+
+    def router(v):
+        v *= ROUTER_RANDOM
+        v[np.arange(n), np.arange(n)] += ROUTER_CODE
+        return v
+
+    for s in specs:
+        if s.name == "token_embd.weight":
+            s.edit_values = embedding
+        elif s.name.endswith(("attn_output.weight", "ffn_down_exps.weight")):
+            s.zero_rows = tuple(range(n))
+        elif s.name.endswith("ffn_gate_inp.weight"):
+            s.edit_values = router
+
+
 def build(path, arch, seed, types="mixed", rope_freqs=False, edit=None, write_arch=None):
     """Writes the model; edit(specs), if given, changes its tensor list first (check.py's bad
     models), write_arch replaces general.architecture (and the keys' prefix). Returns its Config."""
     cfg = config(arch, types, rope_freqs)
     specs = sg.plan(cfg, type_of(arch, types))
+    if cfg.n_expert:
+        routing_codes(cfg, specs, np.random.default_rng([seed, 1]))
     if edit:
         specs = edit(specs)
     sg.write(path, cfg, specs, np.random.default_rng(seed), arch=write_arch)

@@ -91,7 +91,7 @@ def stepwise_rows(m, tokens, n_prompt):
                 u = w[b + "ffn_up.weight"] @ f
                 x = x + w[b + "ffn_down.weight"] @ (g / (1 + np.exp(-g)) * u)
         if t >= n_prompt - 1:
-            rows.append(m.lm_head @ m.rmsnorm(x, w["output_norm.weight"]))
+            rows.append(w[m.lm_head] @ m.rmsnorm(x, w["output_norm.weight"]))
     return np.array(rows)
 
 
@@ -105,6 +105,7 @@ def agree(m, tokens, n_prompt):
 class _Bare(forward.Model):
     """forward.Model's math with hand-set weights and hyperparameters (no file)."""
     def __init__(self, **kw):
+        self.int8, self.quantized = False, set()
         self.__dict__.update(kw)
 
 
