@@ -22,7 +22,8 @@ So the qwen3moe model routes by a code: each token's embedding holds 2.0 and 1.5
 its two experts (dims 0..7, one per expert, 0 elsewhere), no layer writes those dims of the residual
 (attn_output's and ffn_down_exps' rows 0..7 are zero), and the router reads them with gain 2 over a
 small random part: the chosen experts' logits lead the others by about 2 or more, while their
-weights still depend on the context (the RMSNorm scale, the random part).
+weights still depend on the context (the RMSNorm scale, the random part). The code is written as
+values, so a K-quant embedding (--types kquant) becomes Q8_0 there.
 
 --types: "mixed" (the default) spreads each model's matrices over Q8_0, Q4_K, Q5_K, Q6_K, F16 (llama:
 K-quants with one F32 projection, blk.1.attn_v); "q8" makes them Q8_0 and F16; "kquant" Q4_K, Q5_K
@@ -123,6 +124,8 @@ def routing_codes(cfg, specs, rng):
 
     for s in specs:
         if s.name == "token_embd.weight":
+            if s.qtype in (T.Q4_K, T.Q5_K, T.Q6_K):
+                s.qtype = T.Q8_0
             s.edit_values = embedding
         elif s.name.endswith(("attn_output.weight", "ffn_down_exps.weight")):
             s.zero_rows = tuple(range(n))
