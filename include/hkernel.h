@@ -1015,9 +1015,9 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
  * Int8 GEMM for prompt processing (MMQ): the activation quantized once to Q8_1 (hk_quantize_q8_1,
  * one row of k/32 blocks per token), the weights read as GGUF blocks in place, never expanded in
  * memory. Within each 32-value block the int8 quants are multiplied and summed exactly in int32;
- * the blocks' scales are applied in f32 (Q4_K: d*sc*dot(q, xq) - dmin*m*sum(xq) per 32-value
- * sub-block, with sum(xq) the exact integer sum of the activation quants; a Q8_1 block's s field
- * is never read). Against the f32 contraction of the dequantized operands (src/ref/mmq.c) the
+ * the blocks' scales are applied in f32 (Q4_K and Q5_K: d*sc*dot(q, xq) - dmin*m*sum(xq) per
+ * 32-value sub-block, with sum(xq) the exact integer sum of the activation quants; a Q8_1 block's
+ * s field is never read). Against the f32 contraction of the dequantized operands (src/ref/mmq.c) the
  * outputs differ only by f32 rounding.
  * Two arms with one tiling, picked per device: int8 x int8 -> int32 cooperative matrices
  * (VK_KHR_cooperative_matrix with 16x16x32 signed 8-bit subgroup matrices listed in
@@ -1037,17 +1037,17 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
 HK_API const char *hk_mmq_path(hk_context *context, hk_type wtype);
 
 /* out[i, j] = sum_t X[i, t] * W[j, t] for i < m, j < n: X given as Q8_1 blocks, m rows of k/32
- * blocks (xq, offset a multiple of 4); W n contiguous GGUF rows of k values of wtype (Q8_0, Q4_K or
- * Q6_K; offset a multiple of 2); out f32 [m, n] row-major. m, n >= 1 (any values: tails are
- * guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q6_K).
+ * blocks (xq, offset a multiple of 4); W n contiguous GGUF rows of k values of wtype (Q8_0, Q4_K,
+ * Q5_K or Q6_K; offset a multiple of 2); out f32 [m, n] row-major. m, n >= 1 (any values: tails
+ * are guarded); k a positive multiple of the weight block (32 Q8_0, 256 Q4_K/Q5_K/Q6_K).
  * A few tokens (m <= 16) with w and xq at offsets that are multiples of 16, k a multiple of 256
  * and, for Q6_K, n * k / 256 a multiple of 8 (its tensor a multiple of 16 bytes) take a kernel
- * built for streaming the weights (32 Q4_K or 16 Q8_0 or Q6_K rows per workgroup, k split over
+ * built for streaming the weights (32 Q4_K or Q5_K, 16 Q8_0 or Q6_K rows per workgroup, k split over
  * its warps; int8 16x8x32 matrices up to 8 tokens and 16x16x32 past them
  * where the device lists them, else packed dot products): the speculative-decoding and
  * small-batch case, the matrix-unit counterpart of hk_matvec_int8_tokens (whose sums it matches
  * at the MMQ gates, not bit for bit). Any other call of m <= 16 (HK_MATVEC_MAX_TOKENS: other
- * offsets, k or Q6_K row counts) that hk_matvec_int8_tokens takes (its Q4_K views on 16 bytes,
+ * offsets, k or Q6_K row counts) that hk_matvec_int8_tokens takes (its Q4_K and Q5_K views on 16 bytes,
  * its loop limits) is that call, bit for bit: the GEMM's tiles would spend most of their work on
  * rows past m. */
 HK_API hk_status hk_mmq(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view out,
@@ -1075,21 +1075,24 @@ typedef struct hk_mmq_id_shape {
 } hk_mmq_id_shape;
 
 /* MoE prefill, step 2: for every expert e and every slot s listed for it in slots[offsets[e] ..
- * offsets[e+1]) (hk_moe_expert_rows), out[s, :] = W[e] . X[s / slots_per_x_row] as hk_mmq computes
- * it (bit for bit: hk_mmq_id of one expert listing every slot in order reproduces hk_mmq); each
- * expert's weights are read once per tile of its rows (32 by default), the activation rows are
- * gathered through the list and each result written to its slot's row (nothing permuted is
- * materialised); experts without slots cost nothing. xq: n_slots / slots_per_x_row rows of k/32
- * Q8_1 blocks; offsets u32 [n_experts + 1], slots u32 [n_slots]; out f32 [n_slots, n]. Rows of
- * slots listed for no expert (dropped ids) are not written. Whatever offsets and slots hold,
- * nothing is read or written out of bounds: offsets are clamped into 0..n_slots, slot values
- * >= n_slots are skipped. A slot listed twice (by one expert or by two; hk_moe_expert_rows never
- * does this) gets an undefined row, any mix of the products written to it, and nothing outside
- * that row changes. n_experts >= 1, n_slots >= 1. */
+ * offsets[e+1]) (hk_moe_expert_rows), out[s, :] = W[e] . X[s / slots_per_x_row] (wtype as hk_mmq's:
+ * Q8_0, Q4_K, Q5_K or Q6_K) as hk_mmq computes it (bit for bit: hk_mmq_id of one expert listing
+ * every slot in order reproduces hk_mmq); each expert's weights are read once per tile of its rows
+ * (32 by default), the activation rows are gathered through the list and each result written to
+ * its slot's row (nothing permuted is materialised); experts without slots cost nothing. xq:
+ * n_slots / slots_per_x_row rows of k/32 Q8_1 blocks; offsets u32 [n_experts + 1], slots u32
+ * [n_slots]; out f32 [n_slots, n]. Rows of slots listed for no expert (dropped ids) are not
+ * written. Whatever offsets and slots hold, nothing is read or written out of bounds: offsets are
+ * clamped into 0..n_slots, slot values >= n_slots are skipped. A slot listed twice (by one expert
+ * or by two; hk_moe_expert_rows never does this) gets an undefined row, any mix of the products
+ * written to it, and nothing outside that row changes. n_experts >= 1, n_slots >= 1. */
 HK_API hk_status hk_mmq_id(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                            hk_view offsets, hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
-/* hk_mmq_id for Q4_K experts (gate/up projections) and for Q6_K experts (down projections). */
+/* hk_mmq_id for Q4_K experts (gate/up projections), Q5_K experts and Q6_K experts (down
+ * projections). */
 HK_API hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets,
+                               hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
+HK_API hk_status hk_mmq_q5k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets,
                                hk_view slots, hk_view out, const hk_mmq_id_shape *shape);
 HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets,
                                hk_view slots, hk_view out, const hk_mmq_id_shape *shape);

@@ -10,9 +10,9 @@
 #extension GL_EXT_spirv_intrinsics : require
 #endif
 // Int8 GEMM for prefill (MMQ): out[i, j] = X[i, :] . W[j, :], X as Q8_1 blocks (one row of k/32
-// blocks per token), W as GGUF blocks (HK_Q8_0 / HK_Q4_K / HK_Q6_K), decoded into shared memory
-// one k step at a time and never expanded in memory. Per 32-value block the int8 quants are summed
-// exactly in int32; the block scales are applied in f32 (mmq_weights.glsl says how per type).
+// blocks per token), W as GGUF blocks (HK_Q8_0 / HK_Q4_K / HK_Q5_K / HK_Q6_K), decoded into shared
+// memory one k step at a time and never expanded in memory. Per 32-value block the int8 quants are
+// summed exactly in int32; the block scales are applied in f32 (mmq_weights.glsl says how per type).
 //
 // Tiling (specialization constants 1-7): a workgroup computes a BM x BN tile of out, BM = WARPS_M
 // x RM x 16 rows (tokens), BN = WARPS_N x RN x 16 columns (weight rows); each warp of LANES
@@ -42,6 +42,9 @@
 // no workgroup sums here: every word of shared memory is budgeted (tile_shared_bytes in mmq.c)
 #define HK_NO_WORKGROUP_SUM
 #include "common.glsl"
+#if defined(HK_Q4_K) || defined(HK_Q5_K)
+#define HK_MMQ_MINS // d*sc*q - dmin*m per sub-block: the epilogue needs each block's sum of X quants
+#endif
 
 layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
 layout(binding = 0) readonly buffer Weights32 { uint w32[]; };   // WLOAD 1: 4-byte aligned rows
@@ -90,7 +93,7 @@ const bool FORCE_GENERIC = (FLAGS & 2u) != 0u;
 const bool TWO_LEVEL = (FLAGS & 4u) != 0u;
 const bool X16 = (FLAGS & 8u) != 0u;
 const bool ROLLED = (FLAGS & 128u) != 0u;
-// bits 8-9 WLOAD: the weight loads' width (mmq_weights.glsl), from the view's alignment: Q4_K 2
+// bits 8-9 WLOAD: the weight loads' width (mmq_weights.glsl), from the view's alignment: Q4_K, Q5_K 2
 // 16-byte, 1 32-bit, 0 16-bit; Q8_0 and Q6_K 1 32-bit (every row on 4 bytes), else 0. A constant,
 // so that each pipeline holds only its own loads.
 const uint WLOAD = (FLAGS >> 8) & 3u;
@@ -289,7 +292,7 @@ void epilogue(uint a, int c0, int c1, float xd, float xs, vec2 w)
     }
 #if defined(HK_Q8_0)
     acc[a] = fma(float(c0) * w.x, xd, acc[a]);
-#elif defined(HK_Q4_K)
+#elif defined(HK_MMQ_MINS)
     // d*sc*dot - dmin*m*sum(xq) (w.y holds -dmin*m) rounded once where they cancel
     acc[a] = fma(fma(float(c0), w.x, w.y * xs), xd, acc[a]);
 #else
@@ -320,8 +323,9 @@ bool learn_layout()
 }
 #endif
 
-// The block's A operands (Q6_K: its halves at the 16-value scales, as staged) and, for Q4_K, the sums of its X
-// quants per row (a product with a matrix of ones: in the elements' own ownership).
+// The block's A operands (Q6_K: its halves at the 16-value scales, as staged) and, for Q4_K and
+// Q5_K, the sums of its X quants per row (a product with a matrix of ones: in the elements' own
+// ownership).
 #ifdef HK_Q6_K
 #define A_OPS 2u
 #else
@@ -356,7 +360,7 @@ void compute_fixed(uint kk, uint ln)
     [[unroll]] for (uint im = 0; im < RM; im++) {
         [[unroll]] for (uint h = 0; h < 2u; h++)
             xd[2u * im + h] = sxd[kk * BM + wm0 + 16u * im + lr + 8u * h];
-#ifdef HK_Q4_K
+#ifdef HK_MMQ_MINS
         MAT_C s = cm_mma(fa[im], cm_ones());
         xs[2u * im] = float(cm_elem(s, 0));
         xs[2u * im + 1u] = float(cm_elem(s, 2));
@@ -392,7 +396,7 @@ void compute_fixed(uint kk, uint ln)
 void compute_generic(uint kk)
 {
     BLOCK_OPERANDS(kk, fa)
-#ifdef HK_Q4_K
+#ifdef HK_MMQ_MINS
     MAT_C s[RM];
     [[unroll]] for (uint im = 0; im < RM; im++)
         s[im] = cm_mma(fa[im], cm_ones());
@@ -407,7 +411,7 @@ void compute_generic(uint kk)
             [[unroll]] for (uint e = 0; e < L; e++) {
                 uint row = wm0 + 16u * im + el_row(e), col = wn0 + 16u * jn + el_col(e);
                 vec4 wv = sw4[(kk * BN + col) / 2u];
-#ifdef HK_Q4_K
+#ifdef HK_MMQ_MINS
                 float xs = float(cm_elem(s[im], e));
 #else
                 float xs = 0.0;

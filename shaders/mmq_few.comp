@@ -8,19 +8,19 @@
 #elif !defined(HK_SCALAR_DOT)
 #extension GL_EXT_spirv_intrinsics : require
 #endif
-// hk_mmq for a few tokens (m <= 16) and Q4_K, Q8_0 (HK_Q8_0) or Q6_K (HK_Q6_K) weights: out[t, j] =
-// X[t, :] . W[j, :]
-// as mmq.comp computes it (int8 sums exact per 32-value block; Q4_K's d*sc*dot - dmin*m*sum(xq),
-// Q8_0's d*dot in f32), laid out for a weight stream rather than for reuse: a workgroup owns RT row
-// tiles of 16 weight rows and all TOKENS (8 or 16) token columns, its WARPS warps split k by
-// super-blocks of 256 values (warp w takes super-blocks w, w + WARPS, ...; for Q8_0 a super-block
-// is 8 blocks, 272 bytes), and each warp works alone through its own half super-blocks (16 RT rows x
-// 128 values, and the tokens' 4 Q8_1 blocks): it loads each half a super-block before it needs it
-// (a set of registers per half), unpacks it into its own tiles in shared memory, and multiplies:
-// per 32-value block each row tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W
-// as A, X as B: int8 16xTOKENSx32 -> int32); for Q4_K also a tile of ones by the tokens' tile (each
-// token's exact sum of quants, in the accumulator's own ownership; the row tiles share it and the
-// tokens' staging). At the end the warps' partial sums are added in warp order (deterministic) and
+// hk_mmq for a few tokens (m <= 16) and Q4_K, Q5_K (HK_Q5_K), Q8_0 (HK_Q8_0) or Q6_K (HK_Q6_K)
+// weights: out[t, j] = X[t, :] . W[j, :] as mmq.comp computes it (int8 sums exact per 32-value
+// block; Q4_K's and Q5_K's d*sc*dot - dmin*m*sum(xq), Q8_0's d*dot in f32), laid out for a weight
+// stream rather than for reuse: a workgroup owns RT row tiles of 16 weight rows and all TOKENS (8
+// or 16) token columns, its WARPS warps split k by super-blocks of 256 values (warp w takes
+// super-blocks w, w + WARPS, ...; for Q8_0 a super-block is 8 blocks, 272 bytes), and each warp
+// works alone through its own half super-blocks (16 RT rows x 128 values, and the tokens' 4 Q8_1
+// blocks): it loads each half a super-block before it needs it (a set of registers per half),
+// unpacks it into its own tiles in shared memory, and multiplies: per 32-value block each row
+// tile's 16 x 32 weight tile by the 32 x TOKENS tile of the tokens (W as A, X as B: int8
+// 16xTOKENSx32 -> int32); for Q4_K and Q5_K also a tile of ones by the tokens' tile (each token's
+// exact sum of quants, in the accumulator's own ownership; the row tiles share it and the tokens'
+// staging). At the end the warps' partial sums are added in warp order (deterministic) and
 // written.
 //   HK_COOPMAT  a warp is a subgroup, the products KHR cooperative matrices; which elements of the
 //               16 x TOKENS result an invocation holds is learnt by loading a matrix of indices. A warp
@@ -55,6 +55,10 @@
 // products per block, each with its own factor d*scale). The quants are unpacked as 0..63, the
 // -32 added as a product of a tile of -32 by the tokens' tile, the accumulator the products start
 // from.
+// Q5_K's super-blocks (176 bytes, 11 pieces: Q4_K's header, qh[32], Q4_K's qs) lie on 16 bytes and
+// are staged as Q4_K's, with each quant's 5th bit put in at the store: bit j of qh byte l belongs
+// to value l of sub-block j, so a qs piece (values 16 (q % 2) .. of a sub-block pair) takes qh
+// piece q % 2. That piece is loaded with the headers, once per super-block for both halves.
 // Needs 16-byte aligned views of W and X and k a multiple of 256, for Q6_K a tensor of a multiple
 // of 16 bytes (its last piece inside it) and subgroups of a multiple of 32 (the host sends mmq.comp
 // or the tokens matvec the rest).
@@ -186,6 +190,14 @@ uvec4 rq[NR], rx[2][NX];
 const uint NQ = (64u * RT + LANES - 1u) / LANES;
 const uint NH = (32u * RT + LANES - 1u) / LANES;
 uvec4 rq[SETS][NQ], rh[NH], rx[SETS][NX];
+#ifdef HK_Q5_K
+const uint SBP = 11u, QS0 = 3u; // a super-block's 16-byte pieces, its first qs piece
+// qh piece q % 2 of each qs piece's row, shifted right by 2 (q / 2) (its sub-block pair in the
+// half): the 5th bits of half h's low nibbles are then bits 4 h, of its high nibbles 4 h + 1
+uvec4 rqh[NQ];
+#else
+const uint SBP = 9u, QS0 = 1u;
+#endif
 #endif
 
 #ifdef HK_COOPMAT
@@ -298,7 +310,7 @@ void main()
 #ifdef HK_Q8_0
     const uint SBW = SB * 17u; // a row's 16-byte pieces
 #elif !defined(HK_Q6_K) // Q6_K addresses its rows by bytes (wbyte below)
-    const uint SBW = SB * 9u;
+    const uint SBW = SB * SBP;
 #endif
 #ifndef HK_Q6_K
     const uint w0 = pc.view_offset[0] / 16u + n0 * SBW; // row n0's first 16-byte chunk
@@ -421,20 +433,33 @@ void main()
                                    : w128[((rbyte[(HL * j) % M16 / HL] + (sbc) * 210u) >> 4) + rpiece + 2u * (HL * j / M16)]; \
         }
 #else
+#ifdef HK_Q5_K
+// the qh piece of each of the invocation's qs pieces (rqh)
+#define LOAD_QH(wsb)                                                                          \
+    [[unroll]] for (uint j = 0; j < NQ; j++) {                                                \
+        uint u = ln + j * LANES, r = min(wrow(u), last_row);                                  \
+        if (u < 64u * RT)                                                                     \
+            rqh[j] = PROBE_NO_W ? uvec4(0u) : w128[(wsb) + r * SBW + 1u + (u & 1u)] >> (u & 2u); \
+    }
+#else
+#define LOAD_QH(wsb)
+#endif
 #define LOAD_W(set, h, sbc, hdr)                                                              \
     {                                                                                         \
-        const uint wsb = w0 + (sbc) * 9u; /* row n0's super-block */                          \
+        const uint wsb = w0 + (sbc) * SBP; /* row n0's super-block */                         \
         [[unroll]] for (uint j = 0; j < NQ; j++) {                                            \
             uint u = ln + j * LANES, r = min(wrow(u), last_row);                              \
             if (u < 64u * RT)                                                                 \
-                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW + 1u + 4u * (h) + (u & 3u)]; \
+                rq[set][j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW + QS0 + 4u * (h) + (u & 3u)]; \
         }                                                                                     \
-        if (hdr)                                                                              \
+        if (hdr) {                                                                            \
             [[unroll]] for (uint j = 0; j < NH; j++) {                                        \
                 uint u = ln + j * LANES, r = min(u >> 1, last_row);                           \
                 if (u < 32u * RT)                                                             \
-                    rh[j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW];                 \
+                    rh[j] = PROBE_NO_W ? uvec4(0u) : w128[wsb + r * SBW];                     \
             }                                                                                 \
+            LOAD_QH(wsb)                                                                      \
+        }                                                                                     \
     }
 #endif
 #define LOAD(set, h, sb, hdr)                                                                 \
@@ -447,8 +472,9 @@ void main()
                 rx[set][j] = PROBE_NO_X ? uvec4(0u) : xq128[x0 + t * (KB / 4u) * 9u + sbc * 18u + 9u * (h) + xv]; \
         }                                                                                     \
     }
-    // the half whose loads bring the weights' headers (Q4_K) or raw super-block (Q6_K) along: Q6_K's
-    // raw area is free for the next super-block once the first half is decoded
+    // the half whose loads bring the weights' headers (Q4_K; Q5_K's with their qh pieces) or raw
+    // super-block (Q6_K) along: Q6_K's raw area is free for the next super-block once the first
+    // half is decoded
 #ifdef HK_Q6_K
     const uint HDR_HALF = 0u;
 #else
@@ -529,8 +555,14 @@ void main()
                 // piece q of a row: its low nibbles are values 16 (q % 2) .. of local sub-block
                 // 2 (q / 2), its high nibbles the same values of the next
                 if (ln + j * LANES < 64u * RT) {
+#ifdef HK_Q5_K
+                    const uvec4 qh = rqh[j] >> (4u * h); // the 5th bits: the low nibbles' bit 0, the high's bit 1
+                    shw[wst[j]] = (rq[set][j] & 0x0F0F0F0Fu) | ((qh & 0x01010101u) << 4);
+                    shw[wst[j] + TILE] = ((rq[set][j] >> 4) & 0x0F0F0F0Fu) | ((qh & 0x02020202u) << 3);
+#else
                     shw[wst[j]] = rq[set][j] & 0x0F0F0F0Fu;
                     shw[wst[j] + TILE] = (rq[set][j] >> 4) & 0x0F0F0F0Fu;
+#endif
                 }
             }
             [[unroll]] for (uint j = 0; j < NH; j++) {

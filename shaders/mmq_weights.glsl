@@ -6,12 +6,12 @@
 //                block kk at word r * STRIDE + 8 kk) and each block's two f32 factors (w_set)
 // Value i of 32-value block kk of a row is
 //   Q8_0: wa * q_i                                  (wa = d)
-//   Q4_K: wa * q_i + wb                             (wa = d*sc, wb = -dmin*m of the sub-block)
+//   Q4_K, Q5_K: wa * q_i + wb                       (wa = d*sc, wb = -dmin*m of the sub-block)
 //   Q6_K: wa * q_i for i < 16, wb * q_i for i >= 16 (d times the two 16-value scales)
 // Consecutive invocations load consecutive bytes of a row (the loads of a subgroup cover a few
 // contiguous runs, not one cache line per lane); rows past n stage zeros. GGUF blocks are only
 // 2-byte aligned: the loads are as wide as the view's alignment allows (WLOAD, a constant): Q4_K
-// 16-byte chunks, Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes, else 16-bit
+// and Q5_K 16-byte chunks, Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes, else 16-bit
 // words: fewer load instructions than 16-bit words throughout. The width is a constant rather
 // than a branch on a push constant, so that each pipeline holds only its own loads. Needs
 // w16/w32/w128, sb, w_set, STRIDE, BN, KS, WG, tid, n0, w_row0 (the tile's first row's first
@@ -83,19 +83,31 @@ void w_store(uint st)
         }
     }
 }
-#elif defined(HK_Q4_K)
+#elif defined(HK_Q4_K) || defined(HK_Q5_K)
 #define HK_MMQ_BLOCK_VALUES 256u
-#define HK_MMQ_BLOCK_U16 72u
 // Q4_K: super-block of 256 = 144 bytes, nine 16-byte chunks: the header (f16 d, f16 dmin,
 // scales[12]), then qs: chunk 1 + q holds qs bytes 16q .. 16q+15, whose low nibbles are values
 // 16(q%2) .. 16(q%2)+15 of sub-block 2(q/2) and whose high nibbles the same values of sub-block
 // 2(q/2)+1. A step of KS sub-blocks (KS even, j0 = the step's first sub-block in its super-block)
-// takes chunks j0 .. j0+KS-1 of each row. A unit is a pair of chunks, j0 + 2p and j0 + 2p + 1 (the
-// whole of sub-blocks j0 + 2p and j0 + 2p + 1), and its super-block's header: every invocation
+// takes qs chunks j0 .. j0+KS-1 of each row. A unit is a pair of chunks, j0 + 2p and j0 + 2p + 1
+// (the whole of sub-blocks j0 + 2p and j0 + 2p + 1), and its super-block's header: every invocation
 // decodes the factors of its own two sub-blocks (with a unit of one chunk, half the invocations
 // would load and decode a header for nothing).
+// Q5_K: super-block of 256 = 176 bytes, eleven chunks: Q4_K's header, then qh[32] (chunks 1 and 2),
+// then Q4_K's qs (chunk 3 + q). Bit j of qh[l] is the 5th bit of value l of sub-block j, so chunk c
+// of a unit's pair (values 16c .. 16c+15 of its two sub-blocks) takes qh chunk c: a unit loads both.
+#ifdef HK_Q5_K
+#define HK_MMQ_BLOCK_U16 88u
+const uint QS_CHUNK = 3u;
+#else
+#define HK_MMQ_BLOCK_U16 72u
+const uint QS_CHUNK = 1u;
+#endif
 const uint WU = (BN * KS / 2u + WG - 1u) / WG;
 uvec4 wh_raw[WU], wc_raw[WU][2];
+#ifdef HK_Q5_K
+uvec4 wx_raw[WU][2]; // qh chunks 0 and 1
+#endif
 
 void w_load(uint st)
 {
@@ -103,15 +115,26 @@ void w_load(uint st)
     [[unroll]] for (uint j = 0; j < WU; j++) {
         uint it = tid + j * WG, r = it / (KS / 2u), p = it % (KS / 2u);
         uvec4 h = uvec4(0u), c0 = uvec4(0u), c1 = uvec4(0u);
+#ifdef HK_Q5_K
+        uvec4 x0 = uvec4(0u), x1 = uvec4(0u);
+#endif
         if (it < BN * KS / 2u && n0 + r < pc.n && !PROBE_NO_GLOBAL) {
-            uint b = w_row0 + r * row_u16 + sbk * 72u, c = b + 8u * (1u + j0 + 2u * p);
+            uint b = w_row0 + r * row_u16 + sbk * HK_MMQ_BLOCK_U16, c = b + 8u * (QS_CHUNK + j0 + 2u * p);
             h = hk_w_ld16(b, WLOAD);
             c0 = hk_w_ld16(c, WLOAD);
             c1 = hk_w_ld16(c + 8u, WLOAD);
+#ifdef HK_Q5_K
+            x0 = hk_w_ld16(b + 8u, WLOAD);
+            x1 = hk_w_ld16(b + 16u, WLOAD);
+#endif
         }
         wh_raw[j] = h;
         wc_raw[j][0] = c0;
         wc_raw[j][1] = c1;
+#ifdef HK_Q5_K
+        wx_raw[j][0] = x0;
+        wx_raw[j][1] = x1;
+#endif
     }
 }
 
@@ -126,6 +149,11 @@ void w_store(uint st)
             uint o = r * STRIDE + 16u * p;
             uvec4 q[4] = uvec4[4](wc_raw[j][0] & 0x0F0F0F0Fu, wc_raw[j][1] & 0x0F0F0F0Fu,
                                   (wc_raw[j][0] >> 4) & 0x0F0F0F0Fu, (wc_raw[j][1] >> 4) & 0x0F0F0F0Fu);
+#ifdef HK_Q5_K
+            // the 5th bits: bit j0 + 2p (low nibbles) and j0 + 2p + 1 (high) of each qh byte
+            [[unroll]] for (uint i = 0; i < 4u; i++)
+                q[i] |= ((wx_raw[j][i & 1u] >> (j0 + 2u * p + (i >> 1))) & 0x01010101u) << 4;
+#endif
             [[unroll]] for (uint i = 0; i < 4u; i++)
                 [[unroll]] for (uint w = 0; w < 4u; w++)
                     sb[o + 4u * i + w] = q[i][w];
@@ -235,5 +263,5 @@ void w_store(uint st)
     }
 }
 #else
-#error "define HK_Q8_0, HK_Q4_K or HK_Q6_K"
+#error "define HK_Q8_0, HK_Q4_K, HK_Q5_K or HK_Q6_K"
 #endif

@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200112L /* setenv */
 #include "hk_test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,8 @@ static uint8_t *make_weights(hk_rng *rng, hk_type type, size_t rows, uint32_t k,
             hk_quant_row_q8_0(row, (hk_block_q8_0 *)(w + r * row_bytes), k);
         else if (type == HK_TYPE_Q4_K)
             hk_quant_row_q4_k(row, (hk_block_q4_k *)(w + r * row_bytes), k);
+        else if (type == HK_TYPE_Q5_K)
+            hk_quant_row_q5_k(row, (hk_block_q5_k *)(w + r * row_bytes), k);
         else
             hk_quant_row_q6_k(row, (hk_block_q6_k *)(w + r * row_bytes), k);
     }
@@ -651,20 +654,26 @@ static void test_references(void)
 {
     hk_rng rng = {99};
     const uint32_t m = 3, n = 5, k = 512;
-    uint8_t *w = make_weights(&rng, HK_TYPE_Q4_K, n, k, 1);
-    hk_block_q8_1 *x = make_x(&rng, m, k, X_RAW_BLOCKS);
-    float out[15], xf[512], y[5];
-    hk_ref_mmq(HK_REF_Q4_K, w, x, out, m, n, k);
-    double worst = 0;
-    for (uint32_t i = 0; i < m; i++) {
-        hk_dequant_row_q8_1(x + i * (k / 32), xf, k);
-        hk_ref_matvec(HK_REF_Q4_K, w, xf, y, n, k);
-        double r = hk_scale_rel(y, out + i * n, n);
-        worst = r > worst ? r : worst;
+    static const hk_type types[] = {HK_TYPE_Q4_K, HK_TYPE_Q5_K};
+    for (int t = 0; t < 2; t++) {
+        uint8_t *w = make_weights(&rng, types[t], n, k, 1);
+        hk_block_q8_1 *x = make_x(&rng, m, k, X_RAW_BLOCKS);
+        float out[15], xf[512], y[5];
+        hk_ref_mmq((int)types[t], w, x, out, m, n, k);
+        double worst = 0;
+        for (uint32_t i = 0; i < m; i++) {
+            hk_dequant_row_q8_1(x + i * (k / 32), xf, k);
+            hk_ref_matvec((int)types[t], w, xf, y, n, k);
+            double r = hk_scale_rel(y, out + i * n, n);
+            worst = r > worst ? r : worst;
+        }
+        char name[120];
+        snprintf(name, sizeof name, "hk_ref_mmq %s agrees with hk_ref_matvec on the dequantized x",
+                 hk_type_name(types[t]));
+        hk_check(worst < HK_GATE_F32, name, "scale_rel=%.3e", worst);
+        free(w);
+        free(x);
     }
-    hk_check(worst < HK_GATE_F32, "hk_ref_mmq agrees with hk_ref_matvec on the dequantized x", "scale_rel=%.3e", worst);
-    free(w);
-    free(x);
 
     const uint32_t ids[14] = {0, 2, 0, 4, 1, 0, 2, 4, 0, 1, 2, 0, 5, 0xFFFFFFFFu};
     const uint32_t want_off[6] = {0, 5, 7, 10, 10, 12};
@@ -673,6 +682,40 @@ static void test_references(void)
     hk_ref_moe_expert_rows(ids, 14, 5, off, slots, &dropped);
     hk_check(memcmp(off, want_off, sizeof off) == 0 && memcmp(slots, want_slots, sizeof slots) == 0 && dropped == 2,
              "hk_ref_moe_expert_rows on a hand-made routing", "dropped %u", dropped);
+}
+
+/* ---- the tuner's families take every weight type: a search of two schedules at a Q5_K shape of
+ * its own class (kept in the context only) ---- */
+
+static void test_tune_q5k(void)
+{
+    static const struct {
+        hk_tune_kernel kernel;
+        const char *name, *shape;
+    } families[] = {{HK_TUNE_MMQ, "mmq", "q5_k:m17-32/n24/k256"},
+                    {HK_TUNE_MMQ_ID, "mmq_id", "q5_k:e4/n24/k256/m17-32/x2"}};
+    for (int i = 0; i < 2; i++) {
+        hk_tune_desc d;
+        hk_tune_desc_init(&d);
+        d.kernel = families[i].kernel;
+        if (d.kernel == HK_TUNE_MMQ_ID) /* 10 tokens, top-2 of 4 experts, x per token */
+            d.shape.mmq_id = (hk_tune_mmq_id_shape){HK_TYPE_Q5_K, {4, 24, 256, 20, 2}, 2};
+        else
+            d.shape.gemm = (hk_tune_gemm_shape){HK_TYPE_Q5_K, 20, 24, 256};
+        d.seed = 5;
+        d.max_measured = 2;
+        d.repeats = 1;
+        d.batch = 1;
+        d.copies = 2;
+        d.no_store = 1;
+        hk_tune_report r;
+        hk_status st = hk_tune(ctx, &d, &r);
+        char name[80];
+        snprintf(name, sizeof name, "hk_tune %s on q5_k", families[i].name);
+        if (hk_check_status(name, st, HK_OK, NULL))
+            hk_check(!strcmp(r.shape, families[i].shape) && r.measured >= 1 && isfinite(r.best_ms), name,
+                     "shape class %s, %u measured, winner %s", r.shape, r.measured, r.schedule);
+    }
 }
 
 /* ---- argument checks ---- */
@@ -706,6 +749,10 @@ static void test_errors(void)
     hk_check_status("mmq_id no experts", hk_mmq_q6k_id(ctx, NULL, a, b, a, a, s, &shape), HK_ERROR_INVALID_ARGUMENT,
                     "n_experts=0");
     shape.n_experts = 4;
+    shape.k = 128;
+    hk_check_status("mmq_id q5_k k off the block", hk_mmq_q5k_id(ctx, NULL, a, b, a, a, s, &shape),
+                    HK_ERROR_INVALID_ARGUMENT, "k=128 is not a positive multiple of 256 (q5_k block)");
+    shape.k = 256;
     hk_check_status("mmq_id output too small", hk_mmq_q6k_id(ctx, NULL, a, b, (hk_view){big, 40000},
                                                              (hk_view){big, 50000}, s, &shape),
                     HK_ERROR_INVALID_ARGUMENT, "out needs 512 bytes");
@@ -769,7 +816,7 @@ static void test_schedules(void)
     };
     const char *arm = hk_mmq_path(ctx, HK_TYPE_Q4_K);
     int coopmat = arm && strcmp(arm, "coopmat") == 0;
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
     uint64_t seed = 9000;
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
         const char *var = settings[i].var;
@@ -781,7 +828,7 @@ static void test_schedules(void)
             setenv("HK_MMQ_ID_TILE", settings[i].value, 1);
         tile_may_not_fit = tile;
         printf("-- %s=%s\n", var, settings[i].value);
-        for (int t = 0; t < 3; t++) {
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             hk_type ty = types[t];
             if (ty != HK_TYPE_Q8_0 && settings[i].ks < 2)
                 continue;
@@ -810,7 +857,8 @@ static void test_schedules(void)
  * 16 rows, warps as Q4_K: at 2056 129 workgroups, 2 warps where 512, at 8200 513, 1 warp; rows x
  * super-blocks a multiple of 8): its super-blocks start at every even byte against 16 (k = 256 ..
  * 1280: rows start at different places; 2048: every row alike, the place moving with the
- * super-block), the tensor's last piece its last 16 bytes (flush). */
+ * super-block), the tensor's last piece its last 16 bytes (flush). Q5_K is staged as Q4_K (its qh
+ * pieces loaded with the headers): the same k splits, tails and producers. */
 static const struct few_case {
     hk_type type;
     uint32_t m, n, k;
@@ -834,13 +882,18 @@ static const struct few_case {
     {HK_TYPE_Q6_K, 13, 48, 2816, 1, X_QUANTIZED, 3, 0},     {HK_TYPE_Q6_K, 5, 2056, 1280, 1, X_GPU_QUANTIZED, 3, 0},
     {HK_TYPE_Q6_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, 0}, {HK_TYPE_Q6_K, 10, 70, 1024, 1, X_RAW_BLOCKS, 3, 0},
     {HK_TYPE_Q6_K, 8, 136, 4096, 0, X_QUANTIZED, 0, 1},     {HK_TYPE_Q6_K, 11, 8, 65536, 1, X_QUANTIZED, 3, 1},
+    {HK_TYPE_Q5_K, 8, 70, 512, 1, X_RAW_BLOCKS, 0, 0},      {HK_TYPE_Q5_K, 2, 33, 2048, 0, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q5_K, 16, 70, 512, 1, X_RAW_BLOCKS, 3, 0},     {HK_TYPE_Q5_K, 9, 33, 768, 0, X_GPU_QUANTIZED, 0, 0},
+    {HK_TYPE_Q5_K, 13, 48, 2816, 1, X_QUANTIZED, 3, 0},     {HK_TYPE_Q5_K, 3, 8200, 768, 0, X_GPU_QUANTIZED, 3, 0},
+    {HK_TYPE_Q5_K, 8, 130, 4096, 0, X_QUANTIZED, 0, 1},     {HK_TYPE_Q5_K, 16, 4100, 1280, 1, X_GPU_QUANTIZED, 3, 1},
+    {HK_TYPE_Q5_K, 5, 3, 65536, 1, X_QUANTIZED, 3, 1},
 };
 
 static void run_suite(int full)
 {
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K, HK_TYPE_Q5_K};
     uint64_t seed = full ? 1000 : 5000;
-    for (int t = 0; t < 3; t++) {
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         hk_type ty = types[t];
         uint32_t blk = hk_type_block_values(ty);
         /* tails in m and n; k at one block, 256, 512, 2048; Q8_0 k with an odd number of blocks
@@ -876,6 +929,9 @@ static void run_suite(int full)
     test_tokens_route(HK_TYPE_Q6_K, 8, 16, 512, 34, 16, ++seed);  /* w on 2 bytes */
     test_tokens_route(HK_TYPE_Q4_K, 12, 33, 768, 32, 20, ++seed);
     test_tokens_route(HK_TYPE_Q6_K, 1, 50, 256, 32, 16, ++seed);
+    test_tokens_route(HK_TYPE_Q5_K, 12, 33, 768, 32, 20, ++seed); /* x off 16 bytes */
+    /* w on 2 bytes: neither few-token kernel takes Q5_K (both read it 16 bytes at a time), the tiles do */
+    test_mmq(HK_TYPE_Q5_K, 8, 37, 512, 1, X_RAW_BLOCKS, 1, ++seed, 0);
     /* grouping: uneven loads, empty experts, all slots on one expert, out-of-range ids; the
      * Qwen3-30B-A3B prefill shape (512 tokens, top-8 of 128) */
     test_rows(37, 4, 8, ROUTE_RANDOM, ++seed);
@@ -892,13 +948,17 @@ static void run_suite(int full)
     test_moe_prefill(HK_TYPE_Q4_K, 8, 96, 512, 40, 2, 0, ROUTE_RANDOM, ++seed);
     test_moe_prefill(HK_TYPE_Q6_K, 8, 64, 256, 40, 2, 1, ROUTE_SKEWED, ++seed);
     test_moe_prefill(HK_TYPE_Q8_0, 6, 70, 96, 23, 3, 0, ROUTE_BAD_IDS, ++seed);
+    test_moe_prefill(HK_TYPE_Q5_K, 8, 64, 512, 40, 2, 1, ROUTE_SKEWED, ++seed);
     /* all slots on one expert: its 128 rows are more row tiles than the grid launches for an
      * expert (about twice the average load of 16 rows), so the grid stride must cover them */
     test_mmq_id(HK_TYPE_Q4_K, 8, 33, 256, 128, 1, 1, ROUTE_ONE_EXPERT, 0, ++seed);
     test_mmq_id(HK_TYPE_Q6_K, 4, 40, 512, 30, 2, 0, ROUTE_RANDOM, 1, ++seed);
     test_mmq_id(HK_TYPE_Q4_K, 8, 50, 256, 20, 4, 0, ROUTE_RANDOM, 2, ++seed);
+    test_mmq_id(HK_TYPE_Q5_K, 4, 40, 512, 30, 2, 0, ROUTE_RANDOM, 1, ++seed);
     test_one_expert_is_dense(HK_TYPE_Q4_K, 45, 70, 512, ++seed);
     if (full) {
+        test_one_expert_is_dense(HK_TYPE_Q5_K, 33, 40, 256, ++seed);
+        test_mmq_id(HK_TYPE_Q5_K, 8, 33, 256, 128, 1, 1, ROUTE_ONE_EXPERT, 0, ++seed);
         test_one_expert_is_dense(HK_TYPE_Q8_0, 64, 64, 256, ++seed);
         test_one_expert_is_dense(HK_TYPE_Q6_K, 17, 100, 256, ++seed);
         test_moe_prefill(HK_TYPE_Q4_K, 16, 64, 256, 64, 4, 0, ROUTE_SKEWED, ++seed);
@@ -915,9 +975,10 @@ static void use_context(hk_context *c, const char *label)
     gate = path && strcmp(path, "coopmat") == 0 ? HK_GATE_MMQ_COOPMAT : HK_GATE_MMQ;
     hk_caps caps;
     hk_context_caps(ctx, &caps);
-    printf("-- %s: mmq arm %s (q8_0 %s, q6_k %s), gate %.0e; subgroup %u, shared memory %u, KHR coopmat %s\n", label,
-           path, hk_mmq_path(ctx, HK_TYPE_Q8_0), hk_mmq_path(ctx, HK_TYPE_Q6_K), gate, caps.subgroup_size,
-           caps.shared_memory_bytes, caps.coopmat_khr ? "on" : "off");
+    printf("-- %s: mmq arm %s (q8_0 %s, q5_k %s, q6_k %s), gate %.0e; subgroup %u, shared memory %u, KHR coopmat "
+           "%s\n", label, path, hk_mmq_path(ctx, HK_TYPE_Q8_0), hk_mmq_path(ctx, HK_TYPE_Q5_K),
+           hk_mmq_path(ctx, HK_TYPE_Q6_K), gate, caps.subgroup_size, caps.shared_memory_bytes,
+           caps.coopmat_khr ? "on" : "off");
 }
 
 int main(int argc, char **argv)
@@ -944,6 +1005,7 @@ int main(int argc, char **argv)
                  "arm %s", hk_mmq_path(full, HK_TYPE_Q4_K));
     test_references();
     test_errors();
+    test_tune_q5k();
     run_suite(1);
     if (!small)
         test_schedules();
@@ -973,6 +1035,9 @@ int main(int argc, char **argv)
         test_arms_agree(full, c, HK_TYPE_Q8_0, 14, 70, 1024, 83);
         test_arms_agree(full, c, HK_TYPE_Q6_K, 8, 72, 1024, 84); /* its Q6_K */
         test_arms_agree(full, c, HK_TYPE_Q6_K, 14, 72, 1280, 85);
+        test_arms_agree(full, c, HK_TYPE_Q5_K, 100, 130, 1024, 86);
+        test_arms_agree(full, c, HK_TYPE_Q5_K, 8, 70, 1024, 87); /* the few-token kernel's Q5_K */
+        test_arms_agree(full, c, HK_TYPE_Q5_K, 14, 70, 1024, 88);
         test_arms_agree(full, c, HK_TYPE_Q6_K, 70, 64, 512, 78);
         test_arms_agree(full, c, HK_TYPE_Q8_0, 33, 200, 320, 79);
         uint32_t messages = hk_context_validation_messages(ctx);

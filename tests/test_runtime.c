@@ -1394,7 +1394,7 @@ static uint32_t record_every_case(hk_context *c, hk_stream *s, uint32_t *late)
  * views as GGUF tensors are. After it, recording them builds nothing. */
 static void prepared_model_shapes(hk_context *c, const char *label)
 {
-    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q6_K};
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q5_K, HK_TYPE_Q6_K};
     static const uint32_t shapes[][3] = {{64, 4096, 4096}, {512, 4096, 4096}, {64, 4096, 14336},
                                          {512, 4096, 14336}, {8, 4096, 4096},  {8, 14336, 4096}};
     const uint64_t mib = 1 << 20;
@@ -1409,7 +1409,7 @@ static void prepared_model_shapes(hk_context *c, const char *label)
         return;
     }
     uint32_t before = hk_context_pipeline_count(c), calls = 0, refused = 0;
-    for (int t = 0; t < 3; t++)
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             hk_view w = {buf, 0}, x = {buf, 64 * mib}, out = {buf, 80 * mib};
             if (hk_mmq(c, ps, types[t], w, x, out, shapes[i][0], shapes[i][1], shapes[i][2]) == HK_OK)

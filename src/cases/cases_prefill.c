@@ -9,6 +9,7 @@
 
 #define Q8 HK_TYPE_Q8_0
 #define Q4 HK_TYPE_Q4_K
+#define Q5 HK_TYPE_Q5_K
 #define Q6 HK_TYPE_Q6_K
 #define F32 HK_TYPE_F32
 #define F16 HK_TYPE_F16
@@ -147,14 +148,15 @@ static double compare_mmq(const hk_case_run *run, char *detail, size_t size)
 static const hk_case_shape mmq_tests[] = {
     /* tails in m and n, k at one and several blocks, raw blocks and real rows */
     {Q4, {1, 7, 256}, 1, 0},   {Q4, {17, 64, 512}, 0, 0}, {Q4, {100, 130, 1024}, 1, 0},
+    {Q5, {1, 7, 256}, 0, 0},   {Q5, {17, 64, 512}, 1, 0}, {Q5, {100, 130, 1024}, 1, 0},
     {Q6, {1, 33, 256}, 0, 0},  {Q6, {70, 64, 512}, 1, 0}, {Q8, {33, 200, 320}, 1, 0},
     {Q8, {64, 1, 32}, 0, 0},   {Q8, {5, 257, 2048}, 0, 0},
     /* m <= 16: the few-token kernel where the views are 16-byte aligned */
     {Q4, {8, 40, 768}, 1, 0}, {Q4, {13, 40, 768}, 1, 0}, {Q8, {8, 40, 768}, 1, 0}, {Q8, {13, 40, 768}, 1, 0},
-    {Q6, {8, 40, 768}, 1, 0}, {Q6, {13, 40, 768}, 1, 0},
+    {Q6, {8, 40, 768}, 1, 0}, {Q6, {13, 40, 768}, 1, 0}, {Q5, {8, 40, 768}, 1, 0}, {Q5, {13, 40, 768}, 0, 0},
 };
 static const hk_case_shape mmq_quick[] = {{Q4, {64, 512, 2048}, 1, 0}, {Q8, {64, 512, 2048}, 1, 0},
-                                          {Q6, {64, 512, 2048}, 1, 0}};
+                                          {Q6, {64, 512, 2048}, 1, 0}, {Q5, {64, 512, 2048}, 1, 0}};
 /* issue 8's prefill shapes, 512 tokens, with llama.cpp-vk's times on the H200 */
 static const hk_case_shape mmq_full[] = {
     {Q4, {512, 4096, 4096}, 1, 0.463}, {Q4, {512, 14336, 4096}, 1, 1.49}, {Q8, {512, 4096, 4096}, 1, 0.499},
@@ -167,6 +169,9 @@ static const hk_case_shape mmq_full[] = {
     {Q4, {4, 4096, 4096}, 1, 0},       {Q4, {16, 14336, 4096}, 1, 0},     {Q4, {12, 4096, 4096}, 1, 0},
     {Q8, {8, 14336, 4096}, 1, 0},      {Q8, {16, 4096, 4096}, 1, 0},      {Q8, {8, 4096, 14336}, 1, 0},
     {Q6, {8, 14336, 4096}, 1, 0},      {Q6, {16, 4096, 4096}, 1, 0},      {Q6, {8, 4096, 14336}, 1, 0},
+    /* Q5_K (Q5_K_M files), 512 tokens and a few */
+    {Q5, {512, 4096, 4096}, 1, 0},     {Q5, {512, 14336, 4096}, 1, 0},    {Q5, {8, 4096, 4096}, 1, 0},
+    {Q5, {16, 4096, 4096}, 1, 0},
 };
 
 const hk_case hk_case_mmq = {
@@ -307,6 +312,8 @@ static hk_status record_mmq_id(const hk_case_run *run, hk_stream *s, const hk_vi
     /* the typed entries where there is one, so that the table runs them too */
     if (sh->type == HK_TYPE_Q4_K)
         return hk_mmq_q4k_id(run->ctx, s, v[0], v[1], v[2], v[3], v[4], &shape);
+    if (sh->type == HK_TYPE_Q5_K)
+        return hk_mmq_q5k_id(run->ctx, s, v[0], v[1], v[2], v[3], v[4], &shape);
     if (sh->type == HK_TYPE_Q6_K)
         return hk_mmq_q6k_id(run->ctx, s, v[0], v[1], v[2], v[3], v[4], &shape);
     return hk_mmq_id(run->ctx, s, sh->type, v[0], v[1], v[2], v[3], v[4], &shape);
@@ -319,13 +326,16 @@ static double compare_mmq_id(const hk_case_run *run, char *detail, size_t size)
 
 static const hk_case_shape mmq_id_tests[] = {
     {Q4, {8, 64, 256, 9, 4}, 0, 0},  {Q6, {8, 33, 512, 5, 2}, 1, 0}, {Q8, {4, 100, 64, 40, 2}, 0, 0},
+    {Q5, {8, 33, 512, 5, 2}, 1, 0},
     {Q4, {128, 96, 512, 17, 8}, 0, 0}, /* more experts than slots: most are empty */
 };
-static const hk_case_shape mmq_id_quick[] = {{Q4, {16, 256, 512, 32, 4}, 0, 0}, {Q6, {16, 512, 256, 32, 4}, 1, 0}};
+static const hk_case_shape mmq_id_quick[] = {{Q4, {16, 256, 512, 32, 4}, 0, 0}, {Q6, {16, 512, 256, 32, 4}, 1, 0},
+                                             {Q5, {16, 256, 512, 32, 4}, 0, 0}};
 /* Qwen3-30B-A3B prefill, 512 tokens, top-8: gate/up Q4_K 768x2048 (x per token), down Q6_K
- * 2048x768 (x per slot); llama.cpp-vk's time for gate/up on the H200 */
+ * 2048x768 (x per slot); llama.cpp-vk's time for gate/up on the H200; gate/up in Q5_K (Q5_K_M) */
 static const hk_case_shape mmq_id_full[] = {{Q4, {128, 768, 2048, 512, 8}, 0, 1.37},
-                                            {Q6, {128, 2048, 768, 512, 8}, 1, 0}};
+                                            {Q6, {128, 2048, 768, 512, 8}, 1, 0},
+                                            {Q5, {128, 768, 2048, 512, 8}, 0, 0}};
 
 const hk_case hk_case_mmq_id = {
     .name = "mmq_id",

@@ -91,8 +91,9 @@ typedef struct mmq_tile {
  * block's products in flight; Q8_0 gains nothing from them); Q6_K on 16 warps with 64-value steps
  * (its X tile takes 1.5 times the words, its halves staged apart: 128-value steps need 55 KiB).
  * Expert-indexed (Qwen3-30B-A3B's experts get 32 rows on average at 512 tokens): 32 x 128 on 4
- * warps of 2 x 2 with 64-value steps, no prefetch, Q6_K 32 x 64. Portable: 32 x 32 tiles, one
- * subtile per warp (lavapipe has 32 KiB of shared memory). */
+ * warps of 2 x 2 with 64-value steps, no prefetch, Q6_K 32 x 64. Q5_K takes Q4_K's tiles (the same
+ * staging and epilogue, with two more 16-byte loads per unit for the 5th bits). Portable: 32 x 32
+ * tiles, one subtile per warp (lavapipe has 32 KiB of shared memory). */
 static const mmq_tile portable_tiles[2] = {{2, 2, 1, 1, 4, 1, 0}, {1, 2, 2, 1, 4, 1, 0}};
 static const mmq_tile dense_small_tile = {2, 2, 2, 2, 4, 1, 0};
 /* output tiles below which the dense coopmat arm takes the small tile: about the H200's 132 SMs */
@@ -105,13 +106,15 @@ typedef struct mmq_type {
     mmq_tile coopmat[2];       /* [expert-indexed] */
     uint32_t x_words;          /* words of a block in the X tile: Q6_K's halves each with zeros beside it */
     uint32_t min_ks;           /* the fewest blocks per k step: the K-quants stage pairs of blocks */
-    uint32_t wide_loads;       /* weight loads as wide as the view allows (Q4_K's 16-byte chunks), else words */
+    uint32_t wide_loads;       /* weight loads as wide as the view allows (Q4_K's, Q5_K's 16-byte chunks), else words */
 } mmq_type;
 
 #define MMQ_SHADERS(t) 1, {ARMS(MMQ, t), ARMS(MMQ_ID, t)}
 static const mmq_type mmq_types[HK_REF_TYPES] = {
     [HK_TYPE_Q8_0] = {MMQ_SHADERS(Q8_0), {{4, 4, 2, 2, 4, 0, 0}, {1, 4, 2, 2, 2, 0, 0}}, .x_words = 8, .min_ks = 1},
     [HK_TYPE_Q4_K] = {MMQ_SHADERS(Q4_K), {{2, 4, 4, 2, 4, 0, 0}, {1, 4, 2, 2, 2, 0, 0}}, .x_words = 8, .min_ks = 2,
+                      .wide_loads = 1},
+    [HK_TYPE_Q5_K] = {MMQ_SHADERS(Q5_K), {{2, 4, 4, 2, 4, 0, 0}, {1, 4, 2, 2, 2, 0, 0}}, .x_words = 8, .min_ks = 2,
                       .wide_loads = 1},
     [HK_TYPE_Q6_K] = {MMQ_SHADERS(Q6_K), {{4, 4, 2, 2, 2, 0, 0}, {1, 4, 2, 1, 2, 0, 0}}, .x_words = 12, .min_ks = 2},
 };
@@ -171,8 +174,8 @@ static uint64_t tile_shared_bytes(const mmq_tile *tl, int id, hk_type wtype, int
     return 4 * words;
 }
 
-/* k steps the staging of a type supports: the K-quants take pairs of blocks (Q4_K chunks of 16
- * bytes, Q6_K blocks sharing their bytes). */
+/* k steps the staging of a type supports: the K-quants take pairs of blocks (Q4_K and Q5_K chunks
+ * of 16 bytes, Q6_K blocks sharing their bytes). */
 static int ks_valid(hk_type wtype, uint32_t ks)
 {
     if (ks != 1 && ks != 2 && ks != 4 && ks != 8)
@@ -288,7 +291,7 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, hk_type w
 static hk_status check_type_k(const char *fn, hk_type wtype, uint32_t k)
 {
     if (!HK_TYPE_TAKES(mmq_types, wtype))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not an MMQ weight type (q8_0, q4_k, q6_k)",
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not an MMQ weight type (q8_0, q4_k, q5_k, q6_k)",
                         hk_type_name(wtype), (int)wtype);
     uint32_t block = hk_type_block_values(wtype);
     if (k == 0 || k % block)
@@ -303,7 +306,7 @@ typedef struct mmq_params {
     uint32_t m, n, k, m_groups, n_tiles, n_experts, slots_per_x_row;
 } mmq_params;
 
-/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K, Q8_0 or Q6_K weights, 16-byte
+/* ---- a few tokens (mmq_few.comp): hk_mmq at m <= 16 on Q4_K, Q5_K, Q8_0 or Q6_K weights, 16-byte
  * aligned views, k a multiple of 256 (Q6_K: a tensor of a multiple of 16 bytes). A workgroup owns
  * 16 or 32 weight rows and its warps split k, each staging its own super-blocks, so the weights
  * stream with every load in flight; 8 token columns up to 8 tokens, else 16; the 16 x 8 x 32
@@ -339,6 +342,7 @@ typedef struct few_type {
 static const few_type few_types[HK_REF_TYPES] = {
     [HK_TYPE_Q8_0] = {FEW_ARMS(Q8_0), 4 * 208 + 64, 36, .row_tiles = 1, .sched_warps = 2, .sets16 = 1},
     [HK_TYPE_Q4_K] = {FEW_ARMS(Q4_K), 4 * 196 + 128, 36, .row_tiles = 2, .sched_warps = 1, .sets16 = 1},
+    [HK_TYPE_Q5_K] = {FEW_ARMS(Q5_K), 4 * 196 + 128, 36, .row_tiles = 2, .sched_warps = 1, .sets16 = 1},
     [HK_TYPE_Q6_K] = {FEW_ARMS(Q6_K), 4 * 196 + 128 + 16 * 57, 52, .row_tiles = 1, .sched_warps = 1, .sets16 = 2,
                       .raw = 1},
 };
@@ -392,7 +396,9 @@ static hk_status record_few(hk_context *context, hk_stream *stream, const char *
      * per scheduler: its loop waits on its loads, so more warps in flight pay where Q4_K's do not.
      * Q6_K (1.46x Q4_K's bytes, and its staging through a raw area) takes workgroups of 16 rows
      * (32 take too many registers) and up to one warp per scheduler as Q4_K. Its weights take one
-     * set of registers (a whole super-block ahead), the tokens' halves two.
+     * set of registers (a whole super-block ahead), the tokens' halves two. Q5_K is staged as Q4_K,
+     * with one more 16-byte piece per invocation and super-block (its 5th bits), and takes Q4_K's
+     * workgroups and warps.
      * HK_MMQ_FEW_ROW_TILES, _WARPS and _SETS in probe builds. */
     uint32_t lanes = lanes_of(context, arm), row_tiles = ft->row_tiles, sets = tokens == 8 ? 2 : ft->sets16;
 #ifdef HK_MMQ_PROBES
@@ -488,13 +494,13 @@ static hk_status record(hk_context *context, hk_stream *stream, const char *fn, 
         }
         return st;
     }
-    /* X rows of whole 4-block steps start on 16 bytes (36 x 4 = 144) where the view does; Q4_K
-     * chunks are as aligned as the weight view (144 = 9 x 16); the descriptor base is aligned to a
-     * power of two of at least 16, so the offset tells */
+    /* X rows of whole 4-block steps start on 16 bytes (36 x 4 = 144) where the view does; Q4_K and
+     * Q5_K chunks are as aligned as the weight view (144 = 9 x 16, 176 = 11 x 16); the descriptor
+     * base is aligned to a power of two of at least 16, so the offset tells */
     if (b[1].view.offset % 16 == 0 && (p->k / 32) % 4 == 0 && tl.ks % 4 == 0)
         flags |= FLAG_X16;
-    /* the weight loads' width (mmq_weights.glsl WLOAD): Q4_K 16-byte chunks as aligned as the
-     * view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (their blocks of 34 and
+    /* the weight loads' width (mmq_weights.glsl WLOAD): Q4_K and Q5_K 16-byte chunks as aligned as
+     * the view; Q8_0 and Q6_K 32-bit words where every row starts on 4 bytes (their blocks of 34 and
      * 210 bytes: an even count of them per row) */
     uint32_t wload = hk__load_width(b[0].view.offset);
     if (!mmq_types[wtype].wide_loads)
@@ -621,6 +627,12 @@ hk_status hk_mmq_q4k_id(hk_context *context, hk_stream *stream, hk_view w, hk_vi
                         hk_view out, const hk_mmq_id_shape *shape)
 {
     return hk_mmq_id(context, stream, HK_TYPE_Q4_K, w, xq, offsets, slots, out, shape);
+}
+
+hk_status hk_mmq_q5k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,
+                        hk_view out, const hk_mmq_id_shape *shape)
+{
+    return hk_mmq_id(context, stream, HK_TYPE_Q5_K, w, xq, offsets, slots, out, shape);
 }
 
 hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w, hk_view xq, hk_view offsets, hk_view slots,
