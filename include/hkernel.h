@@ -1115,8 +1115,8 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
  * Tiles (specialization constants, picked by shape): coopmat 128 x 128 of 8 subgroups (2 x 4 warps
  * of 64 x 32) with 64-value k steps where the shape yields at least 100 of them, else 64 x 64 of 4;
  * portable 64 x 64 of 4 warps, 32-value steps. x is read 16 bytes at a time where x.offset is a
- * multiple of 16 (and k of 4), Q4_K weights where w.offset is (4 bytes where it is a multiple of
- * 4), F16 weights likewise where the rows' 2k bytes also are; each k step's loads are issued before
+ * multiple of 16 (and k of 4), Q4_K and Q5_K weights where w.offset is (4 bytes where it is a
+ * multiple of 4), F16 weights likewise where the rows' 2k bytes also are; each k step's loads are issued before
  * the previous step's multiplies. Tuning hooks: docs/tuning.md
  * (HK_GEMM_*); an autotuner winner for the shape class (hk_tune, HK_TUNE_GEMM_F16) takes
  * precedence over the tiles and HK_GEMM_TILE / HK_GEMM_PREFETCH (HK_GEMM_WIDE still applies). */
@@ -1125,10 +1125,10 @@ HK_API hk_status hk_mmq_q6k_id(hk_context *context, hk_stream *stream, hk_view w
 #define HK_GEMM_MAX_K 1048576u
 
 /* out[m, n] = x[m, k] . deq(W[n, k])^T: W is n contiguous GGUF rows of k values of wtype (Q8_0,
- * Q4_K, Q6_K, or F16: rows of k f16 values, multiplied as they are) exactly as stored (2-byte
+ * Q4_K, Q5_K, Q6_K, or F16: rows of k f16 values, multiplied as they are) exactly as stored (2-byte
  * aligned), x is f32 row-major [m, k] (4-byte aligned; 16-byte aligned reads faster), out f32
- * row-major [m, n]. k is a positive multiple of the type's block (32 for Q8_0, 256 for Q4_K/Q6_K,
- * any k for F16, whose last k step reads zeros past k). Products on f16 operands, accumulation in
+ * row-major [m, n]. k is a positive multiple of the type's block (32 for Q8_0, 256 for
+ * Q4_K/Q5_K/Q6_K, any k for F16, whose last k step reads zeros past k). Products on f16 operands, accumulation in
  * f32. Any m and n (tails are guarded); limits above. Where k needs several dispatches (see the limits),
  * out is read as well as written and a failure after the first of them leaves out partly written. */
 HK_API hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x,

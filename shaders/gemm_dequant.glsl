@@ -6,8 +6,8 @@
 //   gw_store()         registers -> the f16 tile (tiles[SB0 + r * SS + v/8] holds values v .. v+7
 //                      of row r), dequantized in f32 and rounded once to f16
 // Consecutive invocations take consecutive bytes of a row; rows past n stage zeros. GGUF blocks
-// are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K and F16 in 16-byte
-// chunks as the view's alignment allows (WLOAD). K_TAIL: the type takes any k (F16), so the last
+// are only 2-byte aligned: Q8_0 and Q6_K are read through 16-bit words, Q4_K, Q5_K and F16 in
+// 16-byte chunks as the view's alignment allows (WLOAD). K_TAIL: the type takes any k (F16), so the last
 // k step may run past k, and stages zeros there (x_load too). Needs w16/w32/w128, tiles, SB0, SS,
 // BN, BK, WG, WLOAD, tid, pc.k, pc.n, pc.view_offset[0].
 #define HK_WIDE_WEIGHT_LOADS
@@ -60,17 +60,28 @@ void gw_store()
         }
     }
 }
-#elif defined(HK_Q4_K)
+#elif defined(HK_Q4_K) || defined(HK_Q5_K)
 // Q4_K: super-block of 256 = 144 bytes, nine 16-byte chunks: the header (f16 d, f16 dmin,
 // scales[12]), then qs: chunk 1 + q holds qs bytes 16q .., whose low nibbles are values 16(q%2) ..
 // 16(q%2)+15 of sub-block 2(q/2) and whose high nibbles the same values of sub-block 2(q/2)+1.
 // Value i of sub-block j is d*sc_j*q - dmin*m_j. A unit is one qs chunk and its super-block's
-// header: a step of BK >= 64 values (sub-blocks j0 .. j0 + BK/32 - 1, j0 even) takes chunks
-// 1 + j0 .. j0 + BK/32 of each row, both nibbles; a step of 32 values (sub-block j0) the two
+// header: a step of BK >= 64 values (sub-blocks j0 .. j0 + BK/32 - 1, j0 even) takes qs chunks
+// j0 .. j0 + BK/32 - 1 of each row, both nibbles; a step of 32 values (sub-block j0) the two
 // chunks of its pair, one nibble.
+// Q5_K: super-block of 256 = 176 bytes, eleven chunks: Q4_K's header, qh[32] (chunks 1 and 2),
+// then Q4_K's qs (chunk 3 + q); bit j of qh[l] is the 5th bit (16) of value l of sub-block j. A
+// unit also takes qh chunk q%2, which holds its values' bits.
+#ifdef HK_Q5_K
+const uint SB_U16 = 88u, QS_CHUNK = 3u; // a super-block's 16-bit words, its first qs chunk
+#else
+const uint SB_U16 = 72u, QS_CHUNK = 1u;
+#endif
 const uint NCH = BK >= 64u ? BK / 32u : 2u;   // chunks per row and step
 const uint GWU = (BN * NCH + WG - 1u) / WG;
 uvec4 gh_raw[GWU], gc_raw[GWU];
+#ifdef HK_Q5_K
+uvec4 gx_raw[GWU]; // the qh chunk
+#endif
 uint g_j0;
 
 void gw_load(uint col0, uint k0)
@@ -79,14 +90,23 @@ void gw_load(uint col0, uint k0)
     [[unroll]] for (uint j = 0; j < GWU; j++) {
         uint it = tid + j * WG, r = it / NCH, c = it % NCH;
         uvec4 h = uvec4(0u), v = uvec4(0u);
+#ifdef HK_Q5_K
+        uvec4 x = uvec4(0u);
+#endif
         if (it < BN * NCH && col0 + r < pc.n) {
-            uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 256u) + k0 / 256u) * 72u;
+            uint b = pc.view_offset[0] / 2u + ((col0 + r) * (pc.k / 256u) + k0 / 256u) * SB_U16;
             uint q = BK >= 64u ? g_j0 + c : (g_j0 & ~1u) + c;
             h = hk_w_ld16(b, WLOAD);
-            v = hk_w_ld16(b + 8u * (1u + q), WLOAD);
+            v = hk_w_ld16(b + 8u * (QS_CHUNK + q), WLOAD);
+#ifdef HK_Q5_K
+            x = hk_w_ld16(b + 8u * (1u + (q & 1u)), WLOAD);
+#endif
         }
         gh_raw[j] = h;
         gc_raw[j] = v;
+#ifdef HK_Q5_K
+        gx_raw[j] = x;
+#endif
     }
 }
 
@@ -109,6 +129,9 @@ void gw_store()
                 uvec2 s = hk_q4k_scale_of(sc, mn, jj);
                 float d = dm.x * float(s.x), m = dm.y * float(s.y);
                 uvec4 q = (v >> (4u * nib)) & 0x0F0F0F0Fu;
+#ifdef HK_Q5_K
+                q |= ((gx_raw[j] >> jj) & 0x01010101u) << 4;
+#endif
                 uint o = SB0 + r * SS + vi / 8u;
                 tiles[o] = pack8(d * hk_lanes(q.x, 0xFFu) - m, d * hk_lanes(q.y, 0xFFu) - m);
                 tiles[o + 1u] = pack8(d * hk_lanes(q.z, 0xFFu) - m, d * hk_lanes(q.w, 0xFFu) - m);
@@ -209,5 +232,5 @@ void gw_store()
     }
 }
 #else
-#error "define HK_Q8_0, HK_Q4_K, HK_Q6_K or HK_F16"
+#error "define HK_Q8_0, HK_Q4_K, HK_Q5_K, HK_Q6_K or HK_F16"
 #endif

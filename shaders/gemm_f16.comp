@@ -7,8 +7,8 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 // f16 GEMM for prefill: out[m, n] = x[m, k] . deq(W[n, k])^T, W GGUF rows (HK_Q8_0 / HK_Q4_K /
-// HK_Q6_K / HK_F16) as stored, x and out f32 row-major. Products on f16 operands (x and the
-// dequantized weights rounded to f16 in shared memory), sums in f32.
+// HK_Q5_K / HK_Q6_K / HK_F16) as stored, x and out f32 row-major. Products on f16 operands (x and
+// the dequantized weights rounded to f16 in shared memory), sums in f32.
 //
 // A workgroup computes a BM x BN tile of out: WM x WN warps, each RM x RN tiles of 16x16 held
 // in registers across the whole k loop. Each k step of BK values stages x[BM rows, BK] and the
@@ -55,9 +55,9 @@ const uint KV = BK / 8u;            // 8-value items (uvec4 of f16) per staged r
 const uint SS = KV + 1u;            // shared row stride in uvec4: BK + 8 halves
 const uint SB0 = BM * SS;           // the W tile's first uvec4 in `tiles`
 const bool PREFETCH = (FLAGS & 1u) != 0u; // next step's loads before this step's multiplies
-// Q4_K weight chunks as wide as the view's alignment allows (gemm_q4k.glsl's hk_w_ld16): 2 one
-// 16-byte load, 1 four 32-bit, 0 eight 16-bit. A constant, so that each pipeline holds only its
-// own loads.
+// Q4_K and Q5_K weight chunks (F16 units) as wide as the view's alignment allows (gemm_q4k.glsl's
+// hk_w_ld16): 2 one 16-byte load, 1 four 32-bit, 0 eight 16-bit. A constant, so that each pipeline
+// holds only its own loads.
 const uint WLOAD = (FLAGS >> 8) & 3u;
 
 HK_PUSH_BEGIN

@@ -12,6 +12,7 @@
 
 #define Q8 HK_TYPE_Q8_0
 #define Q4 HK_TYPE_Q4_K
+#define Q5 HK_TYPE_Q5_K
 #define Q6 HK_TYPE_Q6_K
 #define F16 HK_TYPE_F16
 
@@ -21,13 +22,13 @@
  * block, another code path), and rounding the operands to f16 moves it by about f16 precision. */
 static void test_reference(void)
 {
-    static const hk_type types[] = {Q8, Q4, Q6, F16};
-    for (int t = 0; t < 4; t++) {
+    static const hk_type types[] = {Q8, Q4, Q6, F16, Q5};
+    for (int t = 0; t < 5; t++) {
         const uint32_t m = 3, n = 5, k = 512;
         hk_rng rng = {91 + t};
         float x[3 * 512], ref[3 * 5], ref16[3 * 5], mv[5];
         hk_rng_fill(&rng, x, m * k, -1.0f, 1.0f);
-        uint8_t *w = hk_random_weights(&rng, (int)types[t], n, k, t == 1);
+        uint8_t *w = hk_random_weights(&rng, (int)types[t], n, k, t == 1 || t == 4);
         int ok = w && hk_ref_gemm((int)types[t], w, x, ref, m, n, k) &&
                  hk_ref_gemm_f16((int)types[t], w, x, ref16, m, n, k);
         double worst = ok ? 0.0 : INFINITY;
@@ -142,8 +143,8 @@ static void set_env(const char *name, const char *value)
 }
 
 /* The tiling and staging variants (HK_GEMM_TILE, HK_GEMM_PREFETCH, HK_GEMM_WIDE) on a few shapes of
- * every type (F16 at a k that ends inside a step): k steps of 32 (one Q4_K nibble per chunk), 64,
- * 128 and 256 values, other warp grids, no prefetch, 16-bit weight loads. Tiles for the portable
+ * every type (F16 at a k that ends inside a step): k steps of 32 (one Q4_K / Q5_K nibble per
+ * chunk), 64, 128 and 256 values, other warp grids, no prefetch, 16-bit weight loads. Tiles for the portable
  * arm (32-wide warps, lavapipe's 32 KiB) or the cooperative-matrix one (32-wide subgroups assumed;
  * all within 48 KiB of shared memory, and a tile a device cannot hold is skipped with a note). */
 static void test_variants(hk_context *ctx, int coopmat)
@@ -168,6 +169,7 @@ static void test_variants(hk_context *ctx, int coopmat)
         /* Q4_K (its chunk loads) and one other type per variant, in turn: each tile is a pipeline
          * of its own to build, seconds on lavapipe */
         check_gemm(ctx, Q4, 40, 70, 512, v & 1, ++seed, label);
+        check_gemm(ctx, Q5, 33, 40, 512, !(v & 1), ++seed, label); /* Q4_K's chunks and the qh chunks */
         check_gemm(ctx, types[v % 2 ? 2 : 0], 17, 140, 768, !(v & 1), ++seed, label);
         if (v == 0)
             check_gemm(ctx, Q8, 9, 33, 96, 1, ++seed, label); /* k steps halved to 32 */
@@ -219,7 +221,7 @@ static void test_errors(hk_context *ctx, hk_context *other)
     static const hk_type bad_types[] = {HK_TYPE_F32, HK_TYPE_Q8_1, (hk_type)99};
     for (int i = 0; i < 3; i++)
         expect("gemm unsupported wtype", hk_gemm_f16(ctx, s, bad_types[i], w, x, o, m, n, k), HK_ERROR_UNSUPPORTED,
-               "not a GEMM weight type (q8_0, q4_k, q6_k, f16)");
+               "not a GEMM weight type (q8_0, q4_k, q5_k, q6_k, f16)");
     expect("gemm f16 k = 0", hk_gemm_f16(ctx, s, HK_TYPE_F16, w, x, o, m, n, 0), INV,
            "k=0 is not a positive multiple of 1 (f16 block)");
     expect("gemm f16 w past the end", hk_gemm_f16(ctx, s, HK_TYPE_F16, w, x, o, m, n, 73), INV,
@@ -230,6 +232,9 @@ static void test_errors(hk_context *ctx, hk_context *other)
     expect("gemm k off the q4_k block", hk_gemm_f16(ctx, s, Q4, w, x, o, m, n, 320), INV,
            "k=320 is not a positive multiple of 256 (q4_k block)");
     expect("gemm k off the q6_k block", hk_gemm_f16(ctx, s, Q6, w, x, o, m, n, 128), INV, "multiple of 256 (q6_k");
+    expect("gemm k off the q5_k block", hk_gemm_f16(ctx, s, Q5, w, x, o, m, n, 384), INV, "multiple of 256 (q5_k");
+    expect("gemm q5_k w past the end", hk_gemm_f16(ctx, s, Q5, w, x, o, m, n, k), INV,
+           "w needs 704 bytes at offset 0, past the end of its 576-byte buffer");
     expect("gemm k off the q8_0 block", hk_gemm_f16(ctx, s, Q8, w, x, o, m, n, 48), INV, "multiple of 32 (q8_0");
     expect("gemm m past the limit", hk_gemm_f16(ctx, s, Q4, w, x, o, HK_GEMM_MAX_M + 1, n, k), INV,
            "m=16777217 exceeds the limit m <= 16777216");
@@ -288,6 +293,28 @@ static void test_errors(hk_context *ctx, hk_context *other)
     hk_test_out_destroy(&err_out);
 }
 
+/* The tuner's family takes every GEMM weight type: a search of two schedules at a Q5_K shape of its
+ * own class (kept in the context only). */
+static void test_tune_q5k(hk_context *ctx)
+{
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.kernel = HK_TUNE_GEMM_F16;
+    d.shape.gemm = (hk_tune_gemm_shape){Q5, 20, 24, 256};
+    d.seed = 5;
+    d.max_measured = 2;
+    d.repeats = 1;
+    d.batch = 1;
+    d.copies = 2;
+    d.no_store = 1;
+    hk_tune_report r;
+    hk_status st = hk_tune(ctx, &d, &r);
+    if (hk_check_status("hk_tune gemm_f16 on q5_k", st, HK_OK, NULL))
+        hk_check(!strcmp(r.shape, "q5_k:m17-32/n24/k256") && r.measured >= 1 && isfinite(r.best_ms),
+                 "hk_tune gemm_f16 on q5_k", "shape class %s, %u measured, winner %s", r.shape, r.measured,
+                 r.schedule);
+}
+
 /* Which arm runs on this context (1 coopmat, 0 portable). */
 static int report_arm(hk_context *ctx, const char *label, int want_coopmat)
 {
@@ -309,6 +336,7 @@ int main(void)
     int coopmat = report_arm(ctx, "", -1);
     test_stream_chain(ctx);
     test_variants(ctx, coopmat);
+    test_tune_q5k(ctx);
     hk_context *portable = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
     if (portable) {
         report_arm(portable, " without HK_FEATURE_COOPMAT_KHR", 0);

@@ -457,6 +457,10 @@ static const hk_case_shape gemm_tests[] = {
     /* k over one dispatch's loop budget on both tilings (8512 portable, 59008 on the small coopmat
      * tile a 5 x 9 output takes): passes that add to out */
     {Q4, {5, 9, 59136}, 0, 0},
+    /* Q5_K: Q4_K's chunks and the 5th bits; tails, the coopmat tile plus one */
+    {Q5, {17, 7, 512}, 1, 0},
+    {Q5, {100, 257, 2048}, 0, 0},
+    {Q5, {129, 130, 256}, 1, 0},
     /* F16 (a copy into the tiles), any k: one value; a partial last k step with k off 8 (32-bit
      * weight loads; k odd above: 16-bit loads, x value by value) and off 32 (16-byte loads); whole
      * steps; the coopmat tile plus one; a last pass of one partial step (portable) */
@@ -468,6 +472,7 @@ static const hk_case_shape gemm_tests[] = {
     {F16, {5, 9, 8520}, 0, 0},
 };
 static const hk_case_shape gemm_quick[] = {{Q4, {64, 512, 2048}, 1, 0},
+                                           {Q5, {64, 512, 2048}, 1, 0},
                                            {Q6, {64, 512, 2048}, 1, 0},
                                            {Q8, {64, 512, 2048}, 1, 0},
                                            {F16, {64, 512, 2048}, 0, 0}};
@@ -480,6 +485,8 @@ static const hk_case_shape gemm_full[] = {
     {Q6, {512, 4096, 4096}, 1, 0},  {Q8, {512, 4096, 4096}, 1, 0},
     {F16, {512, 4096, 4096}, 0, 0}, {F16, {512, 14336, 4096}, 0, 0}, {F16, {512, 4096, 14336}, 0, 0},
     {F16, {512, 2048, 2048}, 0, 0},
+    /* Q5_K (Q5_K_M files): q/o and gate/up */
+    {Q5, {512, 4096, 4096}, 1, 0},  {Q5, {512, 14336, 4096}, 1, 0},
 };
 
 const hk_case hk_case_gemm_f16 = {

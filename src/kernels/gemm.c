@@ -47,13 +47,13 @@ static const gemm_tiles portable_tiles = {2, 2, 2, 2, 32};
 
 /* gemm_f16.comp's FLAGS (specialization constant 6) */
 #define FLAG_PREFETCH 1u   /* register double buffering of the k steps */
-#define FLAG_WLOAD_SHIFT 8 /* bits 8-9: the Q4_K weight loads' width (WLOAD) */
+#define FLAG_WLOAD_SHIFT 8 /* bits 8-9: the wide weight loads' width (WLOAD) */
 
 /* Loop bounds. lavapipe ends a shader's loops after 65535 iterations in total per invocation.
  * Counting every loop iteration of gemm_f16.comp as if nothing were unrolled, one k step costs
  *   1 (the k loop) + 2 XI (loading and storing x, XI = ceil(BM*BK/4 / WG)) + 3 GW (loading and
- *   storing W, GW = ceil(BN*BK/8 / WG) units, or for Q4_K ceil(BN*max(BK/32, 2) / WG) chunks with
- *   two nibble passes: at most 3 per 8 values either way)
+ *   storing W, GW = ceil(BN*BK/8 / WG) units, or for Q4_K and Q5_K ceil(BN*max(BK/32, 2) / WG)
+ *   chunks with two nibble passes: at most 3 per 8 values either way)
  *   + coopmat: BK/16 * (1 + RN + RM*(1 + RN))      portable: BK/8 * (1 + RN + RM*E*(1 + RN))
  * (E = 256 / lanes per warp), and the accumulator init and epilogue RM*RN*(1 + E) + RM*RN*E once.
  * One dispatch takes at most GEMM_LOOP_BUDGET / step k steps; a longer k runs as several
@@ -106,7 +106,8 @@ static int env_flag(const char *name, int fallback)
 }
 
 #if defined(HK_HAVE_SHADER_GEMM_F16_Q4_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_Q8_0_COOPMAT) &&                  \
-    defined(HK_HAVE_SHADER_GEMM_F16_Q6_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_F16_COOPMAT)
+    defined(HK_HAVE_SHADER_GEMM_F16_Q6_K_COOPMAT) && defined(HK_HAVE_SHADER_GEMM_F16_Q5_K_COOPMAT) &&                  \
+    defined(HK_HAVE_SHADER_GEMM_F16_F16_COOPMAT)
 #define GEMM_COOPMAT_BUILT 1
 #define GEMM_SHADERS(t) 1, HK_SHADER_GEMM_F16_##t, HK_SHADER_GEMM_F16_##t##_COOPMAT
 #else /* glslang without GL_KHR_cooperative_matrix: the portable arm everywhere */
@@ -115,7 +116,8 @@ static int env_flag(const char *name, int fallback)
 #endif
 
 /* A weight type's shaders, whether its weight loads widen with the alignment of the view and of
- * its rows (WLOAD: Q4_K super-blocks of 144 = 9 x 16 bytes, F16 8-value units of 16 bytes), and
+ * its rows (WLOAD: Q4_K super-blocks of 144 = 9 x 16 bytes, Q5_K of 176 = 11 x 16, F16 8-value
+ * units of 16 bytes), and
  * whether the shader takes a partial last k step (k_tail: F16 takes any k; the others' k is a
  * multiple of 32, and the step BK is halved until it divides k) */
 typedef struct gemm_type {
@@ -126,6 +128,7 @@ typedef struct gemm_type {
 static const gemm_type gemm_types[HK_REF_TYPES] = {
     [HK_TYPE_Q8_0] = {GEMM_SHADERS(Q8_0), 0, 0},
     [HK_TYPE_Q4_K] = {GEMM_SHADERS(Q4_K), 1, 0},
+    [HK_TYPE_Q5_K] = {GEMM_SHADERS(Q5_K), 1, 0},
     [HK_TYPE_Q6_K] = {GEMM_SHADERS(Q6_K), 0, 0},
     [HK_TYPE_F16] = {GEMM_SHADERS(F16), 1, 1},
 };
@@ -259,8 +262,9 @@ const char *hk_gemm_f16_path(hk_context *context, hk_type wtype)
 static hk_status check_shape(const char *fn, hk_type wtype, uint32_t m, uint32_t n, uint32_t k)
 {
     if (!HK_TYPE_TAKES(gemm_types, wtype))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q6_k, f16)",
-                        hk_type_name(wtype), (int)wtype);
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn,
+                        "wtype=%s (%d) is not a GEMM weight type (q8_0, q4_k, q5_k, q6_k, f16)", hk_type_name(wtype),
+                        (int)wtype);
     uint32_t block = hk_type_block_values(wtype);
     if (m == 0 || n == 0)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "m=%u and n=%u must both be positive", m, n);
@@ -417,7 +421,7 @@ static const hk__tunable tune_gemm_f16 = {HK_TUNE_GEMM_F16,
 /* ---- hk_context_prepare ---- */
 
 /* every weight type the GEMM takes with x on 16 bytes and not, and the types with wide weight
- * loads (Q4_K, F16) with weights on 4 and 2 bytes: the narrower loads are specializations of
+ * loads (Q4_K, Q5_K, F16) with weights on 4 and 2 bytes: the narrower loads are specializations of
  * their own. k: a multiple of 32 (F16 rows of 16 bytes). */
 static hk_status prepare_gemm_f16(hk__prep *p)
 {
