@@ -822,7 +822,9 @@ int hk__matvec_tokens_takes(const hk_context *context, hk_type wtype, hk_view w,
     for (uint32_t i = 0; i < n; i++)
         if (limits[i].value > limits[i].limit)
             return 0;
-    return tokens <= HK_MATVEC_MAX_TOKENS && w.offset % weight_align(1, 0, wtype) == 0 && rows_layout_ok(context);
+    /* a type without an int8 kernel has no alignment to test (and none to divide by) */
+    return matvec_takes(wtype, 1, 0) && tokens <= HK_MATVEC_MAX_TOKENS && w.offset % weight_align(1, 0, wtype) == 0 &&
+           rows_layout_ok(context);
 }
 
 hk_status hk__matvec_tokens(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, hk_view w,
