@@ -44,6 +44,7 @@ typedef struct options {
     const char *device_name;
     int validate;
     int no_coopmat;
+    int f32_activations;
 } options;
 
 static void usage(FILE *f)
@@ -73,6 +74,8 @@ static void usage(FILE *f)
             "  --device D        a device index or name substring (default: HK_DEVICE, else the first GPU)\n"
             "  --validate        the Vulkan validation layer on; any message fails the run\n"
             "  --no-coopmat      the portable arms instead of the cooperative-matrix ones\n"
+            "  --activations A   int8 (default: Q8_1 activations, the int8 kernels) or f32 (hk_matvec for a token,\n"
+            "                    hk_gemm_f16 for a batch: slower, without the activations' rounding)\n"
             "Exit 0: done; 1: a failure on the device; 2: bad input (file, model, options).\n",
             BENCH_PROMPT, BENCH_GENERATE);
 }
@@ -218,6 +221,12 @@ static int parse(options *o, int argc, char **argv)
                 return 2;
             }
             o->reps = (uint32_t)n;
+        } else if (!strcmp(a, "--activations")) {
+            if (strcmp(v, "int8") && strcmp(v, "f32")) {
+                fprintf(stderr, "hk-run: --activations takes int8 or f32, not '%s'\n", v);
+                return 2;
+            }
+            o->f32_activations = !strcmp(v, "f32");
         } else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(v, "f16"))
                 o->kv_type = HK_TYPE_F16;
@@ -633,6 +642,7 @@ static int run(engine *e, const gguf_file *f)
     if (run_state_create(&e->state, e->ctx, &e->model, batch, o->chain, capacity, o->kv_type, sizes, 3,
                          o->temperature) != 0)
         return 1;
+    e->state.f32_activations = o->f32_activations;
     if (build(e, sizes, 3) != 0)
         return 1;
     if (o->temperature > 0 && !(e->scratch = calloc(hp->n_vocab, sizeof *e->scratch))) {

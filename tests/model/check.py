@@ -2,27 +2,31 @@
 """ctest's model test: hk-run's logits against numpy's on tiny random models, and hk-run's refusals.
 
 usage: check.py --hk-run PATH --out DIR [--arch A ...] [--timeout SECONDS]
-       check.py --int8-model --out DIR [--arch A ...]    the comparisons on forward.py's int8 model
+       check.py --int8-model --out DIR [--arch A ...]    forward.py's int8 model against the exact pass
        check.py --find-draws --out DIR                   picks the draws (below)
 
 For each model (make_model.py: llama all Q8_0/F16, llama of K-quants with an F32 projection, qwen2,
 qwen3, qwen3moe; --arch picks some), in DIR:
   1. the numpy reference checks itself: forward.py against stepwise.py's token-by-token form
-  2. teacher forcing: a prompt of N_PROMPT ids as one batch, then N_DECODE ids one at a time
-       hk-run MODEL --tokens IDS --prompt-len N_PROMPT --logits FILE
-     every row of FILE (the prompt's last position, each decode step) against forward.py's:
-     cosine >= COS_MIN and max|diff| / max|ref| <= REL_MAX
+  2. teacher forcing: a prompt of N_PROMPT ids as one batch, then N_DECODE ids one at a time, on
+     each activation path
+       hk-run MODEL --tokens IDS --prompt-len N_PROMPT --logits FILE --activations int8|f32
+     every row of FILE (the prompt's last position, each decode step) against numpy's exact pass:
+     cosine >= COS_MIN and max|diff| / max|ref| <= REL_MAX on the f32 path (hk_matvec, hk_gemm_f16:
+     only f16 rounding of K, V and the GEMM's x), REL_MAX_INT8 on the int8 path (Q8_1 activations,
+     the int8 kernels). The int8 path's rounding is the engine's own, not an error of it, and on
+     these random models it alone reaches 3.7e-2 of max|ref|: forward.py's model of it
+     (int8=True: each quantized matrix's input rounded to Q8_1 as ggml rounds it, K and V to f16;
+     --int8-model prints it against the exact pass) is that far from the exact pass, and no model
+     of the rounding tracks it closer, since each rounding that goes the other way near a half
+     step moves later layers' inputs by as much as the rounding itself. So the f32 path holds the
+     structure to 1e-2 and the int8 path is held to its own bound. A wrong RoPE pairing or base,
+     kv head mapping, missing bias or q/k norm gives cosines of 0.9 down to 0 and max|diff| /
+     max|ref| above 0.5.
   3. greedy: numpy's greedy continuation of the prompt (N_GREEDY tokens) fed back the same way
-     (prompt + the first N_GREEDY - 1 of them): the rows as in 2, and row i's argmax must be
-     continuation token i, or a token numpy puts within GREEDY_CLEAR x max|logit| of it (a near
-     tie, which rounding may decide either way)
-The tolerances are those of an exact engine with int8 activations: a numpy model of that path
-(forward.py's int8=True: each quantized matrix's input rounded to Q8_1, f16 K and V; --int8-model
-runs the comparisons on it in place of hk-run) differs from forward.py on these models' rows by up
-to 3.7e-2 in max|diff| / max|ref|, cosine 0.9994 at worst, and by up to 2.1e-2
-of max|logit| in a row's top-2 difference; the tolerances leave about twice that. A wrong RoPE
-pairing or base, kv head mapping, missing bias or q/k norm gives cosines of 0.9 down to 0 and
-max|diff| / max|ref| above 0.5.
+     (prompt + the first N_GREEDY - 1 of them): the rows as in 2, and on both paths row i's
+     argmax must be continuation token i, or a token the exact pass puts within GREEDY_CLEAR x
+     max|logit| of it (a near tie, which rounding may decide either way)
 The ids are drawn from a seed per model, draw number DRAW of it: one with at least
 GREEDY_MIN_CLEAR greedy steps clear of near ties, GREEDY_MIN_DISTINCT distinct greedy tokens (not
 a loop on one token) and, for MoE, every router choice clear
@@ -64,7 +68,8 @@ CASES = [  # name, architecture, make_model --types, seed (of the model and of t
     ("qwen3moe", "qwen3moe", "mixed", 105, 58),
 ]
 N_PROMPT, N_DECODE, N_GREEDY = 10, 6, 16
-COS_MIN, REL_MAX = 0.998, 8e-2
+COS_MIN, REL_MAX = 0.999, 1e-2
+REL_MAX_INT8 = 5e-2  # the int8 path: Q8_1 rounding alone reaches 3.7e-2 on these models (see above)
 GREEDY_CLEAR = 4e-2
 GREEDY_MIN_CLEAR = 12    # greedy steps of N_GREEDY that must be clear of near ties
 GREEDY_MIN_DISTINCT = 12
@@ -133,17 +138,20 @@ def read_hklg(path, n_vocab, ids, n_prompt):
     return logits.astype(np.float64)
 
 
-def compare(checks, label, ref, got):
-    """Row by row: cosine and max|diff| / max|ref|."""
+def compare(checks, label, ref, got, counted=True, rel_max=REL_MAX):
+    """Row by row: cosine and max|diff| / max|ref| (counted False: printed, not a check)."""
     ok = True
     for i, (r, g) in enumerate(zip(ref, got)):
         cos = float(r @ g / (np.linalg.norm(r) * np.linalg.norm(g)))
         rel = float(np.abs(r - g).max() / np.abs(r).max())
-        row_ok = cos >= COS_MIN and rel <= REL_MAX
+        row_ok = cos >= COS_MIN and rel <= rel_max
         ok &= row_ok
         print(f"    row {i:2d}: cos {cos:.6f}  max|diff|/max|ref| {rel:.2e}  argmax ref {int(np.argmax(r))} "
               f"hk {int(np.argmax(g))}{'' if row_ok else '  <-- off'}")
-    return checks.result(ok, f"{label}: {len(ref)} rows within cos >= {COS_MIN}, max|diff|/max|ref| <= {REL_MAX}")
+    if not counted:
+        print(f"     {label}: {len(ref)} rows")
+        return ok
+    return checks.result(ok, f"{label}: {len(ref)} rows within cos >= {COS_MIN}, max|diff|/max|ref| <= {rel_max}")
 
 
 def clear_rows(rows):
@@ -206,29 +214,35 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
     int8 = forward.Model(path, int8=True) if hk is None else None
 
     def run_logits(label, ids):
-        ref = m.logits_rows(ids, N_PROMPT)
-        if int8:
-            compare(checks, f"{name} {label} (int8 model)", ref, int8.logits_rows(ids, N_PROMPT))
-            return ref, int8.logits_rows(ids, N_PROMPT)
-        file = os.path.join(out, f"{name}-{label}.hklg")
-        if os.path.exists(file):
-            os.remove(file)
-        rc, text = hk([path, "--tokens", ",".join(map(str, ids)), "--prompt-len", N_PROMPT, "--logits", file])
-        if rc != 0 or SANITIZER.search(text):
-            checks.result(False, f"{name} {label}: hk-run", ("timed out" if rc is None else f"exit {rc}") + "\n" + tail(text))
-            return None
-        try:
-            got = read_hklg(file, m.n_vocab, ids, N_PROMPT)
-        except (OSError, ValueError) as e:
-            checks.result(False, f"{name} {label}: {file}", str(e))
-            return None
-        compare(checks, f"{name} {label}", ref, got)
-        return ref, got
+        """hk-run's rows for each activation path, with the exact pass's: {path: (ref, got)}"""
+        exact = m.logits_rows(ids, N_PROMPT)
+        if hk is None:
+            rounded = int8.logits_rows(ids, N_PROMPT)
+            compare(checks, f"{name} {label} (int8 model against the exact one, for sizing)", exact, rounded,
+                    counted=False)
+            return {"int8": (exact, rounded)}
+        rows = {}
+        for act, rel_max in (("int8", REL_MAX_INT8), ("f32", REL_MAX)):
+            file = os.path.join(out, f"{name}-{label}-{act}.hklg")
+            if os.path.exists(file):
+                os.remove(file)
+            rc, text = hk([path, "--tokens", ",".join(map(str, ids)), "--prompt-len", N_PROMPT, "--logits", file,
+                           "--activations", act])
+            if rc != 0 or SANITIZER.search(text):
+                checks.result(False, f"{name} {label} {act}: hk-run",
+                              ("timed out" if rc is None else f"exit {rc}") + "\n" + tail(text))
+                continue
+            try:
+                got = read_hklg(file, m.n_vocab, ids, N_PROMPT)
+            except (OSError, ValueError) as e:
+                checks.result(False, f"{name} {label} {act}: {file}", str(e))
+                continue
+            compare(checks, f"{name} {label}, {act} activations", exact, got, rel_max=rel_max)
+            rows[act] = (exact, got)
+        return rows
 
     run_logits("teacher-forced", prompt + decode)
-    res = run_logits("greedy", prompt + greedy[:-1])
-    if res:
-        ref, got = res
+    for act, (ref, got) in run_logits("greedy", prompt + greedy[:-1]).items():
         wrong, ties = [], 0
         for i, (r, h) in enumerate(zip(ref, np.argmax(got, axis=1))):
             if h != greedy[i]:
@@ -236,8 +250,9 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
                 ties += tie
                 if not tie:
                     wrong.append(f"step {i}: hk {h}, numpy {greedy[i]} ({r[greedy[i]] - r[h]:.3f} above it)")
-        checks.result(not wrong, f"{name} greedy: the argmax is numpy's next token at each of {N_GREEDY} steps",
-                      f"{ties} near tie(s) decided the other way" if ties and not wrong else ", ".join(wrong))
+        checks.result(not wrong, f"{name} greedy, {act} activations: the argmax is numpy's next token at each of "
+                      f"{N_GREEDY} steps", f"{ties} near tie(s) decided the other way" if ties and not wrong else
+                      ", ".join(wrong))
     return m, path, prompt
 
 
@@ -317,7 +332,7 @@ def check_refusals(checks, hk, out, archs):
     # the boundary: as many tokens as --ctx runs
     if os.path.exists(logits):
         os.remove(logits)
-    rc, text = hk([good, "--tokens", twelve, "--prompt-len", 4, "--logits", logits, "--ctx", 12])
+    rc, text = hk([good, "--tokens", twelve, "--prompt-len", 4, "--logits", logits, "--ctx", 12, "--activations", "f32"])
     if checks.result(rc == 0 and not SANITIZER.search(text), "runs 12 ids with --ctx 12", f"exit {rc}\n" + tail(text)):
         try:
             got = read_hklg(logits, m.n_vocab, list(range(100, 112)), 4)

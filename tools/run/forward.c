@@ -268,7 +268,7 @@ static hk_status linear(run_state *s, hk_stream *st, const run_weight *w, hk_vie
     hk_context *c = s->ctx;
     if (w->type == HK_TYPE_F32)
         return hk_gemv_f32_tokens(c, st, w->view, x, y, w->rows, w->k, m);
-    if (w->type == HK_TYPE_F16)
+    if (w->type == HK_TYPE_F16 || s->f32_activations)
         return m == 1 ? hk_matvec(c, st, w->type, w->view, x, y, w->rows, w->k)
                       : hk_gemm_f16(c, st, w->type, w->view, x, y, m, w->rows, w->k);
     return m == 1 ? hk_matvec_int8(c, st, w->type, w->view, s->xq, y, w->rows, w->k)
@@ -279,7 +279,7 @@ static hk_status linear(run_state *s, hk_stream *st, const run_weight *w, hk_vie
 static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t values, const run_weight *a,
                               const run_weight *b, const run_weight *c)
 {
-    if (!quantized(a->type) && (!b || !quantized(b->type)) && (!c || !quantized(c->type)))
+    if (s->f32_activations || (!quantized(a->type) && (!b || !quantized(b->type)) && (!c || !quantized(c->type))))
         return HK_OK;
     return hk_quantize_q8_1(s->ctx, st, x, s->xq, (uint32_t)values);
 }
@@ -358,11 +358,22 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff_exp, n_exp = hp->n_expert, top_k = hp->n_expert_used, slots = m * top_k;
     LAYER_CALL(hk_rmsnorm(c, st, s->x, l->ffn_norm.view, s->xn, m, e, hp->eps));
-    /* the experts are quantized: xq serves them, and the router where it is quantized too */
-    LAYER_CALL(hk_quantize_q8_1(c, st, s->xn, s->xq, m * e));
+    LAYER_CALL(quantize_for(s, st, s->xn, (uint64_t)m * e, &l->gate_exps, &l->router, NULL));
     LAYER_CALL(linear(s, st, &l->router, s->xn, s->router_logits, m));
     LAYER_CALL(hk_moe_route(c, st, s->router_logits, s->expert_ids, s->expert_weights, m, n_exp, top_k, 1));
-    if (m == 1) {
+    if (s->f32_activations) {
+        /* f32 activations: each token's slots through the f32 expert gather */
+        hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
+        for (uint32_t t = 0; t < m; t++) {
+            hk_view ids = at(s->expert_ids, 4ull * t * top_k), xn = at(s->xn, 4ull * t * e),
+                    a = at(s->ff_a, 4ull * t * top_k * f), b = at(s->ff_b, 4ull * t * top_k * f),
+                    out = at(s->moe_out, 4ull * t * top_k * e);
+            LAYER_CALL(hk_moe_matvec(c, st, l->gate_exps.type, l->gate_exps.view, xn, ids, a, &up));
+            LAYER_CALL(hk_moe_matvec(c, st, l->up_exps.type, l->up_exps.view, xn, ids, b, &up));
+            LAYER_CALL(hk_swiglu(c, st, a, b, a, top_k, f, f, HK_GLU_SILU));
+            LAYER_CALL(hk_moe_matvec(c, st, l->down_exps.type, l->down_exps.view, a, ids, out, &down));
+        }
+    } else if (m == 1) {
         hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
         LAYER_CALL(hk_moe_matvec_int8(c, st, l->gate_exps.type, l->gate_exps.view, s->xq, s->expert_ids, s->ff_a, &up));
         LAYER_CALL(hk_moe_matvec_int8(c, st, l->up_exps.type, l->up_exps.view, s->xq, s->expert_ids, s->ff_b, &up));

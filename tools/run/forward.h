@@ -30,6 +30,7 @@ typedef struct run_state {
     uint32_t chain;    /* most decode steps one graph chains */
     uint32_t capacity; /* KV cache rows */
     float temperature;
+    int f32_activations; /* quantized weights meet f32 (decode) or f16 (prefill GEMM) activations */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
