@@ -9,7 +9,12 @@
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes listed below and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
 # shape, default 12) into a cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's
-# prefill and MoE matvec rows taking those winners (run it with tune).
+# prefill and MoE matvec rows taking those winners (run it with tune). step: hk-bench --step (a
+# model's decode step on synthetic weights, no file). model: the model test (tests/model/check.py,
+# tiny models, every arm of this device) and hk-run --bench on synthetic GGUF files of the 8-layer
+# shapes (tools/make-synthetic-model.py); model-full: the same at full depth (32 and 48 layers).
+# Both need gguf-py and PyYAML, which that machine lacks: copy them here first, into the carried
+# build tree (pure Python): cp -r build-tools/venv/lib/python3.11/site-packages/{gguf,yaml} build-gpu/py/
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -68,6 +73,26 @@ moe_matvec_int8 q6_k:e128/n2048/k768/s8/per-slot
 SHAPES
     cat "$HK_TUNE_CACHE_DIR/tune.tsv"
     unset HK_TUNE_CACHE_DIR
+fi
+if [[ " $steps " == *" step "* ]]; then
+    ./hk-bench --step --csv "$OUT/step.csv" 2>&1 | tee "$OUT/step.log"
+fi
+# bench_model SHAPE LAYERS: a synthetic GGUF of that shape, hk-run --bench on it, the file removed
+bench_model() {
+    PYTHONPATH=$PWD/py python3 ../tools/make-synthetic-model.py --shape "$1" --layers "$2" --out /tmp/hk-model.gguf &&
+        ./hk-run /tmp/hk-model.gguf --bench 2>&1 | tee -a "$OUT/model.log"
+    rm -f /tmp/hk-model.gguf
+}
+if [[ " $steps " == *" model "* ]]; then
+    PYTHONPATH=$PWD/py python3 ../tests/model/check.py --hk-run ./hk-run --out "$OUT/model-test" 2>&1 |
+        tee "$OUT/model-test.log" | grep -E "^(FAIL|PASS .*activations)"
+    rm -f "$OUT"/model-test/*.gguf
+    bench_model llama3-8b 8
+    bench_model qwen3-30b-a3b 8
+fi
+if [[ " $steps " == *" model-full "* ]]; then
+    bench_model llama3-8b 32
+    bench_model qwen3-30b-a3b 48
 fi
 if [[ " $steps " == *" tuned-bench "* ]]; then
     HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa,moe_matvec_int8 $HK_BENCH_ARGS 2>&1 |
