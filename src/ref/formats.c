@@ -69,62 +69,43 @@ void hk_dequant_row_q8_1(const hk_block_q8_1 *x, float *y, size_t k)
     }
 }
 
-void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k)
+/* One Q4_K or Q5_K super-block, as ggml's dequantize_row_q4_K / _q5_K: 8 sub-blocks of 32 with
+ * 6-bit scales and mins; a Q5_K value 32b+l adds 16 to its quant where bit b of qh[l] is set (qh
+ * NULL: Q4_K). */
+static void dequant_k4(const uint8_t *scales, const uint8_t *ql, const uint8_t *qh, uint16_t d16, uint16_t dmin16,
+                       float *y)
 {
-    const size_t nb = k / HK_QK_K;
-    for (size_t i = 0; i < nb; i++) {
-        const uint8_t *q = x[i].qs;
-        const float d = hk_f16_to_f32(x[i].d);
-        const float min = hk_f16_to_f32(x[i].dmin);
-        int is = 0;
-        for (int j = 0; j < HK_QK_K; j += 64) {
-            uint8_t sc, m;
-            hk_q4k_scale_min(x[i].scales, is + 0, &sc, &m);
-            const float d1 = d * sc;
-            const float m1 = min * m;
-            hk_q4k_scale_min(x[i].scales, is + 1, &sc, &m);
-            const float d2 = d * sc;
-            const float m2 = min * m;
-            for (int l = 0; l < 32; l++)
-                *y++ = d1 * (float)(q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; l++)
-                *y++ = d2 * (float)(q[l] >> 4) - m2;
-            q += 32;
-            is += 2;
-        }
+    const float d = hk_f16_to_f32(d16);
+    const float min = hk_f16_to_f32(dmin16);
+    unsigned u1 = 1, u2 = 2;
+    for (int is = 0; is < 8; is += 2) {
+        uint8_t sc, m;
+        hk_q4k_scale_min(scales, is + 0, &sc, &m);
+        const float d1 = d * sc;
+        const float m1 = min * m;
+        hk_q4k_scale_min(scales, is + 1, &sc, &m);
+        const float d2 = d * sc;
+        const float m2 = min * m;
+        for (int l = 0; l < 32; l++)
+            *y++ = d1 * (float)((ql[l] & 0xF) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; l++)
+            *y++ = d2 * (float)((ql[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
+        ql += 32;
+        u1 <<= 2;
+        u2 <<= 2;
     }
 }
 
-/* As ggml's dequantize_row_q5_K: Q4_K's decode with the 5th bit of value 32b+l (bit b of qh[l])
- * adding 16 to its quant. */
+void hk_dequant_row_q4_k(const hk_block_q4_k *x, float *y, size_t k)
+{
+    for (size_t i = 0; i < k / HK_QK_K; i++)
+        dequant_k4(x[i].scales, x[i].qs, NULL, x[i].d, x[i].dmin, y + i * HK_QK_K);
+}
+
 void hk_dequant_row_q5_k(const hk_block_q5_k *x, float *y, size_t k)
 {
-    const size_t nb = k / HK_QK_K;
-    for (size_t i = 0; i < nb; i++) {
-        const uint8_t *ql = x[i].qs;
-        const uint8_t *qh = x[i].qh;
-        const float d = hk_f16_to_f32(x[i].d);
-        const float min = hk_f16_to_f32(x[i].dmin);
-        int is = 0;
-        unsigned u1 = 1, u2 = 2;
-        for (int j = 0; j < HK_QK_K; j += 64) {
-            uint8_t sc, m;
-            hk_q4k_scale_min(x[i].scales, is + 0, &sc, &m);
-            const float d1 = d * sc;
-            const float m1 = min * m;
-            hk_q4k_scale_min(x[i].scales, is + 1, &sc, &m);
-            const float d2 = d * sc;
-            const float m2 = min * m;
-            for (int l = 0; l < 32; l++)
-                *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; l++)
-                *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-            ql += 32;
-            is += 2;
-            u1 <<= 2;
-            u2 <<= 2;
-        }
-    }
+    for (size_t i = 0; i < k / HK_QK_K; i++)
+        dequant_k4(x[i].scales, x[i].qs, x[i].qh, x[i].d, x[i].dmin, y + i * HK_QK_K);
 }
 
 void hk_dequant_row_q6_k(const hk_block_q6_k *x, float *y, size_t k)
