@@ -356,8 +356,8 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
- * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_quantize_q8_1,
- * hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with
+ * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_rmsnorm_q8_1,
+ * hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with
  * hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
@@ -587,7 +587,7 @@ HK_API hk_status hk_copy(hk_context *context, hk_stream *stream, hk_view src, hk
 #define HK_MATVEC_MAX_K_ROW_BLOCKS_TOKENS 1048576u /* ceil(rows / 32768) * k * (tokens + 1) of
                                                      * hk_matvec_int8_tokens with tokens > 1 */
 #define HK_GEMV_MAX_K 1048576u             /* k of hk_gemv_f32* */
-#define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm */
+#define HK_RMSNORM_MAX_N 1048576u          /* n of hk_rmsnorm, hk_rmsnorm_q8_1 */
 #define HK_ROWWISE_MAX_N 2097152u          /* n of hk_argmax, hk_softmax */
 /* The largest pipeline cache file read (hk_context_desc.pipeline_cache_dir). */
 #define HK_PIPELINE_CACHE_MAX_BYTES (256u << 20)
@@ -853,6 +853,22 @@ HK_API hk_status hk_swiglu(hk_context *context, hk_stream *stream, hk_view gate,
  * by at most one f16 step, and a q by one, from hk_quant_row_q8_1). k a positive multiple of 32
  * (no other limit); x's and y's offsets multiples of 4. */
 HK_API hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k);
+
+/* RMSNorm fused with the Q8_1 quantizer of its output, in one dispatch (the norm before each
+ * int8 matvec of a decode layer): for rows rows of n values, y = hk_rmsnorm(x, weight, eps) and
+ * yq = hk_quantize_q8_1 of those normalized values, rows of n/32 blocks, row after row (as
+ * hk_quantize_q8_1 on rows * n values lays them out). Bit-identical, on the same device, to
+ * hk_rmsnorm followed by hk_quantize_q8_1 on its y, both outputs: the same sum of squares in the
+ * same order (hk_rmsnorm's workgroup width and subgroup size: where the device has several sizes
+ * and caps.subgroup_size_control, both kernels require its default one) and the same quantizer
+ * code. So the rules and the accuracy of those two calls hold, NaN and inf included: a NaN in a
+ * row makes every block of that row d = s = NaN; an inf makes the row's scale 0, its own block
+ * NaN and the others zero. y is optional: {NULL, 0} writes no f32 output (yq alone); y may be
+ * exactly x (in place). eps > 0 and finite; rows >= 1; n a positive multiple of 32 up to
+ * HK_RMSNORM_MAX_N; views' offsets multiples of 4; yq must not overlap x, weight or y. A shape or
+ * view outside these is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_rmsnorm_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
+                                 hk_view yq, uint32_t rows, uint32_t n, float eps);
 
 /* ---- attention ---------------------------------------------------------------------------------
  * Q and outputs are f32 [n_q, n_heads, head_dim], tokens outer, heads inner, contiguous. K and V

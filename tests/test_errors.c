@@ -138,6 +138,38 @@ static void test_rmsnorm_limit(void)
                  HK_GATE_F32);
     EXPECT("rmsnorm past HK_RMSNORM_MAX_N", hk_rmsnorm(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){y, 0}, 1, n + 1, 1e-5f),
            HK_ERROR_INVALID_ARGUMENT, "n=1048577 exceeds the limit n <= 1048576");
+    /* hk_rmsnorm_q8_1 at the same n: bit for bit hk_rmsnorm's y (above) and its quantized blocks */
+    const uint32_t blocks = n / 32;
+    hk_buffer *qb = float_buffer(NULL, (size_t)blocks * 9), *y2b = float_buffer(NULL, n);
+    hk_buffer *q2b = float_buffer(NULL, (size_t)blocks * 9);
+    hk_status st = hk_quantize_q8_1(ctx, NULL, (hk_view){yb, 0}, (hk_view){qb, 0}, n);
+    if (st == HK_OK)
+        st = hk_rmsnorm_q8_1(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){y2b, 0}, (hk_view){q2b, 0}, 1, n,
+                             1e-5f);
+    uint32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    uint8_t *qa = malloc(blocks * 36), *qf = malloc(blocks * 36);
+    if (st == HK_OK)
+        st = hk_buffer_download(yb, 0, a, (size_t)n * 4);
+    if (st == HK_OK)
+        st = hk_buffer_download(y2b, 0, b, (size_t)n * 4);
+    if (st == HK_OK)
+        st = hk_buffer_download(qb, 0, qa, blocks * 36);
+    if (st == HK_OK)
+        st = hk_buffer_download(q2b, 0, qf, blocks * 36);
+    hk_check(st == HK_OK && !memcmp(a, b, (size_t)n * 4) && !memcmp(qa, qf, blocks * 36),
+             "rmsnorm_q8_1 at n = HK_RMSNORM_MAX_N: hk_rmsnorm + hk_quantize_q8_1 bit for bit", "%s",
+             st == HK_OK ? "" : hk_last_error());
+    EXPECT("rmsnorm_q8_1 past HK_RMSNORM_MAX_N",
+           hk_rmsnorm_q8_1(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){y, 0}, (hk_view){y, 128}, 1, n + 32,
+                           1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "n=1048608 exceeds the limit n <= 1048576");
+    hk_buffer_destroy(qb);
+    hk_buffer_destroy(y2b);
+    hk_buffer_destroy(q2b);
+    free(a);
+    free(b);
+    free(qa);
+    free(qf);
     hk_buffer_destroy(xb);
     hk_buffer_destroy(wb);
     hk_buffer_destroy(yb);
@@ -509,6 +541,79 @@ static void test_gather(void)
     hk_buffer_destroy(idb);
 }
 
+/* hk_rmsnorm_q8_1: every refusal, with y and yq both in the poisoned y buffer (y 128 bytes at 0,
+ * yq 36 at 128), so that a refused call that wrote either is caught. */
+static void test_rmsnorm_q8_1_args(void)
+{
+    hk_view xv = {x, 0}, ry = {y, 0}, rq = {y, 128}, none = {NULL, 0};
+    poison_y();
+    hk_check_status("valid rmsnorm_q8_1", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 32, 1e-5f), HK_OK, NULL);
+    poison_y();
+    hk_check_status("valid rmsnorm_q8_1 without y", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, none, rq, 1, 32, 1e-5f), HK_OK,
+                    NULL);
+    poison_y();
+    hk_check_status("valid rmsnorm_q8_1 in place (y is x)", hk_rmsnorm_q8_1(ctx, NULL, ry, xv, ry, rq, 1, 32, 1e-5f),
+                    HK_OK, NULL);
+    EXPECT("rmsnorm_q8_1 null context", hk_rmsnorm_q8_1(NULL, NULL, xv, xv, ry, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "hk_rmsnorm_q8_1: context is NULL");
+    EXPECT("rmsnorm_q8_1 rows zero", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 0, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "hk_rmsnorm_q8_1: rows=0 and n=32 must both be positive");
+    EXPECT("rmsnorm_q8_1 n zero", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 0, 1e-5f), HK_ERROR_INVALID_ARGUMENT,
+           "rows=1 and n=0 must both be positive");
+    EXPECT("rmsnorm_q8_1 n not a multiple of 32", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 48, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "hk_rmsnorm_q8_1: n=48 is not a multiple of 32 (q8_1 block)");
+    EXPECT("rmsnorm_q8_1 n past the limit", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, HK_RMSNORM_MAX_N + 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "n=1048608 exceeds the limit n <= 1048576");
+    EXPECT("rmsnorm_q8_1 eps zero", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 32, 0.0f), HK_ERROR_INVALID_ARGUMENT,
+           "eps=0 must be positive and finite");
+    EXPECT("rmsnorm_q8_1 eps negative", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 32, -1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "eps=-1e-05 must be positive and finite");
+    EXPECT("rmsnorm_q8_1 eps inf", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 32, 1.0f / 0.0f),
+           HK_ERROR_INVALID_ARGUMENT, "eps=inf must be positive and finite");
+    EXPECT("rmsnorm_q8_1 eps nan", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, rq, 1, 32, 0.0f / 0.0f),
+           HK_ERROR_INVALID_ARGUMENT, "must be positive and finite");
+    EXPECT("rmsnorm_q8_1 y null with an offset",
+           hk_rmsnorm_q8_1(ctx, NULL, xv, xv, (hk_view){NULL, 4}, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "y.buffer is NULL but its offset is 4: pass {NULL, 0} for no y");
+    EXPECT("rmsnorm_q8_1 yq null", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, none, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "yq.buffer is NULL");
+    EXPECT("rmsnorm_q8_1 x null", hk_rmsnorm_q8_1(ctx, NULL, none, xv, ry, rq, 1, 32, 1e-5f), HK_ERROR_INVALID_ARGUMENT,
+           "x.buffer is NULL");
+    EXPECT("rmsnorm_q8_1 weight null", hk_rmsnorm_q8_1(ctx, NULL, xv, none, ry, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "weight.buffer is NULL");
+    EXPECT("rmsnorm_q8_1 x past the end", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, none, rq, 5, 64, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "x needs 1280 bytes at offset 0, past the end of its 1024-byte buffer");
+    EXPECT("rmsnorm_q8_1 weight past the end",
+           hk_rmsnorm_q8_1(ctx, NULL, xv, (hk_view){x, 896}, none, rq, 1, 64, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "weight needs 256 bytes at offset 896, past the end of its 1024-byte buffer");
+    EXPECT("rmsnorm_q8_1 y past the end", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, (hk_view){y, 192}, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "y needs 128 bytes at offset 192, past the end of its 256-byte buffer");
+    EXPECT("rmsnorm_q8_1 yq too small", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, (hk_view){small, 0}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "yq needs 36 bytes at offset 0, past the end of its 8-byte buffer");
+    EXPECT("rmsnorm_q8_1 x misaligned", hk_rmsnorm_q8_1(ctx, NULL, (hk_view){x, 2}, xv, ry, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "x.offset=2 is not a multiple of 4");
+    EXPECT("rmsnorm_q8_1 weight misaligned", hk_rmsnorm_q8_1(ctx, NULL, xv, (hk_view){x, 6}, ry, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "weight.offset=6 is not a multiple of 4");
+    EXPECT("rmsnorm_q8_1 y misaligned",
+           hk_rmsnorm_q8_1(ctx, NULL, xv, xv, (hk_view){y, 2}, (hk_view){y, 132}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "y.offset=2 is not a multiple of 4");
+    EXPECT("rmsnorm_q8_1 yq misaligned", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, (hk_view){y, 130}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "yq.offset=130 is not a multiple of 4");
+    EXPECT("rmsnorm_q8_1 yq overlaps x",
+           hk_rmsnorm_q8_1(ctx, NULL, (hk_view){y, 128}, xv, ry, (hk_view){y, 192}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "output yq overlaps x");
+    EXPECT("rmsnorm_q8_1 yq overlaps weight",
+           hk_rmsnorm_q8_1(ctx, NULL, xv, (hk_view){y, 0}, none, (hk_view){y, 64}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "output yq overlaps weight");
+    EXPECT("rmsnorm_q8_1 yq overlaps y", hk_rmsnorm_q8_1(ctx, NULL, xv, xv, ry, (hk_view){y, 100}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps yq");
+    EXPECT("rmsnorm_q8_1 yq is x", hk_rmsnorm_q8_1(ctx, NULL, rq, xv, none, rq, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "output yq overlaps x");
+    EXPECT("rmsnorm_q8_1 y overlaps x in part",
+           hk_rmsnorm_q8_1(ctx, NULL, (hk_view){y, 4}, xv, ry, (hk_view){y, 160}, 1, 32, 1e-5f),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps x");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -599,6 +704,7 @@ int main(int argc, char **argv)
            "k=48 is not a positive multiple of 32");
     EXPECT("quantize output", hk_quantize_q8_1(ctx, NULL, xv, (hk_view){small, 0}, 32), HK_ERROR_INVALID_ARGUMENT,
            "y needs 36 bytes");
+    test_rmsnorm_q8_1_args();
 
     /* elementwise: the residual add and the gated activations (y holds 64 floats, x 256) */
     EXPECT("add n zero", hk_add(ctx, NULL, xv, xv, yv, 0), HK_ERROR_INVALID_ARGUMENT, "hk_add: n=0 must be positive");

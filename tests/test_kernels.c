@@ -2,7 +2,8 @@
  * random inputs, tails and real model shapes, each input placed at an aligned offset, at its
  * minimal alignment and flush against its buffer's end, outputs poisoned and every byte outside
  * them checked; the portable twins on contexts without the accelerated features; a chain of
- * dependent kernels in one stream; and hk_gemv_f32_tokens bit for bit against hk_gemv_f32. */
+ * dependent kernels in one stream; hk_gemv_f32_tokens bit for bit against hk_gemv_f32; and
+ * hk_rmsnorm_q8_1 bit for bit against hk_rmsnorm then hk_quantize_q8_1. */
 #include "cases.h"
 #include "hk_test.h"
 
@@ -248,6 +249,114 @@ static void test_gemv_tokens(void)
     }
 }
 
+/* A float buffer of n values: x, or poisoned where x is NULL. */
+static hk_buffer *floats(const float *x, size_t n)
+{
+    float *p = NULL;
+    if (!x) {
+        p = malloc(n * 4);
+        hk_poison(p, n);
+    }
+    hk_buffer *b = hk_test_buffer(ctx, n * 4, x ? x : p);
+    free(p);
+    return b;
+}
+
+/* hk_rmsnorm_q8_1 against hk_rmsnorm then hk_quantize_q8_1 on its y, bit for bit (include/hkernel.h):
+ * every shape of its table row with y separate, in place and absent, both outputs compared with
+ * memcmp. Where there are three rows or more, row 1 holds a NaN and row 2 an inf: every block of
+ * row 1 must be d = NaN. No word of the fused outputs may still hold the poison, so two untouched
+ * outputs cannot pass; the case row holds the values to the references. */
+static void test_rmsnorm_q8_1(void)
+{
+    static const char *const modes[] = {"y", "in place", "no y"};
+    const hk_case *kc = hk_case_find("rmsnorm_q8_1");
+    for (uint32_t c = 0; c < kc->n_tests; c++) {
+        uint32_t rows = kc->tests[c].d[0], n = kc->tests[c].d[1], seen = 0;
+        for (uint32_t e = 0; e < c; e++) /* a shape listed again with another y: all three run below */
+            seen |= kc->tests[e].d[0] == rows && kc->tests[e].d[1] == n;
+        if (seen)
+            continue;
+        size_t count = (size_t)rows * n, blocks = count / 32;
+        hk_rng rng = {900 + c};
+        float *x = malloc(count * 4), *w = malloc((size_t)n * 4), *y1 = malloc(count * 4), *y2 = malloc(count * 4);
+        hk_block_q8_1 *q1 = malloc(blocks * sizeof *q1), *q2 = malloc(blocks * sizeof *q2);
+        hk_rng_fill(&rng, x, count, -3.0f, 3.0f);
+        hk_rng_fill(&rng, w, n, 0.5f, 1.5f);
+        if (rows >= 3) {
+            x[n + 5] = NAN;
+            x[2 * (size_t)n + n / 2] = INFINITY;
+        }
+        hk_buffer *wb = floats(w, n);
+        for (int mode = 0; mode < 3; mode++) {
+            /* the two calls, then the fused one, each on its own copy of x and poisoned outputs */
+            hk_buffer *xa = floats(x, count), *ya = mode == 1 ? xa : floats(NULL, count);
+            hk_buffer *qa = floats(NULL, blocks * 9), *xf = floats(x, count);
+            hk_buffer *yf = mode == 1 ? xf : mode == 0 ? floats(NULL, count) : NULL, *qf = floats(NULL, blocks * 9);
+            hk_stream *s = NULL;
+            hk_status st = hk_stream_create(ctx, 0, &s);
+            if (st == HK_OK)
+                st = hk_rmsnorm(ctx, s, (hk_view){xa, 0}, (hk_view){wb, 0}, (hk_view){ya, 0}, rows, n, 1e-6f);
+            if (st == HK_OK)
+                st = hk_quantize_q8_1(ctx, s, (hk_view){ya, 0}, (hk_view){qa, 0}, (uint32_t)count);
+            if (st == HK_OK)
+                st = hk_rmsnorm_q8_1(ctx, s, (hk_view){xf, 0}, (hk_view){wb, 0}, (hk_view){yf, 0}, (hk_view){qf, 0},
+                                     rows, n, 1e-6f);
+            if (st == HK_OK)
+                st = hk_stream_submit(s);
+            hk_stream_destroy(s);
+            if (st == HK_OK)
+                st = hk_buffer_download(ya, 0, y1, count * 4);
+            if (st == HK_OK && yf)
+                st = hk_buffer_download(yf, 0, y2, count * 4);
+            if (st == HK_OK)
+                st = hk_buffer_download(qa, 0, q1, blocks * sizeof *q1);
+            if (st == HK_OK)
+                st = hk_buffer_download(qf, 0, q2, blocks * sizeof *q2);
+            char name[160];
+            snprintf(name, sizeof name, "rmsnorm_q8_1 %ux%u %s = hk_rmsnorm + hk_quantize_q8_1, bit for bit", rows, n,
+                     modes[mode]);
+            if (st != HK_OK) {
+                hk_check(0, name, "%s", hk_last_error());
+            } else {
+                size_t y_differ = 0, q_differ = 0, poisoned = 0, nan_row_bad = 0;
+                for (size_t i = 0; yf && i < count; i++) {
+                    y_differ += memcmp(&y1[i], &y2[i], 4) != 0;
+                    uint32_t u;
+                    memcpy(&u, &y2[i], 4);
+                    poisoned += u == HK_POISON_WORD;
+                }
+                for (size_t b = 0; b < blocks; b++) {
+                    q_differ += memcmp(&q1[b], &q2[b], sizeof q2[b]) != 0;
+                    uint32_t u[9];
+                    memcpy(u, &q2[b], sizeof u);
+                    for (int i = 0; i < 9; i++)
+                        poisoned += u[i] == HK_POISON_WORD;
+                    nan_row_bad += rows >= 3 && b / (n / 32) == 1 && q2[b].d != 0x7E00;
+                }
+                hk_check(y_differ == 0 && q_differ == 0 && poisoned == 0 && nan_row_bad == 0, name,
+                         "y values differing %zu, yq blocks differing %zu of %zu, words left poisoned %zu, NaN row's "
+                         "blocks without d = NaN %zu", y_differ, q_differ, blocks, poisoned, nan_row_bad);
+            }
+            hk_buffer_destroy(xa);
+            if (ya != xa)
+                hk_buffer_destroy(ya);
+            hk_buffer_destroy(qa);
+            hk_buffer_destroy(xf);
+            if (yf && yf != xf)
+                hk_buffer_destroy(yf);
+            hk_buffer_destroy(qf);
+        }
+        hk_buffer_destroy(wb);
+        free(x);
+        free(w);
+        free(y1);
+        free(y2);
+        free(q1);
+        free(q2);
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int a = 1; a < argc; a++) {
@@ -277,6 +386,8 @@ int main(int argc, char **argv)
         test_stream_chain();
     if (selected(hk_case_find("gemv_f32_tokens")))
         test_gemv_tokens();
+    if (selected(hk_case_find("rmsnorm_q8_1")))
+        test_rmsnorm_q8_1();
 
     /* the portable twins, on contexts that may not use the accelerated paths: the cases whose arm
      * the feature picks, on their first shapes */

@@ -1,5 +1,6 @@
 /* cases_decode.c — table rows of the decode family: quantized matvec (f32 and Q8_1 x), MoE
- * expert gather, router, f32 GEMV (one token or several), RMSNorm, the Q8_1 quantizer. */
+ * expert gather, router, f32 GEMV (one token or several), RMSNorm (alone and fused with the Q8_1
+ * quantizer), the Q8_1 quantizer. */
 #include "cases.h"
 
 #include <math.h>
@@ -576,6 +577,53 @@ const hk_case hk_case_gemv_f32_tokens = {
     CASE_SHAPES(gemv_tokens_tests, gemv_tokens_quick, gemv_tokens_full),
 };
 
+/* ---- Q8_1 blocks (the quantizer's row and the fused RMSNorm's) against the reference quantizer of
+ * the k values x quantized: the GPU divides and rounds with its own precision, so a value within
+ * rounding of .5 may round the other way: each q may differ by one, rarely (at most one per block
+ * on average); d by one f16 step; s must be f16(d * sum(q)) of the GPU's own q (to one step); and
+ * every value must come back within half a quantization step (plus d's rounding). The result is
+ * the dequantized blocks' scale_rel against x, held to HK_GATE_INT8. ---- */
+static double q8_1_check(const float *x, const hk_block_q8_1 *got, uint32_t k, char *detail, size_t size)
+{
+    uint32_t blocks = k / 32;
+    hk_block_q8_1 *ref = hk_case_alloc(blocks * sizeof *ref);
+    float *deq = hk_case_alloc((size_t)k * sizeof(float));
+    if (!ref || !deq) {
+        free(ref);
+        free(deq);
+        snprintf(detail, size, "out of host memory");
+        return INFINITY;
+    }
+    hk_quant_row_q8_1(x, ref, k);
+    uint32_t d_bad = 0, q_far = 0, q_off = 0, s_bad = 0, err_bad = 0;
+    for (uint32_t b = 0; b < blocks; b++) {
+        int dd = (int)got[b].d - (int)ref[b].d;
+        d_bad += dd < -1 || dd > 1;
+        float d = hk_f16_to_f32(got[b].d), amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        float bound = 0.5f * (amax / 127.0f) * 1.001f + 127.0f * fabsf(d - amax / 127.0f) + 1e-7f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            int dq = got[b].qs[i] - ref[b].qs[i];
+            q_far += dq < -1 || dq > 1;
+            q_off += dq != 0;
+            sum += got[b].qs[i];
+            err_bad += fabsf(x[b * 32 + i] - d * got[b].qs[i]) > bound;
+        }
+        int ds = (int)got[b].s - (int)hk_f32_to_f16(d * (float)sum);
+        s_bad += ds < -1 || ds > 1;
+    }
+    hk_dequant_row_q8_1(got, deq, k);
+    double rel = hk_scale_rel(deq, x, k);
+    int ok = d_bad == 0 && q_far == 0 && q_off <= blocks && s_bad == 0 && err_bad == 0;
+    snprintf(detail, size, "dequantized scale_rel=%.3e; d off=%u, q off by >1=%u, by 1=%u, s off=%u, |x-dq| over bound=%u",
+             rel, d_bad, q_far, q_off, s_bad, err_bad);
+    free(ref);
+    free(deq);
+    return ok ? rel : INFINITY;
+}
+
 /* ---- RMSNorm: d = {rows, n}, variant 1 = in place (y is x) ---- */
 
 static hk_status prepare_rmsnorm(hk_case_run *run, uint64_t seed)
@@ -638,6 +686,100 @@ const hk_case hk_case_rmsnorm = {
     CASE_SHAPES(rmsnorm_tests, rmsnorm_quick, rmsnorm_full),
 };
 
+/* ---- RMSNorm fused with the Q8_1 quantizer: d = {rows, n}, variant RQ_* (where y goes) ---- */
+
+enum { RQ_Y, RQ_IN_PLACE, RQ_NO_Y };
+
+static hk_status prepare_rmsnorm_q8_1(hk_case_run *run, uint64_t seed)
+{
+    uint32_t rows = run->shape.d[0], n = run->shape.d[1];
+    size_t count = (size_t)rows * n;
+    int variant = run->shape.variant;
+    hk_rng rng = {seed};
+    float *x = hk_case_alloc(count * sizeof(float)), *w = hk_case_alloc(n * sizeof(float));
+    if (!x || !w) {
+        free(x);
+        free(w);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, x, count, -3.0f, 3.0f);
+    hk_rng_fill(&rng, w, n, 0.5f, 1.5f);
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = count;
+        if (!(run->ref = hk_case_alloc(count * sizeof(float)))) {
+            free(x);
+            free(w);
+            return HK_ERROR_OUT_OF_MEMORY;
+        }
+        hk_ref_rmsnorm(x, w, run->ref, rows, n, 1e-6f);
+    }
+    int xi = hk_case_tensor_add(run, "x", variant == RQ_IN_PLACE ? HK_CASE_INOUT : HK_CASE_IN, count * 4, 4,
+                                variant != RQ_IN_PLACE, x);
+    hk_case_tensor_add(run, "weight", HK_CASE_IN, (uint64_t)n * 4, 4, 0, w);
+    if (variant == RQ_IN_PLACE)
+        hk_case_tensor_alias(run, "y", xi);
+    else if (variant == RQ_Y)
+        hk_case_tensor_add(run, "y", HK_CASE_OUT, count * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, "yq", HK_CASE_OUT, count / 32 * 36, 4, 0, NULL);
+    run->bytes = 4.0 * count + 4.0 * n + (variant == RQ_NO_Y ? 0.0 : 4.0 * count) + 36.0 * count / 32;
+    static const char *const kinds[] = {"", " in-place", " no-y"};
+    snprintf(run->label, sizeof run->label, "%ux%u%s", rows, n, kinds[variant]);
+    return HK_OK;
+}
+
+static hk_status record_rmsnorm_q8_1(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    int no_y = run->shape.variant == RQ_NO_Y;
+    return hk_rmsnorm_q8_1(run->ctx, s, v[0], v[1], no_y ? (hk_view){NULL, 0} : v[2], v[no_y ? 2 : 3],
+                           run->shape.d[0], run->shape.d[1], 1e-6f);
+}
+
+/* y against hk_ref_rmsnorm at rmsnorm's gate; yq as the quantizer's row holds its blocks, against
+ * the reference quantizer of the values the kernel quantized: its own y where it wrote one, else the
+ * reference's (which differs from the kernel's by the sums' rounding, far inside the blocks' bounds).
+ * Bit-identity with hk_rmsnorm then hk_quantize_q8_1 is test_kernels' own check. */
+static double compare_rmsnorm_q8_1(const hk_case_run *run, char *detail, size_t size)
+{
+    size_t count = (size_t)run->shape.d[0] * run->shape.d[1];
+    int no_y = run->shape.variant == RQ_NO_Y;
+    const float *y = no_y ? NULL : run->t[2].got;
+    double y_rel = y ? hk_scale_rel(y, run->ref, count) : 0.0;
+    char q[240];
+    double q_rel = q8_1_check(y ? y : run->ref, run->t[no_y ? 2 : 3].got, (uint32_t)count, q, sizeof q);
+    if (y)
+        snprintf(detail, size, "y scale_rel=%.3e (gate %.0e); yq %s", y_rel, HK_GATE_F32, q);
+    else
+        snprintf(detail, size, "yq %s", q);
+    return y_rel < HK_GATE_F32 ? q_rel : INFINITY;
+}
+
+/* decode hidden sizes (2048, 4096, 5120: one token, the wide workgroup, whose 2048-value steps
+ * leave 5120 a tail), 768 and 32 over a few rows (the default workgroup, steps of 512), 2080 (one
+ * block past a step), a 512-token chunk, more rows than one dispatch dimension holds; y separate,
+ * in place and absent. The first ones are small (test_kernels --small). */
+static const hk_case_shape rmsnorm_q8_1_tests[] = {
+    {F32, {7, 32}, RQ_Y, 0},         {F32, {3, 768}, RQ_NO_Y, 0},     {F32, {2, 2080}, RQ_Y, 0},
+    {F32, {1, 5120}, RQ_IN_PLACE, 0}, {F32, {5, 160}, RQ_IN_PLACE, 0}, {F32, {3, 768}, RQ_Y, 0},
+    {F32, {1, 2048}, RQ_Y, 0},       {F32, {1, 2048}, RQ_NO_Y, 0},    {F32, {1, 4096}, RQ_Y, 0},
+    {F32, {1, 4096}, RQ_NO_Y, 0},    {F32, {1, 5120}, RQ_Y, 0},       {F32, {512, 4096}, RQ_Y, 0},
+    {F32, {512, 4096}, RQ_NO_Y, 0},  {F32, {70000, 32}, RQ_NO_Y, 0},
+};
+static const hk_case_shape rmsnorm_q8_1_quick[] = {
+    {F32, {1, 2048}, RQ_Y, 0}, {F32, {1, 4096}, RQ_NO_Y, 0}, {F32, {64, 4096}, RQ_Y, 0}};
+static const hk_case_shape rmsnorm_q8_1_full[] = {
+    {F32, {1, 2048}, RQ_Y, 0},   {F32, {1, 4096}, RQ_Y, 0},      {F32, {1, 4096}, RQ_NO_Y, 0},
+    {F32, {1, 5120}, RQ_NO_Y, 0}, {F32, {512, 4096}, RQ_Y, 0}, {F32, {512, 4096}, RQ_NO_Y, 0}};
+
+const hk_case hk_case_rmsnorm_q8_1 = {
+    .name = "rmsnorm_q8_1",
+    .gate = HK_GATE_INT8,
+    .prepare = prepare_rmsnorm_q8_1,
+    .record = record_rmsnorm_q8_1,
+    .compare = compare_rmsnorm_q8_1,
+    CASE_SHAPES(rmsnorm_q8_1_tests, rmsnorm_q8_1_quick, rmsnorm_q8_1_full),
+};
+
 /* ---- Q8_1 quantizer: d = {k} ---- */
 
 static hk_status prepare_quantize(hk_case_run *run, uint64_t seed)
@@ -671,52 +813,10 @@ static hk_status record_quantize(const hk_case_run *run, hk_stream *s, const hk_
     return hk_quantize_q8_1(run->ctx, s, v[0], v[1], run->shape.d[0]);
 }
 
-/* Against the reference quantizer: the GPU divides and rounds with its own precision, so a value
- * within rounding of .5 may round the other way: each q may differ by one, rarely (at most one
- * per block on average); d by one f16 step; s must be f16(d * sum(q)) of the GPU's own q (to one
- * step); and every value must come back within half a quantization step (plus d's rounding).
- * The result is the dequantized blocks' scale_rel against x, held to HK_GATE_INT8. */
+/* The blocks against the reference quantizer of x (q8_1_check). */
 static double compare_quantize(const hk_case_run *run, char *detail, size_t size)
 {
-    uint32_t k = run->shape.d[0], blocks = k / 32;
-    const float *x = run->ref;
-    const hk_block_q8_1 *got = run->t[1].got;
-    hk_block_q8_1 *ref = hk_case_alloc(blocks * sizeof *ref);
-    float *deq = hk_case_alloc((size_t)k * sizeof(float));
-    if (!ref || !deq) {
-        free(ref);
-        free(deq);
-        snprintf(detail, size, "out of host memory");
-        return INFINITY;
-    }
-    hk_quant_row_q8_1(x, ref, k);
-    uint32_t d_bad = 0, q_far = 0, q_off = 0, s_bad = 0, err_bad = 0;
-    for (uint32_t b = 0; b < blocks; b++) {
-        int dd = (int)got[b].d - (int)ref[b].d;
-        d_bad += dd < -1 || dd > 1;
-        float d = hk_f16_to_f32(got[b].d), amax = 0.0f;
-        for (int i = 0; i < 32; i++)
-            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
-        float bound = 0.5f * (amax / 127.0f) * 1.001f + 127.0f * fabsf(d - amax / 127.0f) + 1e-7f;
-        int sum = 0;
-        for (int i = 0; i < 32; i++) {
-            int dq = got[b].qs[i] - ref[b].qs[i];
-            q_far += dq < -1 || dq > 1;
-            q_off += dq != 0;
-            sum += got[b].qs[i];
-            err_bad += fabsf(x[b * 32 + i] - d * got[b].qs[i]) > bound;
-        }
-        int ds = (int)got[b].s - (int)hk_f32_to_f16(d * (float)sum);
-        s_bad += ds < -1 || ds > 1;
-    }
-    hk_dequant_row_q8_1(got, deq, k);
-    double rel = hk_scale_rel(deq, x, k);
-    int ok = d_bad == 0 && q_far == 0 && q_off <= blocks && s_bad == 0 && err_bad == 0;
-    snprintf(detail, size, "dequantized scale_rel=%.3e; d off=%u, q off by >1=%u, by 1=%u, s off=%u, |x-dq| over bound=%u",
-             rel, d_bad, q_far, q_off, s_bad, err_bad);
-    free(ref);
-    free(deq);
-    return ok ? rel : INFINITY;
+    return q8_1_check(run->ref, run->t[1].got, run->shape.d[0], detail, size);
 }
 
 static const hk_case_shape quantize_tests[] = {{F32, {32}, 0, 0}, {F32, {96}, 0, 0}, {F32, {2048}, 0, 0}, {F32, {6144}, 0, 0}};

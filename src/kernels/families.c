@@ -13,6 +13,7 @@ extern const hk__family hk__family_matvec, hk__family_matvec_int8, hk__family_ma
 extern const hk__family hk__family_add, hk__family_swiglu;
 extern const hk__family hk__family_argmax, hk__family_softmax;
 extern const hk__family hk__family_moe_combine, hk__family_get_rows;
+extern const hk__family hk__family_rmsnorm_q8_1;
 
 /* In the order hk_context_prepare builds them (hkernel.h lists the names). */
 const hk__family *const hk__families[] = {
@@ -20,6 +21,7 @@ const hk__family *const hk__families[] = {
     &hk__family_moe_matvec,    &hk__family_moe_matvec_int8, &hk__family_moe_route,
     &hk__family_moe_combine,   &hk__family_get_rows,
     &hk__family_gemv_f32,      &hk__family_rmsnorm,         &hk__family_quantize_q8_1,
+    &hk__family_rmsnorm_q8_1,
     &hk__family_copy,          &hk__family_sdpa,            &hk__family_rope,
     &hk__family_mmq,           &hk__family_moe_expert_rows, &hk__family_mmq_id,
     &hk__family_gemm_f16,

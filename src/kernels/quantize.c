@@ -1,7 +1,7 @@
 /* f32 -> Q8_1 activation quantizer (shaders/quantize.comp). */
 #include "family.h"
 
-#define QUANTIZE_WG 64u
+#define QUANTIZE_WG 64u /* 8 blocks: eight invocations each (shaders/q8_1.glsl) */
 
 hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view y, uint32_t k)
 {
@@ -20,7 +20,7 @@ hk_status hk_quantize_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk
     uint32_t wg = QUANTIZE_WG;
     hk_dispatch_desc d = {.shader = HK_SHADER_QUANTIZE_Q8_1, .spec = &wg, .spec_count = 1, .bindings = b,
                           .binding_count = 2, .params = &blocks, .params_bytes = sizeof blocks,
-                          .groups = (blocks + wg - 1) / wg};
+                          .groups = (blocks + wg / 8 - 1) / (wg / 8)};
     return hk__dispatch(context, stream, fn, &d);
 }
 

@@ -1,4 +1,4 @@
-/* RMSNorm over rows (shaders/rmsnorm.comp). */
+/* RMSNorm over rows (shaders/rmsnorm.comp), alone or fused with the Q8_1 quantizer of its output. */
 #include "family.h"
 
 #include <math.h>
@@ -8,18 +8,51 @@
 #define RMSNORM_WIDE_WG 512u
 #define RMSNORM_FEW_ROWS 64u
 
+/* The checks both entry points make on rows, n and eps. */
+static hk_status check_shape(const char *fn, uint32_t rows, uint32_t n, float eps)
+{
+    if (rows == 0 || n == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and n=%u must both be positive", rows, n);
+    if (!(eps > 0.0f) || !isfinite(eps))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "eps=%g must be positive and finite", (double)eps);
+    /* each invocation loops twice over n / wg values (wg >= 128; hk_rmsnorm_q8_1's second loop
+     * steps 4 * wg) and twice over wg / subgroup partial sums (wg <= 512): with n <= 2^20, at most
+     * 2 * 8193 + 2 * 129 iterations */
+    return hk__check_limit(fn, "n", n, HK_RMSNORM_MAX_N);
+}
+
+/* Records either variant. hk_rmsnorm_q8_1 is bit-identical to hk_rmsnorm then hk_quantize_q8_1
+ * because both sum a row's squares in one order: the same shader code, the same workgroup width,
+ * and the same subgroup size (pinned where the device may pick one per pipeline, since subgroupAdd
+ * adds in an order that depends on it). */
+static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn, int shader, hk_binding *b,
+                          uint32_t binding_count, uint32_t rows, uint32_t n, float eps, uint32_t write_y)
+{
+    /* a token or a few: one row per workgroup leaves most of the device idle, so a wider
+     * workgroup (where the device takes it) shortens the row's chain of loads */
+    const hk_caps *caps = &context->caps;
+    uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG && caps->max_workgroup_size >= RMSNORM_WIDE_WG
+                      ? RMSNORM_WIDE_WG
+                      : RMSNORM_WG;
+    uint32_t sg = caps->subgroup_size_control && caps->subgroup_size_min < caps->subgroup_size_max ? caps->subgroup_size
+                                                                                                   : 0;
+    struct {
+        uint32_t rows, n;
+        float eps;
+        uint32_t write_y; /* HK_Q8_1's only */
+    } params = {rows, n, eps, write_y};
+    hk_dispatch_desc d = {.shader = shader, .subgroup_size = sg, .spec = &wg, .spec_count = 1, .bindings = b,
+                          .binding_count = binding_count, .params = &params, .params_bytes = sizeof params,
+                          .groups = rows};
+    return hk__dispatch(context, stream, fn, &d);
+}
+
 hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y, uint32_t rows,
                      uint32_t n, float eps)
 {
     static const char fn[] = "hk_rmsnorm";
     static const char *const names[] = {"x", "weight", "y"};
-    if (rows == 0 || n == 0)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and n=%u must both be positive", rows, n);
-    if (!(eps > 0.0f) || !isfinite(eps))
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "eps=%g must be positive and finite", (double)eps);
-    /* each invocation loops twice over n / wg values (wg >= 128) and twice over wg / subgroup
-     * partial sums (wg <= 512): with n <= 2^20, at most 2 * 8193 + 2 * 129 iterations */
-    hk_status st = hk__check_limit(fn, "n", n, HK_RMSNORM_MAX_N);
+    hk_status st = check_shape(fn, rows, n, eps);
     if (st != HK_OK)
         return st;
     hk_binding b[3] = {
@@ -30,18 +63,34 @@ hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view 
     st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
-    /* a token or a few: one row per workgroup leaves most of the device idle, so a wider
-     * workgroup shortens the row's chain of loads */
-    uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG ? RMSNORM_WIDE_WG : RMSNORM_WG;
-    if (wg > context->caps.max_workgroup_size)
-        wg = context->caps.max_workgroup_size;
-    struct {
-        uint32_t rows, n;
-        float eps;
-    } params = {rows, n, eps};
-    hk_dispatch_desc d = {.shader = HK_SHADER_RMSNORM, .spec = &wg, .spec_count = 1, .bindings = b,
-                          .binding_count = 3, .params = &params, .params_bytes = sizeof params, .groups = rows};
-    return hk__dispatch(context, stream, fn, &d);
+    return dispatch(context, stream, fn, HK_SHADER_RMSNORM, b, 3, rows, n, eps, 1);
+}
+
+hk_status hk_rmsnorm_q8_1(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y, hk_view yq,
+                          uint32_t rows, uint32_t n, float eps)
+{
+    static const char fn[] = "hk_rmsnorm_q8_1";
+    static const char *const names[] = {"x", "weight", "y", "yq"};
+    hk_status st = check_shape(fn, rows, n, eps);
+    if (st != HK_OK)
+        return st;
+    if (n % 32)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n=%u is not a multiple of 32 (q8_1 block)", n);
+    int has_y;
+    st = hk__optional_view(fn, "y", y, &has_y);
+    if (st != HK_OK)
+        return st;
+    uint64_t values = (uint64_t)rows * n;
+    hk_binding b[4] = {
+        {x, values * 4, 4, 0, 0},
+        {weight, (uint64_t)n * 4, 4, 0, 0},
+        has_y ? (hk_binding){y, values * 4, 4, 1, 1} : (hk_binding){{x.buffer, x.offset}, 0, 1, 0, 0},
+        {yq, values / 32 * 36, 4, 1, 0},
+    };
+    st = hk__check_bindings(context, stream, fn, names, b, 4);
+    if (st != HK_OK)
+        return st;
+    return dispatch(context, stream, fn, HK_SHADER_RMSNORM_Q8_1, b, 4, rows, n, eps, has_y);
 }
 
 /* a wide workgroup for a few long rows, the default otherwise */
@@ -53,4 +102,14 @@ static hk_status prepare_rmsnorm(hk__prep *p)
     return HK_OK;
 }
 
+/* as hk_rmsnorm; with or without y is one pipeline */
+static hk_status prepare_rmsnorm_q8_1(hk__prep *p)
+{
+    hk_view x = hk__prep_view(p, 0), w = hk__prep_view(p, 1), y = hk__prep_view(p, 2), yq = hk__prep_view(p, 3);
+    HK_PREP_TRY(p, hk_rmsnorm_q8_1(p->ctx, p->s, x, w, y, yq, 1, 4096, 1e-6f));
+    HK_PREP_TRY(p, hk_rmsnorm_q8_1(p->ctx, p->s, x, w, y, yq, 64, 64, 1e-6f));
+    return HK_OK;
+}
+
 const hk__family hk__family_rmsnorm = {"hk_rmsnorm", prepare_rmsnorm, {NULL}};
+const hk__family hk__family_rmsnorm_q8_1 = {"hk_rmsnorm_q8_1", prepare_rmsnorm_q8_1, {NULL}};
