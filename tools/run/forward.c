@@ -284,6 +284,24 @@ static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t v
     return hk_quantize_q8_1(s->ctx, st, x, s->xq, (uint32_t)values);
 }
 
+/* xn = RMSNorm(x) for the weights about to read it: with xq = Q8_1(xn) in the same dispatch where
+ * any of them is quantized (and xn itself only where one is not) */
+static hk_status norm_for(run_state *s, hk_stream *st, hk_view x, const run_weight *norm, uint32_t rows, uint32_t n,
+                          const run_weight *a, const run_weight *b, const run_weight *c)
+{
+    const run_weight *w[3] = {a, b, c};
+    int int8 = 0, f32 = 0;
+    for (int i = 0; i < 3; i++)
+        if (w[i]) {
+            int8 |= !s->f32_activations && quantized(w[i]->type);
+            f32 |= s->f32_activations || !quantized(w[i]->type);
+        }
+    float eps = s->model->hp.eps;
+    if (!int8)
+        return hk_rmsnorm(s->ctx, st, x, norm->view, s->xn, rows, n, eps);
+    return hk_rmsnorm_q8_1(s->ctx, st, x, norm->view, f32 ? s->xn : (hk_view){NULL, 0}, s->xq, rows, n, eps);
+}
+
 static hk_status add_bias(run_state *s, hk_stream *st, hk_view y, const run_weight *bias, uint32_t m)
 {
     for (uint32_t t = 0; t < m; t++) {
@@ -301,8 +319,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     const run_hparams *hp = &s->model->hp;
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, q = hp->n_head * hp->head_dim;
-    LAYER_CALL(hk_rmsnorm(c, st, s->x, l->attn_norm.view, s->xn, m, e, hp->eps));
-    LAYER_CALL(quantize_for(s, st, s->xn, (uint64_t)m * e, &l->wq, &l->wk, &l->wv));
+    LAYER_CALL(norm_for(s, st, s->x, &l->attn_norm, m, e, &l->wq, &l->wk, &l->wv));
     LAYER_CALL(linear(s, st, &l->wq, s->xn, s->q, m));
     LAYER_CALL(linear(s, st, &l->wk, s->xn, s->k, m));
     LAYER_CALL(linear(s, st, &l->wv, s->xn, s->v, m));
@@ -340,8 +357,7 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_hparams *hp = &s->model->hp;
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff;
-    LAYER_CALL(hk_rmsnorm(c, st, s->x, l->ffn_norm.view, s->xn, m, e, hp->eps));
-    LAYER_CALL(quantize_for(s, st, s->xn, (uint64_t)m * e, &l->gate, &l->up, NULL));
+    LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
     LAYER_CALL(linear(s, st, &l->gate, s->xn, s->ff_a, m));
     LAYER_CALL(linear(s, st, &l->up, s->xn, s->ff_b, m));
     LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
@@ -357,8 +373,7 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_hparams *hp = &s->model->hp;
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff_exp, n_exp = hp->n_expert, top_k = hp->n_expert_used, slots = m * top_k;
-    LAYER_CALL(hk_rmsnorm(c, st, s->x, l->ffn_norm.view, s->xn, m, e, hp->eps));
-    LAYER_CALL(quantize_for(s, st, s->xn, (uint64_t)m * e, &l->gate_exps, &l->router, NULL));
+    LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate_exps, &l->router, NULL));
     LAYER_CALL(linear(s, st, &l->router, s->xn, s->router_logits, m));
     LAYER_CALL(hk_moe_route(c, st, s->router_logits, s->expert_ids, s->expert_weights, m, n_exp, top_k, 1));
     if (s->f32_activations) {
@@ -415,9 +430,8 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run
             return -1;
     }
     /* the head, for the last token only */
-    CALL(hk_rmsnorm(c, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), md->output_norm.view, s->xn, 1, hp->n_embd,
-                    hp->eps));
-    CALL(quantize_for(s, st, s->xn, hp->n_embd, &md->output, NULL, NULL));
+    CALL(norm_for(s, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), &md->output_norm, 1, hp->n_embd, &md->output,
+                  NULL, NULL));
     CALL(linear(s, st, &md->output, s->xn, s->logits, 1));
     if (tail == RUN_TAIL_PROBS) {
         CALL(hk_softmax(c, st, s->logits, s->logits, 1, hp->n_vocab, s->temperature));
