@@ -29,17 +29,8 @@ HK_PUSH_BEGIN
 HK_PUSH_END
 
 #ifndef HK_ADD
-T act(T x)
-{
-#ifdef HK_GLU_GELU
-    // 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)) with u = sqrt(2/pi) (x + 0.044715 x^3): the same
-    // value without the cancellation of 1 + tanh(u) where tanh(u) nears -1
-    T z = 1.5957691216057308 * (x + 0.044715 * x * x * x);
-#else
-    T z = x;
-#endif
-    return x / (1.0 + exp(-z));
-}
+#define HK_GLU_T T
+#include "glu.glsl"
 #endif
 
 void main()
@@ -58,6 +49,6 @@ void main()
 #else
     uint r = e / pc.n;
     uint src = r * pc.in_stride + (e - r * pc.n);
-    y[y0 + e] = act(a[a0 + src]) * b[b0 + src];
+    y[y0 + e] = hk_glu(a[a0 + src], b[b0 + src]);
 #endif
 }

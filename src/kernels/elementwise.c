@@ -1,5 +1,5 @@
 /* Elementwise kernels: the residual add and the gated activations (shaders/elementwise.comp). */
-#include "family.h"
+#include "elementwise.h"
 
 #include <math.h>
 
@@ -56,6 +56,14 @@ hk_status hk_add(hk_context *context, hk_stream *stream, hk_view a, hk_view b, h
     return add_any(context, stream, "hk_add", a, b, y, n, 1.0f);
 }
 
+hk_status hk__check_glu_mode(const char *fn, hk_glu_mode mode)
+{
+    if (mode != HK_GLU_SILU && mode != HK_GLU_GELU_TANH)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "mode=%d is not an hk_glu_mode (HK_GLU_SILU, HK_GLU_GELU_TANH)",
+                        (int)mode);
+    return HK_OK;
+}
+
 hk_status hk_swiglu(hk_context *context, hk_stream *stream, hk_view gate, hk_view up, hk_view y, uint32_t rows,
                     uint32_t n, uint32_t in_stride, hk_glu_mode mode)
 {
@@ -65,9 +73,9 @@ hk_status hk_swiglu(hk_context *context, hk_stream *stream, hk_view gate, hk_vie
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and n=%u must both be positive", rows, n);
     if (in_stride < n)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "in_stride=%u is less than n=%u", in_stride, n);
-    if (mode != HK_GLU_SILU && mode != HK_GLU_GELU_TANH)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "mode=%d is not an hk_glu_mode (HK_GLU_SILU, HK_GLU_GELU_TANH)",
-                        (int)mode);
+    hk_status st = hk__check_glu_mode(fn, mode);
+    if (st != HK_OK)
+        return st;
     /* counted in 64 bits, then held to 32 (the shader's indices) before the bytes are formed */
     uint64_t out = (uint64_t)rows * n, span = (uint64_t)(rows - 1) * in_stride + n;
     if (out > UINT32_MAX || span > UINT32_MAX)
@@ -79,7 +87,7 @@ hk_status hk_swiglu(hk_context *context, hk_stream *stream, hk_view gate, hk_vie
         {up, span * 4, 4, 0, 0},
         {y, out * 4, 4, 1, 1},
     };
-    hk_status st = hk__check_bindings(context, stream, fn, names, b, 3);
+    st = hk__check_bindings(context, stream, fn, names, b, 3);
     if (st != HK_OK)
         return st;
     int gelu = mode == HK_GLU_GELU_TANH;
