@@ -355,10 +355,11 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * (head size, GQA group, tile) may still build one for a shape outside that list: for exactly the
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
- * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_moe_matvec, hk_moe_matvec_int8,
- * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_rmsnorm_q8_1,
- * hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with
- * hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that is none of them is
+ * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
+ * hk_matvec_int8_glu, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_route, hk_moe_combine, hk_get_rows,
+ * hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk,
+ * hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu,
+ * hk_argmax, hk_softmax; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
  * pipelines also land in the pipeline cache, so the next process on this device builds them
@@ -650,6 +651,39 @@ HK_API hk_status hk_matvec_q6k(hk_context *context, hk_stream *stream, hk_view w
 HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                 hk_view y, uint32_t rows, uint32_t k);
 
+/* hk_matvec_int8 with the residual add fused into its epilogue (the decode's x += W_o . attn and
+ * x += W_down . h in one dispatch instead of two): y[r] = residual[r] + (deq(W) . deq(xq))[r],
+ * r < rows, residual and y f32 [rows]. Bit-identical to hk_matvec_int8 into a temporary t followed
+ * by hk_add(residual, t, y, rows): each row's sum is hk_matvec_int8's (its schedule: the
+ * autotuner's HK_TUNE_MATVEC_INT8 winner for (wtype, rows, k), the hooks or the defaults; every
+ * schedule gives the same bits), and the addition is one f32 addition, never fused into an fma,
+ * rounded as hk_add's. y may be exactly residual (in place); y must not otherwise overlap
+ * residual, w or xq. Types, alignment, limits and errors as hk_matvec_int8; residual's offset a
+ * multiple of 4. One token, dense: hk_matvec_int8_tokens and the MoE matvecs have no fused forms. */
+HK_API hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                                    hk_view residual, hk_view y, uint32_t rows, uint32_t k);
+
+/* The gated activations (hk_swiglu, hk_matvec_int8_glu). */
+typedef enum hk_glu_mode { HK_GLU_SILU = 0, HK_GLU_GELU_TANH = 1 } hk_glu_mode;
+
+/* The gate and up projections and their gated activation in one dispatch instead of three:
+ * y[r] = act((deq(W_gate) . deq(xq))[r]) * (deq(W_up) . deq(xq))[r], r < rows, act as hk_swiglu's
+ * mode (HK_GLU_SILU, HK_GLU_GELU_TANH). Bit-identical to hk_matvec_int8 of W_gate into g and of
+ * W_up into u followed by hk_swiglu(g, u, y, 1, rows, rows, mode): each row's two sums are
+ * hk_matvec_int8's, and the activation is hk_swiglu's code (one GLSL function, every operation
+ * uncontracted). Each subgroup computes its rows of both matrices, so that every x value it loads
+ * serves both. w_gate and w_up: two views of weights of the same type and shape [rows, k], each
+ * aligned as hk_matvec_int8 asks (they may overlap each other); xq k/32 Q8_1 blocks; y f32 [rows],
+ * overlapping no input. Schedule: hk_matvec_int8's for (wtype, rows, k) (the autotuner's
+ * HK_TUNE_MATVEC_INT8 winner, the hooks or the defaults), its rows per subgroup counting the rows
+ * of both matrices (nrows / 2 of each, one of each where nrows is 1: as many weight rows per
+ * subgroup as hk_matvec_int8 holds, two where it holds one); where that would loop past the
+ * iteration limit (see the limits), 1 item per step, then fewer rows; hk_schedule_last
+ * (HK_TUNE_MATVEC_INT8) reports it, nrows counting both matrices' rows. Types, limits and errors as
+ * hk_matvec_int8; a mode that is no hk_glu_mode is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                    hk_view w_up, hk_view xq, hk_view y, uint32_t rows, uint32_t k, hk_glu_mode mode);
+
 /* Int8 matvec of several tokens against one weight read (speculative decoding, small batches):
  * y[t, :] = deq(W) . deq(xq[t, :]) for t < tokens, xq `tokens` rows of k/32 Q8_1 blocks each
  * ([tokens, k/32], token after token), y f32 [tokens, rows] (y[t * rows + r]). Each token's
@@ -818,7 +852,6 @@ HK_API hk_status hk_add_scaled(hk_context *context, hk_stream *stream, hk_view a
  * correctly rounded f32 sum. */
 HK_API hk_status hk_add(hk_context *context, hk_stream *stream, hk_view a, hk_view b, hk_view y, uint32_t n);
 
-typedef enum hk_glu_mode { HK_GLU_SILU = 0, HK_GLU_GELU_TANH = 1 } hk_glu_mode;
 /* y[r, i] = act(gate[r, i]) * up[r, i], r < rows, i < n: silu(x) = x / (1 + e^-x) (SwiGLU) or GELU with the tanh
  * approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU). gate and up rows are in_stride floats
  * apart (n for two [rows, n] tensors; 2n for one fused [rows, 2n] tensor whose first half is gate: pass up as

@@ -25,6 +25,19 @@
 //                 groups (HK_XRESIDENT).
 //   HK_MOE        (with either of the two above) the MoE expert gather: W is [experts, n, k],
 //                 output slot s is W[ids[s]] . x_s, rows = slots * n.
+// Epilogues of the dense HK_INT8 kernel, applied where each row's sum is written (the sums are
+// the plain kernel's, so the outputs are bit-identical to the unfused calls):
+//   HK_MATVEC_ADD y[r] = residual[r] + sum (residual at binding 3, which may be y itself: each
+//                 output is read once, by the lane that then writes it), as hk_add rounds it.
+//   HK_GLU_SILU, HK_GLU_GELU  y[r] = act(W_gate[r] . x) * (W_up[r] . x), W_up at binding 3
+//                 (glu.glsl, hk_swiglu's formula): a row group's HK_NROWS slots are HK_NROWS / 2
+//                 rows of W_gate, then the same rows of W_up, so each x load serves both.
+#if defined(HK_GLU_SILU) || defined(HK_GLU_GELU)
+#define HK_MATVEC_GLU
+#endif
+#if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_GLU)) && (!defined(HK_INT8) || defined(HK_MOE))
+#error "the epilogues are the dense int8 kernel's"
+#endif
 #if defined(HK_INT8) || defined(HK_SUBGROUP_ROWS)
 #define HK_NO_WORKGROUP_SUM // no workgroup reduction: the int8 kernels' shared memory is hk_xs_q alone
 #endif
@@ -39,6 +52,15 @@ layout(binding = 1) readonly buffer XQ { uint xq[]; }; // HK_INT8: Q8_1 blocks o
 layout(binding = 2) writeonly buffer Y { float y[]; };
 #ifdef HK_MOE
 layout(binding = 3) readonly buffer Ids { uint ids[]; };
+#endif
+#ifdef HK_MATVEC_ADD
+layout(binding = 3) readonly buffer Residual { float residual[]; };
+#endif
+#ifdef HK_MATVEC_GLU
+layout(binding = 3) readonly buffer Up16 { uint16_t u16[]; };
+layout(binding = 3) readonly buffer Up32 { uint u32[]; };
+layout(binding = 3) readonly buffer Up128 { uvec4 u128[]; };
+#include "glu.glsl"
 #endif
 
 // Rows per subgroup (subgroup-rows layouts): specialization constant 1.
@@ -55,6 +77,13 @@ layout(constant_id = 3) const uint HK_XSTAGE_BLOCKS = 0;
 // constant 4.
 layout(constant_id = 4) const uint HK_NITEMS = 1;
 #define HK_NSLOTS (HK_NROWS * HK_NITEMS)
+// Output rows of a row group: HK_NROWS, or with the GLU epilogue half of them (each output row
+// takes a slot of W_gate and one of W_up).
+#ifdef HK_MATVEC_GLU
+#define HK_GROUP_ROWS (HK_NROWS / 2u)
+#else
+#define HK_GROUP_ROWS HK_NROWS
+#endif
 // HK_INT8, dense, HK_XSTAGE_BLOCKS > 0: 1 = x resident (every block of every token staged once,
 // then the row groups without a barrier), 0 = x staged per step. Specialization constant 6.
 layout(constant_id = 6) const uint HK_XRESIDENT = 0;
@@ -85,6 +114,39 @@ uint row_byte[HK_NROWS];
 
 #ifdef HK_INT8
 #include "dot.glsl"
+// The weights of slot r of a row group (the int8 hk_load's reads): binding 0, or with the GLU
+// epilogue W_up's binding for the second half of the slots. A branch, not a select: a select
+// would read both bindings, one of them past its view. r is an unrolled loop's index, so the
+// branch folds away once the specialization constants are known.
+#ifdef HK_MATVEC_GLU
+bool hk_up_slot(uint r) { return r >= HK_GROUP_ROWS; }
+#else
+bool hk_up_slot(uint r) { return false; }
+#endif
+uint hk_w16(uint r, uint i)
+{
+#ifdef HK_MATVEC_GLU
+    if (hk_up_slot(r))
+        return uint(u16[i]);
+#endif
+    return uint(w16[i]);
+}
+uint hk_w32(uint r, uint i)
+{
+#ifdef HK_MATVEC_GLU
+    if (hk_up_slot(r))
+        return u32[i];
+#endif
+    return w32[i];
+}
+uvec4 hk_w128(uint r, uint i)
+{
+#ifdef HK_MATVEC_GLU
+    if (hk_up_slot(r))
+        return u128[i];
+#endif
+    return w128[i];
+}
 // words from one token's Q8_1 blocks to the next (k / 32 blocks of 9 words)
 uint x_token;
 
@@ -171,8 +233,9 @@ uvec4 hk_x16(uint t, uint blk, uint h)
 
 #if defined(HK_SUBGROUP_ROWS) || defined(HK_INT8)
 // Clears the sums of the row group starting at row `first` and points row_byte at its rows (rows
-// past the end read the last row and are not written). row0: its first weight row (the MoE's
-// expert rows; first for the dense kernel).
+// past the end read the last row and are not written; GLU: slot r at W_gate's row first + r, slot
+// HK_GROUP_ROWS + r at W_up's). row0: its first weight row (the MoE's expert rows; first for the
+// dense kernel).
 void hk_rows_begin(uint first, uint row0, uint row_bytes)
 {
     for (uint r = 0; r < HK_NROWS; r++) {
@@ -184,6 +247,9 @@ void hk_rows_begin(uint first, uint row0, uint row_bytes)
 #endif
 #ifdef HK_MOE
         row_byte[r] = pc.view_offset[0] + (row0 + r) * row_bytes;
+#elif defined(HK_MATVEC_GLU)
+        bool up = hk_up_slot(r);
+        row_byte[r] = pc.view_offset[up ? 3 : 0] + min(first + (up ? r - HK_GROUP_ROWS : r), pc.rows - 1u) * row_bytes;
 #else
         row_byte[r] = pc.view_offset[0] + min(first + r, pc.rows - 1u) * row_bytes;
 #endif
@@ -194,12 +260,25 @@ void hk_rows_begin(uint first, uint row0, uint row_bytes)
 // y[t * rows + row]) if `write`.
 void hk_rows_end(uint first, bool write)
 {
-    for (uint r = 0; r < HK_NROWS; r++)
+    for (uint r = 0; r < HK_GROUP_ROWS; r++)
 #ifdef HK_INT8
         [[unroll]] for (uint t = 0; t < HK_NTOK; t++) {
             float sum = subgroupAdd(acc[r * HK_NTOK + t]);
-            if (write && subgroupElect() && first + r < pc.rows)
-                y[pc.view_offset[2] / 4u + t * pc.rows + first + r] = sum;
+#ifdef HK_MATVEC_GLU
+            float up = subgroupAdd(acc[(r + HK_GROUP_ROWS) * HK_NTOK + t]);
+#endif
+            uint at = t * pc.rows + first + r;
+            if (write && subgroupElect() && first + r < pc.rows) {
+#ifdef HK_MATVEC_ADD
+                // hk_add's sum a + 1 * b with a the residual: 1 * sum is sum, bit for bit
+                precise float s = residual[pc.view_offset[3] / 4u + at] + sum;
+                y[pc.view_offset[2] / 4u + at] = s;
+#elif defined(HK_MATVEC_GLU)
+                y[pc.view_offset[2] / 4u + at] = hk_glu(sum, up);
+#else
+                y[pc.view_offset[2] / 4u + at] = sum;
+#endif
+            }
         }
 #else
     {
@@ -277,7 +356,7 @@ void main()
     x_token = (pc.k / 32u) * 9u;
 #endif
     uint row_bytes = hk_row_u16(pc.k) * 2u, items = hk_items(pc.k);
-    uint row_groups = (pc.rows + HK_NROWS - 1u) / HK_NROWS;
+    uint row_groups = (pc.rows + HK_GROUP_ROWS - 1u) / HK_GROUP_ROWS;
     // a grid-stride loop over groups of rows: the host caps the workgroup count near what the
     // device holds at once, so subgroups live long rather than launching in many short waves
     uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
@@ -288,7 +367,7 @@ void main()
         // are uniform so that every invocation meets every barrier. A subgroup past the last group
         // repeats it, stages and waits with the others, and writes nothing.
         for (uint group0 = hk_group_id() * gl_NumSubgroups; group0 < row_groups; group0 += stride) {
-            uint group = group0 + gl_SubgroupID, first = min(group, row_groups - 1u) * HK_NROWS;
+            uint group = group0 + gl_SubgroupID, first = min(group, row_groups - 1u) * HK_GROUP_ROWS;
             hk_rows_begin(first, first, row_bytes);
             for (uint it0 = 0; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
                 // the weights' loads fly while the step is staged
@@ -321,7 +400,7 @@ void main()
     }
 #endif
     for (uint group = hk_group_id() * gl_NumSubgroups + gl_SubgroupID; group < row_groups; group += stride) {
-        uint first = group * HK_NROWS, row0 = first;
+        uint first = group * HK_GROUP_ROWS, row0 = first;
 #ifdef HK_MOE
         // the host keeps n a multiple of HK_NROWS, so a group's rows belong to one slot
         uint slot = first / pc.n;

@@ -157,13 +157,13 @@ void hk_load(uint it, uint c)
     uint sb = it >> 2, ch = it & 3u;
     [[unroll]] for (uint r = 0; r < HK_NROWS; r++) {
         uint i = c * HK_NROWS + r, b = row_byte[r] / 16u + sb * HK_KQ_W128, q = b + HK_KQ_QS / 16u + 2u * ch;
-        hk_head[i] = w128[b];
+        hk_head[i] = hk_w128(r, b);
 #ifdef HK_KQ_QH
-        hk_h0[i] = w128[b + 1u];
-        hk_h1[i] = w128[b + 2u];
+        hk_h0[i] = hk_w128(r, b + 1u);
+        hk_h1[i] = hk_w128(r, b + 2u);
 #endif
-        hk_q0[i] = w128[q];
-        hk_q1[i] = w128[q + 1u];
+        hk_q0[i] = hk_w128(r, q);
+        hk_q1[i] = hk_w128(r, q + 1u);
     }
 }
 

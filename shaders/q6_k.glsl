@@ -121,13 +121,13 @@ void hk_load(uint it, uint c)
         // every window starts a multiple of 8 bytes into the block: 2 bytes into a word with it
         uint wa = (b + 64u * n + 16u * q) >> 2, wb = wa + 8u, wh = (b + 128u + 32u * n + 16u * q) >> 2;
         uint ws = (b + 192u + 8u * n) >> 2;
-        hk_qla[i] = uvec4(w32[wa], w32[wa + 1u], w32[wa + 2u], w32[wa + 3u]);
-        hk_qlb[i] = uvec4(w32[wb], w32[wb + 1u], w32[wb + 2u], w32[wb + 3u]);
-        hk_qh[i] = uvec4(w32[wh], w32[wh + 1u], w32[wh + 2u], w32[wh + 3u]);
-        hk_sc[i] = uvec2(w32[ws], w32[ws + 1u]);
+        hk_qla[i] = uvec4(hk_w32(r, wa), hk_w32(r, wa + 1u), hk_w32(r, wa + 2u), hk_w32(r, wa + 3u));
+        hk_qlb[i] = uvec4(hk_w32(r, wb), hk_w32(r, wb + 1u), hk_w32(r, wb + 2u), hk_w32(r, wb + 3u));
+        hk_qh[i] = uvec4(hk_w32(r, wh), hk_w32(r, wh + 1u), hk_w32(r, wh + 2u), hk_w32(r, wh + 3u));
+        hk_sc[i] = uvec2(hk_w32(r, ws), hk_w32(r, ws + 1u));
         if ((b & 2u) != 0u)
-            hk_e[i] = uvec4(w32[wa + 4u], w32[wb + 4u], w32[wh + 4u], w32[ws + 2u]);
-        hk_dbits[i] = uint(w16[(b + 208u) >> 1]); // as hk_q6k_d
+            hk_e[i] = uvec4(hk_w32(r, wa + 4u), hk_w32(r, wb + 4u), hk_w32(r, wh + 4u), hk_w32(r, ws + 2u));
+        hk_dbits[i] = hk_w16(r, (b + 208u) >> 1); // as hk_q6k_d
     }
 }
 

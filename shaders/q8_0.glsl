@@ -21,8 +21,9 @@ uint hk_row_u16(uint k) { return (k / 32u) * HK_Q8_0_U16; }
 uint hk_items(uint k) { return k / 16u; }
 
 #ifdef HK_INT8
-// The two u16 at w16[i] as one word (the block is only 2-byte aligned)
-uint hk_q8_0_word(uint i) { return uint(w16[i]) | (uint(w16[i + 1u]) << 16); }
+// The two u16 at u16 index i of slot r's weights (hk_w16) as one word (the block is only 2-byte
+// aligned)
+uint hk_q8_0_word(uint r, uint i) { return hk_w16(r, i) | (hk_w16(r, i + 1u) << 16); }
 
 // The first Q8_1 block that item it reads
 uint hk_item_block(uint it) { return it >> 1; }
@@ -47,13 +48,14 @@ void hk_load(uint it, uint c)
         uint i = c * HK_NROWS + r, b = row_byte[r] + blk * 34u, at = b + 2u + 16u * h, w = at >> 2;
         if (HK_Q8_0_W16 != 0u) {
             uint q = at >> 1;
-            hk_wa[i] = uvec4(hk_q8_0_word(q), hk_q8_0_word(q + 2u), hk_q8_0_word(q + 4u), hk_q8_0_word(q + 6u));
+            hk_wa[i] = uvec4(hk_q8_0_word(r, q), hk_q8_0_word(r, q + 2u), hk_q8_0_word(r, q + 4u),
+                             hk_q8_0_word(r, q + 6u));
         } else {
-            hk_wa[i] = uvec4(w32[w], w32[w + 1u], w32[w + 2u], w32[w + 3u]);
+            hk_wa[i] = uvec4(hk_w32(r, w), hk_w32(r, w + 1u), hk_w32(r, w + 2u), hk_w32(r, w + 3u));
             if ((at & 2u) != 0u)
-                hk_we[i] = uint(w16[(at + 14u) >> 1]);
+                hk_we[i] = hk_w16(r, (at + 14u) >> 1);
         }
-        hk_wdb[i] = uint(w16[b >> 1]);
+        hk_wdb[i] = hk_w16(r, b >> 1);
     }
 }
 

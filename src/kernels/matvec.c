@@ -1,11 +1,15 @@
 /* Dense quantized matvec over GGUF weight rows (shaders/matvec.comp), with x in f32 (hk_matvec,
  * which also takes F16 rows) or as Q8_1 blocks (hk_matvec_int8; hk_matvec_int8_tokens: up to 16
  * tokens per weight read, the same shader with the token count a specialization constant, 1 for
- * hk_matvec_int8). Layouts of the work, picked per device and shape:
+ * hk_matvec_int8; hk_matvec_int8_add and hk_matvec_int8_glu: hk_matvec_int8 with an epilogue where
+ * each row's sum is written, a define of the same shader). Layouts of the work, picked per device
+ * and shape:
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
 #include "matvec.h"
+
+#include "elementwise.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,11 +145,18 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 #define DOT(p, t) HK_SHADER_##p##_##t##_INT8S
 #endif
 #define ROW_SHADERS(p, t) {HK_SHADER_##p##_##t##_ROWS, DOT(p, t), HK_SHADER_##p##_##t##_INT8S}
-#define MATVEC_SHADERS(t) 1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t
-/* hk_matvec only (f32 x): no int8 or MoE variants */
+#define EPI_SHADERS(p, e) {DOT(p, e), HK_SHADER_##p##_##e##_INT8S}
+#define MATVEC_SHADERS(t)                                                                                              \
+    1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t,                                     \
+        {EPI_SHADERS(MATVEC_##t, ADD), EPI_SHADERS(MATVEC_##t, GLU_SILU), EPI_SHADERS(MATVEC_##t, GLU_GELU)}
+/* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
-        HK_SHADER_MATVEC_##t
+        HK_SHADER_MATVEC_##t, {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}
+
+/* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
+ * mode), applied where each row's sum is written. */
+enum { EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU, EPI_COUNT };
 
 /* A weight type's shaders and what the schedules and the loop count need of it. */
 typedef struct matvec_type {
@@ -153,6 +164,7 @@ typedef struct matvec_type {
     int rows[2][3];         /* subgroup rows layout [moe][mode] (HK_NO_SHADER: that entry point refuses the type);
                              * rows per subgroup is specialization constant 1 */
     int portable;           /* the portable kernel (f32 x) */
+    int epi[EPI_COUNT - 1][2]; /* the dense int8 kernel with an epilogue [EPI_* - 1][packed dot, plain arithmetic] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -361,6 +373,30 @@ static hk_status int8_config(hk_context *context, const char *fn, hk_type wtype,
     }
     return hk__fail(HK_ERROR_UNSUPPORTED, fn, "no configuration loops under %u iterations (rows=%u, k=%u)",
                     MATVEC_LOOP_BUDGET, rows, k);
+}
+
+/* hk_matvec_int8_glu's schedule from hk_matvec_int8's for the same shape (nrows, items: the
+ * tuner's winner, the hooks or the defaults), rows per subgroup counting the slots of both
+ * matrices: a row group holds nrows slots, nrows / 2 rows of W_gate and the same rows of W_up, so
+ * that the subgroup holds as many weight rows (registers) as hk_matvec_int8's schedule does; at
+ * least 2 slots (one row of each). Where that loops past the budget (2 * rows weight rows), 1 item
+ * per step, then fewer slots: 2 slots and 1 item stay under it for every shape hk_matvec_int8's
+ * limits take (on 4-lane subgroups ceil(rows / 32768) * (9 + 10 * ceil(k / 64)) iterations for
+ * Q8_0, under 51000 where ceil(rows / 32768) * k <= 262144 and rows <= 2^24). */
+static void glu_config(const hk_context *context, hk_type wtype, uint32_t rows, uint32_t k, uint32_t *nrows,
+                       uint32_t *items)
+{
+    uint32_t slots = *nrows < 2 ? 2 : *nrows;
+    for (;;) {
+        int8_geom g = {context->caps.subgroup_size, MATVEC_SUBGROUPS, slots, 1, *items, one_groups(2 * rows, slots), 0};
+        if (int8_loop_count(2 * rows, k, wtype, &g) <= MATVEC_LOOP_BUDGET || (slots == 2 && *items == 1))
+            break;
+        if (*items > 1)
+            *items = 1;
+        else
+            slots /= 2;
+    }
+    *nrows = slots;
 }
 
 /* ---- several tokens ---- */
@@ -689,10 +725,22 @@ static hk_status check_shape(const char *fn, hk_type wtype, uint32_t rows, uint3
     return st;
 }
 
+/* An epilogue of the dense one-token int8 kernel: its kind (EPI_*) and its view, the residual
+ * (EPI_ADD) or W_up (the GLU). */
+typedef struct epilogue {
+    int kind;
+    hk_view view;
+} epilogue;
+
+/* The dense matvec (moe NULL; epi: hk_matvec_int8's epilogues, NULL for none) and the MoE expert
+ * gather. */
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
-                        hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe)
+                        hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe,
+                        const epilogue *epi)
 {
-    const char *const names[] = {"w", int8 ? "xq" : "x", "y", "ids"};
+    int add = epi && epi->kind == EPI_ADD, glu = epi && !add;
+    const char *const names[] = {glu ? "w_gate" : "w", int8 ? "xq" : "x", "y",
+                                 moe ? "ids" : add ? "residual" : "w_up"};
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
@@ -702,14 +750,22 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint64_t x_bytes = int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
     uint64_t w_rows = moe ? (uint64_t)moe->shape->n_experts * moe->shape->n : rows;
     uint32_t slots = moe ? moe->shape->slots : 0;
+    uint64_t w_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype) * w_rows;
     hk_binding b[4] = {
-        {w, (uint64_t)k / block * hk_type_block_bytes(wtype) * w_rows, w_align, 0, 0},
+        {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
         {y, (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
     };
-    uint32_t count = moe ? 4 : 3;
-    st = hk__check_bindings(context, stream, fn, names, b, count);
+    if (add)
+        b[3] = (hk_binding){epi->view, (uint64_t)rows * 4, 4, 0, 0};
+    else if (glu)
+        b[3] = (hk_binding){epi->view, w_bytes, w_align, 0, 0};
+    uint32_t count = moe || epi ? 4 : 3;
+    /* y may be exactly the residual and overlap nothing else: in place, the residual is checked as y
+     * is (the same view and bytes), so an overlap with w or xq is still refused */
+    int in_place = add && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
+    st = hk__check_bindings(context, stream, fn, names, b, in_place ? 3 : count);
     if (st != HK_OK)
         return st;
     uint32_t sg = context->caps.subgroup_size, wg;
@@ -766,15 +822,17 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             }
             if (st != HK_OK)
                 return st;
+            if (glu)
+                glu_config(context, wtype, rows, k, &nrows, &items);
             if (tuned && sched.plant)
                 params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
         }
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
             nrows /= 2;
         wg = sg * MATVEC_SUBGROUPS;
-        d.shader = mt->rows[moe != NULL][mode];
+        d.shader = epi ? mt->epi[epi->kind - 1][mode == MODE_INT8 ? 0 : 1] : mt->rows[moe != NULL][mode];
         d.subgroup_size = sg;
-        d.groups = one_groups(rows, nrows);
+        d.groups = one_groups(glu ? 2 * rows : rows, nrows); /* the GLU's groups: nrows / 2 rows of each matrix */
     } else {
         wg = MATVEC_WG;
         d.shader = mt->portable;
@@ -794,13 +852,31 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
 hk_status hk_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view y,
                     uint32_t rows, uint32_t k)
 {
-    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k, 1, NULL);
+    return matvec(context, stream, "hk_matvec", 0, wtype, w, x, y, rows, k, 1, NULL, NULL);
 }
 
 hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq, hk_view y,
                          uint32_t rows, uint32_t k)
 {
-    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k, 1, NULL);
+    return matvec(context, stream, "hk_matvec_int8", 1, wtype, w, xq, y, rows, k, 1, NULL, NULL);
+}
+
+hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                             hk_view residual, hk_view y, uint32_t rows, uint32_t k)
+{
+    const epilogue epi = {EPI_ADD, residual};
+    return matvec(context, stream, "hk_matvec_int8_add", 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
+}
+
+hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate, hk_view w_up,
+                             hk_view xq, hk_view y, uint32_t rows, uint32_t k, hk_glu_mode mode)
+{
+    static const char fn[] = "hk_matvec_int8_glu";
+    hk_status st = hk__check_glu_mode(fn, mode);
+    if (st != HK_OK)
+        return st;
+    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up};
+    return matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
 }
 
 hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
@@ -809,7 +885,7 @@ hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type 
     const char *fn = "hk_matvec_int8_tokens";
     if (tokens == 0 || tokens > HK_MATVEC_MAX_TOKENS)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "tokens=%u is not in 1..%u", tokens, HK_MATVEC_MAX_TOKENS);
-    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL);
+    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL, NULL);
 }
 
 /* what matvec() refuses for the int8 tokens kernels past hk_mmq's own checks (type, k a multiple of
@@ -830,7 +906,7 @@ int hk__matvec_tokens_takes(const hk_context *context, hk_type wtype, hk_view w,
 hk_status hk__matvec_tokens(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, hk_view w,
                             hk_view xq, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens)
 {
-    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL);
+    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, tokens, NULL, NULL);
 }
 
 hk_status hk_matvec_q8_0(hk_context *context, hk_stream *stream, hk_view w, hk_view x, hk_view y, uint32_t rows,
@@ -877,7 +953,7 @@ static hk_status moe_matvec(hk_context *context, hk_stream *stream, const char *
     if (st != HK_OK)
         return st;
     moe_args moe = {ids, shape};
-    return matvec(context, stream, fn, int8, wtype, w, x, y, shape->slots * shape->n, shape->k, 1, &moe);
+    return matvec(context, stream, fn, int8, wtype, w, x, y, shape->slots * shape->n, shape->k, 1, &moe, NULL);
 }
 
 hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view ids,
@@ -1009,10 +1085,28 @@ static const hk__tunable tune_moe_matvec_int8 = {HK_TUNE_MOE_MATVEC_INT8, "moe_m
 
 /* ---- hk_context_prepare ---- */
 
-/* hk_matvec and hk_matvec_int8: every type the entry point takes, the subgroup rows kernel at 1, 2
- * and 4 rows per subgroup (from MATVEC_SOME_ROWS and MATVEC_MANY_ROWS rows; at the least k whose
- * rows it takes), and for f32 x the portable kernel (x 4-byte aligned only) */
-static hk_status prepare_matvec_any(hk__prep *p, int int8)
+/* One call of the entry point that epi names (EPI_NONE: hk_matvec_int8, or hk_matvec for f32 x). */
+static hk_status prepare_call(hk__prep *p, int int8, int epi, hk_type type, uint32_t rows, uint32_t k)
+{
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2), v3 = hk__prep_view(p, 3);
+    switch (epi) {
+    case EPI_ADD:
+        return hk_matvec_int8_add(p->ctx, p->s, type, w, x, v3, y, rows, k);
+    case EPI_GLU_SILU:
+    case EPI_GLU_GELU:
+        return hk_matvec_int8_glu(p->ctx, p->s, type, w, v3, x, y, rows, k,
+                                  epi == EPI_GLU_GELU ? HK_GLU_GELU_TANH : HK_GLU_SILU);
+    default:
+        return int8 ? hk_matvec_int8(p->ctx, p->s, type, w, x, y, rows, k)
+                    : hk_matvec(p->ctx, p->s, type, w, x, y, rows, k);
+    }
+}
+
+/* hk_matvec, hk_matvec_int8 and its epilogues (epi: EPI_ADD; EPI_GLU_SILU for both GLU modes):
+ * every type the entry point takes, the subgroup rows kernel at 1, 2 and 4 rows per subgroup (from
+ * MATVEC_SOME_ROWS and MATVEC_MANY_ROWS rows; at the least k whose rows it takes; the GLU's slots
+ * follow the same rows: 2, 2, and 2 or 4), and for f32 x the portable kernel (x 4-byte aligned only) */
+static hk_status prepare_matvec_any(hk__prep *p, int int8, int epi)
 {
     static const uint32_t rows[] = {1, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS};
     hk_type types[HK_REF_TYPES];
@@ -1023,16 +1117,18 @@ static hk_status prepare_matvec_any(hk__prep *p, int int8)
         while (!rows_aligned(types[t], k))
             k += hk_type_block_values(types[t]);
         for (int r = 0; r < 3; r++)
-            HK_PREP_TRY(p, int8 ? hk_matvec_int8(p->ctx, p->s, types[t], w, x, y, rows[r], k)
-                                : hk_matvec(p->ctx, p->s, types[t], w, x, y, rows[r], k));
+            for (int e = epi; e <= (epi == EPI_GLU_SILU ? EPI_GLU_GELU : epi); e++)
+                HK_PREP_TRY(p, prepare_call(p, int8, e, types[t], rows[r], k));
         if (!int8)
             HK_PREP_TRY(p, hk_matvec(p->ctx, p->s, types[t], w, (hk_view){x.buffer, x.offset + 4}, y, 1, k));
     }
     return HK_OK;
 }
 
-static hk_status prepare_matvec(hk__prep *p) { return prepare_matvec_any(p, 0); }
-static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p, 1); }
+static hk_status prepare_matvec(hk__prep *p) { return prepare_matvec_any(p, 0, EPI_NONE); }
+static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_NONE); }
+static hk_status prepare_matvec_int8_add(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_ADD); }
+static hk_status prepare_matvec_int8_glu(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_GLU_SILU); }
 
 /* hk_matvec_int8_tokens: 2, 4, 8 and 16 tokens at the row classes of its rows per subgroup (1
  * below 4096 rows, 2, 4 from 8192 at up to 8 tokens), each at k of one block (x resident on any
@@ -1088,5 +1184,8 @@ static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1); }
 const hk__family hk__family_matvec = {"hk_matvec", prepare_matvec, {NULL}};
 const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8, {&tune_matvec_int8}};
 const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepare_tokens, {&tune_matvec_tokens}};
+/* the epilogues take hk_matvec_int8's schedules (its tuner family HK_TUNE_MATVEC_INT8) */
+const hk__family hk__family_matvec_int8_add = {"hk_matvec_int8_add", prepare_matvec_int8_add, {NULL}};
+const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_matvec_int8_glu, {NULL}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
