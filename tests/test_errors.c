@@ -614,6 +614,92 @@ static void test_rmsnorm_q8_1_args(void)
            HK_ERROR_INVALID_ARGUMENT, "output y overlaps x");
 }
 
+/* hk_matvec_int8_add and hk_matvec_int8_glu: every refusal, with its message, and nothing written.
+ * w holds 4 Q4_K rows of k = 256 (576 bytes; or 16 Q8_0 rows of k = 32), x 256 floats (Q8_1 blocks
+ * of k = 256 take its first 288 bytes), y 64 floats. */
+static void test_matvec_fused(void)
+{
+    hk_view wv = {w, 0}, xv = {x, 0}, yv = {y, 0}, res = {x, 512};
+    poison_y();
+    hk_check_status("valid matvec_int8_add", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, res, yv, rows, k),
+                    HK_OK, NULL);
+    hk_check_status("valid matvec_int8_add in place",
+                    hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, yv, yv, rows, k), HK_OK, NULL);
+    EXPECT("add null context", hk_matvec_int8_add(NULL, NULL, HK_TYPE_Q4_K, wv, xv, res, yv, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("add f16", hk_matvec_int8_add(ctx, NULL, HK_TYPE_F16, wv, xv, res, yv, rows, k), HK_ERROR_UNSUPPORTED,
+           "hk_matvec_int8_add: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k, q5_k)");
+    EXPECT("add rows zero", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, res, yv, 0, k),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add: rows is 0");
+    EXPECT("add k off the block", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, res, yv, rows, 100),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add: k=100 is not a positive multiple of 256 (q4_k block)");
+    EXPECT("add k past the limit",
+           hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, res, yv, rows, HK_MATVEC_MAX_K + 256),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add: k=98560 exceeds the limit");
+    EXPECT("add w misaligned", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, (hk_view){w, 2}, xv, res, yv, 1, k),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add: w.offset=2 is not a multiple of 16");
+    EXPECT("add xq too small", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){x, 768}, res, yv, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
+    EXPECT("add residual null", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, (hk_view){NULL, 0}, yv, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add: residual.buffer is NULL");
+    EXPECT("add residual misaligned", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, (hk_view){x, 514}, yv, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "residual.offset=514 is not a multiple of 4");
+    EXPECT("add residual too small", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, (hk_view){small, 0}, yv, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "residual needs 16 bytes at offset 0, past the end of its 8-byte buffer");
+    EXPECT("add y past the end", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, res, (hk_view){y, 248}, rows, k),
+           HK_ERROR_INVALID_ARGUMENT, "y needs 16 bytes at offset 248");
+    EXPECT("add y overlaps residual in part",
+           hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q4_K, wv, xv, (hk_view){y, 4}, yv, rows, k), HK_ERROR_INVALID_ARGUMENT,
+           "output y overlaps residual");
+    /* in place for the residual only: y exactly xq (9 rows and 36 bytes each at k = 32) is refused,
+     * and so is an in-place y that overlaps the weights */
+    EXPECT("add y exactly xq", hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q8_0, wv, yv, res, yv, 9, 32),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps xq");
+    EXPECT("add in place on the weights",
+           hk_matvec_int8_add(ctx, NULL, HK_TYPE_Q8_0, (hk_view){y, 64}, xv, (hk_view){y, 64}, (hk_view){y, 64}, 1, 32),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps w");
+
+    poison_y();
+    hk_check_status("valid matvec_int8_glu", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, wv, xv, yv, rows, k,
+                                                                HK_GLU_GELU_TANH), HK_OK, NULL);
+    EXPECT("glu mode", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, wv, xv, yv, rows, k, (hk_glu_mode)2),
+           HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_glu: mode=2 is not an hk_glu_mode (HK_GLU_SILU, HK_GLU_GELU_TANH)");
+    EXPECT("glu null context", hk_matvec_int8_glu(NULL, NULL, HK_TYPE_Q4_K, wv, wv, xv, yv, rows, k, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("glu f32", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_F32, wv, wv, xv, yv, rows, k, HK_GLU_SILU),
+           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_glu: wtype=f32 (0) is not a matvec weight type");
+    EXPECT("glu rows zero", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, wv, xv, yv, 0, k, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_glu: rows is 0");
+    EXPECT("glu k off the block", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q6_K, wv, wv, xv, yv, 1, 512 + 32, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "k=544 is not a positive multiple of 256 (q6_k block)");
+    EXPECT("glu rows past the limit",
+           hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, yv, HK_MATVEC_MAX_ROWS + 1, 32, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "rows=16777217 exceeds the limit");
+    EXPECT("glu rows and k past the limit",
+           hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, yv, 65537, 98304, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "ceil(rows/32768)*k=294912 exceeds the limit");
+    EXPECT("glu w_gate past the end", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, wv, xv, yv, 5, k, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "w_gate needs 720 bytes at offset 0, past the end of its 576-byte buffer");
+    EXPECT("glu w_up null", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){NULL, 0}, xv, yv, rows, k,
+                                               HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_glu: w_up.buffer is NULL");
+    EXPECT("glu w_up misaligned", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q5_K, wv, (hk_view){w, 8}, xv, yv, 1, k,
+                                                     HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "w_up.offset=8 is not a multiple of 16");
+    EXPECT("glu w_up past the end", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){w, 144}, xv, yv, rows, k,
+                                                       HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "w_up needs 576 bytes at offset 144, past the end of its 576-byte buffer");
+    EXPECT("glu xq too small", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q4_K, wv, wv, (hk_view){x, 768}, yv, rows, k,
+                                                  HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
+    EXPECT("glu y overlaps w_up", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q8_0, wv, yv, xv, (hk_view){y, 32}, 1, 32,
+                                                     HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps w_up");
+    EXPECT("glu y exactly xq", hk_matvec_int8_glu(ctx, NULL, HK_TYPE_Q8_0, wv, wv, yv, yv, 9, 32, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps xq");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -792,6 +878,7 @@ int main(int argc, char **argv)
     /* views are untyped: a view too small for the tensor is caught, f32 where Q8_1 belongs is not */
     EXPECT("int8 matvec x view too small for its q8_1 blocks", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){x, 768}, yv, rows, k),
            HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
+    test_matvec_fused();
 
     /* shape limits */
     test_gemv_limit();

@@ -4,6 +4,7 @@
  * them checked; the portable twins on contexts without the accelerated features; a chain of
  * dependent kernels in one stream; hk_gemv_f32_tokens bit for bit against hk_gemv_f32; and
  * hk_rmsnorm_q8_1 bit for bit against hk_rmsnorm then hk_quantize_q8_1. */
+#define _POSIX_C_SOURCE 200809L
 #include "cases.h"
 #include "hk_test.h"
 
@@ -357,6 +358,46 @@ static void test_rmsnorm_q8_1(void)
     }
 }
 
+/* The schedule hk_matvec_int8_glu served for rows x k of wtype (hk_schedule_last): nrows counts
+ * the rows of both matrices. */
+static void check_glu_schedule(hk_type wtype, uint32_t rows, uint32_t k, const char *want)
+{
+    uint64_t w_bytes = hk_ref_row_bytes((int)wtype, k) * rows;
+    hk_buffer *w = hk_test_buffer(ctx, 2 * w_bytes, NULL), *x = hk_test_buffer(ctx, (uint64_t)k / 32 * 36, NULL);
+    hk_test_out y = hk_test_out_create(ctx, rows);
+    char name[160], sched[160] = "";
+    snprintf(name, sizeof name, "matvec_int8_glu %s %ux%u serves %s", hk_type_name(wtype), rows, k, want);
+    hk_status st = hk_matvec_int8_glu(ctx, NULL, wtype, (hk_view){w, 0}, (hk_view){w, w_bytes}, (hk_view){x, 0},
+                                      hk_test_out_view(&y), rows, k, HK_GLU_SILU);
+    if (st == HK_OK)
+        st = hk_schedule_last(ctx, HK_TUNE_MATVEC_INT8, sched, sizeof sched);
+    hk_check(st == HK_OK && strstr(sched, want), name, "\"%s\"%s", sched, st == HK_OK ? "" : hk_last_error());
+    hk_test_out_destroy(&y);
+    hk_buffer_destroy(w);
+    hk_buffer_destroy(x);
+}
+
+/* The fused int8 matvecs under the one-token hooks: 4 items per step (W_up's slots among each
+ * item's loads) and Q8_0's 16-bit weight loads, still the unfused calls' bits (each row's compare)
+ * on the first shapes; and the GLU's schedule: hk_matvec_int8's rows per subgroup counting both
+ * matrices' rows, 2 where hk_matvec_int8 takes 1 (below 4096 rows), 4 where it takes 4 (Q6_K from
+ * 16384 rows), the hook's items. */
+static void test_fused_hooks(void)
+{
+    setenv("HK_MATVEC_INT8_ITEMS", "4", 1);
+    setenv("HK_MATVEC_Q8_0_LOAD_BITS", "16", 1);
+    run_case(hk_case_find("matvec_int8_add"), 12, 0, " (4 items, 16-bit loads)");
+    run_case(hk_case_find("matvec_int8_glu"), 12, 0, " (4 items, 16-bit loads)");
+    if (selected(hk_case_find("matvec_int8_glu")))
+        check_glu_schedule(HK_TYPE_Q8_0, 1, 64, "env nrows=2,items=4,load_bits=16");
+    unsetenv("HK_MATVEC_INT8_ITEMS");
+    unsetenv("HK_MATVEC_Q8_0_LOAD_BITS");
+    if (selected(hk_case_find("matvec_int8_glu"))) {
+        check_glu_schedule(HK_TYPE_Q4_K, 1, 256, "default nrows=2,items=1,load_bits=32");
+        check_glu_schedule(HK_TYPE_Q6_K, 16385, 256, "default nrows=4,items=1,load_bits=32");
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int a = 1; a < argc; a++) {
@@ -388,6 +429,7 @@ int main(int argc, char **argv)
         test_gemv_tokens();
     if (selected(hk_case_find("rmsnorm_q8_1")))
         test_rmsnorm_q8_1();
+    test_fused_hooks();
 
     /* the portable twins, on contexts that may not use the accelerated paths: the cases whose arm
      * the feature picks, on their first shapes */
@@ -395,9 +437,11 @@ int main(int argc, char **argv)
     static const struct {
         uint32_t feature;
         const char *label;
-        const char *cases[6];
+        const char *cases[8];
     } twins[] = {
-        {HK_FEATURE_INTEGER_DOT, " (scalar dot)", {"matvec_int8", "matvec_int8_tokens", "moe_matvec_int8", "mmq", "mmq_id"}},
+        {HK_FEATURE_INTEGER_DOT,
+         " (scalar dot)",
+         {"matvec_int8", "matvec_int8_tokens", "matvec_int8_add", "matvec_int8_glu", "moe_matvec_int8", "mmq", "mmq_id"}},
         {HK_FEATURE_SUBGROUP_SIZE_CONTROL, " (portable)", {"matvec"}},
         {HK_FEATURE_COOPMAT_KHR, " (no coopmat)", {"mmq", "mmq_id", "gemm_f16", "sdpa"}},
     };
@@ -416,7 +460,7 @@ int main(int argc, char **argv)
             continue;
         }
         printf("-- without feature 0x%x\n", twins[i].feature);
-        for (int c = 0; c < 6 && twins[i].cases[c]; c++) {
+        for (int c = 0; c < 8 && twins[i].cases[c]; c++) {
             /* --small: test_mmq's and test_tokens' GPU-assisted runs hold these twins already
              * (lavapipe builds each pipeline again per context, a minute or more instrumented) */
             const char *name = twins[i].cases[c];

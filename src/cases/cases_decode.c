@@ -184,6 +184,245 @@ const hk_case hk_case_matvec_int8 = {
     CASE_SHAPES(matvec_int8_tests, matvec_int8_quick, matvec_int8_full),
 };
 
+/* ---- the int8 matvec's fused epilogues: hk_matvec_int8_add, d = {rows, k}; hk_matvec_int8_glu,
+ * d = {rows, k, gelu}; variant bits FUSED_RAW (raw random blocks), FUSED_IN_PLACE (add: y is the
+ * residual). Each is held to the bits of the unfused calls it replaces, run on the device at
+ * prepare, and to the unfused references composed (hk_ref_matvec_q8_1, then hk_ref_add or
+ * hk_ref_glu). ---- */
+enum { FUSED_RAW = 1, FUSED_IN_PLACE = 2 };
+
+/* run->state: the unfused calls' outputs, and the scale of the reference's error. The matvec's
+ * error is relative to its own output scale, which the epilogue does not keep: added to the
+ * residual it is relative to the larger of the two operands' scales, and multiplied with the
+ * other sum, to the product of the two sums' scales (one output far out in the activation's tail
+ * has a tiny value but the product's absolute error). */
+typedef struct fused_state {
+    double scale;
+    float unfused[];
+} fused_state;
+
+/* max |v[i]| */
+static double max_abs(const float *v, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)v[i]));
+    return m;
+}
+
+/* Offsets of the unfused run's sections in one buffer: 256-byte aligned, as every view asks. */
+static uint64_t section(uint64_t *end, uint64_t bytes)
+{
+    uint64_t at = *end;
+    *end += (bytes + 255) / 256 * 256;
+    return at;
+}
+
+/* The calls the fused kernel replaces, on the device, into out[rows]: hk_matvec_int8 into t, then
+ * hk_add(residual, t) (w_up NULL), or hk_matvec_int8 of w and of w_up, then hk_swiglu of the two
+ * (in_stride rows). */
+static hk_status unfused(hk_context *ctx, hk_type type, const void *w, const void *w_up, const hk_block_q8_1 *xq,
+                         const float *residual, uint32_t rows, uint32_t k, hk_glu_mode mode, float *out)
+{
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows, x_bytes = (uint64_t)k / 32 * 36, y_bytes = 4ull * rows;
+    uint64_t end = 0, wo = section(&end, w_bytes), uo = section(&end, w_up ? w_bytes : 0), xo = section(&end, x_bytes);
+    uint64_t ro = section(&end, w_up ? 0 : y_bytes), go = section(&end, y_bytes), to = section(&end, y_bytes);
+    uint64_t yo = section(&end, y_bytes);
+    hk_buffer *b = NULL;
+    hk_status st = hk_buffer_create(ctx, end, &b);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, wo, w, w_bytes);
+    if (st == HK_OK && w_up)
+        st = hk_buffer_upload(b, uo, w_up, w_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, xo, xq, x_bytes);
+    if (st == HK_OK && !w_up)
+        st = hk_buffer_upload(b, ro, residual, y_bytes);
+    hk_view v_w = {b, wo}, v_x = {b, xo}, v_g = {b, go}, v_t = {b, to}, v_y = {b, yo};
+    if (st == HK_OK)
+        st = hk_matvec_int8(ctx, NULL, type, v_w, v_x, v_g, rows, k);
+    if (st == HK_OK && w_up)
+        st = hk_matvec_int8(ctx, NULL, type, (hk_view){b, uo}, v_x, v_t, rows, k);
+    if (st == HK_OK)
+        st = w_up ? hk_swiglu(ctx, NULL, v_g, v_t, v_y, 1, rows, rows, mode)
+                  : hk_add(ctx, NULL, (hk_view){b, ro}, v_g, v_y, rows);
+    if (st == HK_OK)
+        st = hk_buffer_download(b, yo, out, y_bytes);
+    hk_buffer_destroy(b);
+    return st;
+}
+
+static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
+{
+    hk_type type = run->shape.type;
+    uint32_t rows = run->shape.d[0], k = run->shape.d[1], gelu = glu && run->shape.d[2];
+    int raw = run->shape.variant & FUSED_RAW, in_place = !glu && (run->shape.variant & FUSED_IN_PLACE);
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
+    float *x = activations(&rng, k), *res = glu ? NULL : hk_case_alloc((size_t)rows * sizeof(float));
+    uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, raw);
+    uint8_t *w_up = glu ? hk_random_weights(&rng, (int)type, rows, k, raw) : NULL;
+    hk_block_q8_1 *xq = x ? quantized(x, k) : NULL;
+    free(x);
+    if (!w || !xq || (glu ? !w_up : !res)) {
+        free(res);
+        free(w);
+        free(w_up);
+        free(xq);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    if (res)
+        hk_rng_fill(&rng, res, rows, -2.0f, 2.0f);
+    hk_status st = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        /* the sums of W (W_gate) and of W_up, then the epilogue's reference */
+        float *sum = hk_case_alloc(2 * (size_t)rows * sizeof(float)), *sum_up = sum ? sum + rows : NULL;
+        fused_state *fs = hk_case_alloc(sizeof *fs + (size_t)rows * sizeof(float));
+        run->state = fs;
+        run->ref_count = rows;
+        run->ref = hk_case_alloc(rows * sizeof(float));
+        if (!sum || !fs || !run->ref) {
+            st = HK_ERROR_OUT_OF_MEMORY;
+        } else {
+            hk_ref_matvec_q8_1((int)type, w, xq, sum, rows, k);
+            if (glu) {
+                hk_ref_matvec_q8_1((int)type, w_up, xq, sum_up, rows, k);
+                hk_ref_glu(sum, sum_up, run->ref, 1, rows, rows, (int)gelu);
+                fs->scale = max_abs(sum, rows) * max_abs(sum_up, rows);
+            } else {
+                hk_ref_add(res, sum, run->ref, rows, 1.0f);
+                fs->scale = fmax(max_abs(sum, rows), max_abs(res, rows));
+            }
+            st = unfused(run->ctx, type, w, w_up, xq, res, rows, k, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU, fs->unfused);
+        }
+        free(sum);
+    }
+    hk_case_tensor_add(run, glu ? "w_gate" : "w", HK_CASE_IN, w_bytes, wide_align(type), 1, w);
+    if (glu)
+        hk_case_tensor_add(run, "w_up", HK_CASE_IN, w_bytes, wide_align(type), 1, w_up);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
+    if (glu) {
+        hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
+    } else {
+        int ri = hk_case_tensor_add(run, "residual", in_place ? HK_CASE_INOUT : HK_CASE_IN, (uint64_t)rows * 4, 4, 0,
+                                    res);
+        if (in_place)
+            hk_case_tensor_alias(run, "y", ri);
+        else
+            hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
+    }
+    /* the weights, x, and per row the residual (add) and the output */
+    run->bytes = (glu ? 2.0 : 1.0) * (double)w_bytes + 36.0 * k / 32 + (glu ? 4.0 : 8.0) * rows;
+    snprintf(run->label, sizeof run->label, "%s %ux%u%s%s%s", hk_type_name(type), rows, k,
+             glu ? (gelu ? " gelu" : " silu") : "", in_place ? " y=residual" : "", raw ? " raw" : "");
+    return st;
+}
+
+static hk_status prepare_matvec_add(hk_case_run *run, uint64_t seed) { return prepare_fused(run, seed, 0); }
+static hk_status prepare_matvec_glu(hk_case_run *run, uint64_t seed) { return prepare_fused(run, seed, 1); }
+
+static hk_status record_matvec_add(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_matvec_int8_add(run->ctx, s, run->shape.type, v[0], v[1], v[2], v[3], run->shape.d[0], run->shape.d[1]);
+}
+
+static hk_status record_matvec_glu(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    hk_glu_mode mode = run->shape.d[2] ? HK_GLU_GELU_TANH : HK_GLU_SILU;
+    return hk_matvec_int8_glu(run->ctx, s, run->shape.type, v[0], v[1], v[2], v[3], run->shape.d[0], run->shape.d[1],
+                              mode);
+}
+
+/* The unfused calls' bits, every output; then the composed reference, within the int8 matvec's
+ * gate of the operands' scale (fused_state). */
+static double compare_fused(const hk_case_run *run, char *detail, size_t size)
+{
+    const fused_state *fs = run->state;
+    const float *got = run->t[3].got, *want = fs->unfused;
+    size_t differ = 0, first = 0;
+    double err = 0.0;
+    for (size_t i = 0; i < run->ref_count; i++) {
+        if (memcmp(&got[i], &want[i], 4) && !differ++)
+            first = i;
+        err = isfinite(got[i]) ? fmax(err, fabs((double)got[i] - run->ref[i])) : INFINITY;
+    }
+    double rel = err / (fs->scale > 1e-30 ? fs->scale : 1e-30);
+    if (differ)
+        snprintf(detail, size, "%zu of %zu outputs differ from the unfused calls' bits, the first [%zu] %a (want %a); "
+                 "%.3e of the operands' scale", differ, run->ref_count, first, (double)got[first],
+                 (double)want[first], rel);
+    else
+        snprintf(detail, size, "the unfused calls' bits, %.3e of the operands' scale", rel);
+    return differ ? INFINITY : rel;
+}
+
+static int tune_fused(const hk_case_run *run)
+{
+    (void)run;
+    return HK_TUNE_MATVEC_INT8;
+}
+
+/* {type, {rows, k}, variant} of hk_matvec_int8_add: tails of rows (1, 5, 33: in a row group, and
+ * past the last of 2 or 4 rows) and of k (1 to 3 super-blocks), in place, raw blocks; 4 rows per
+ * subgroup (Q6_K from 16384 rows) and more row groups than workgroups; Qwen3's o-projection
+ * (2048 x 4096) */
+#define IP FUSED_IN_PLACE
+#define RAW FUSED_RAW
+static const hk_case_shape add_tests[] = {
+    {Q4, {1, 256}, 0, 0},      {Q5, {1, 512}, IP, 0},     {Q6, {1, 768}, RAW, 0},    {Q8, {1, 256}, IP | RAW, 0},
+    {Q4, {5, 512}, IP, 0},     {Q5, {5, 768}, RAW, 0},    {Q6, {5, 256}, IP, 0},     {Q8, {5, 768}, 0, 0},
+    {Q4, {33, 768}, RAW, 0},   {Q5, {33, 256}, 0, 0},     {Q6, {33, 512}, 0, 0},     {Q8, {33, 512}, RAW, 0},
+    {Q6, {16385, 256}, IP, 0}, {Q4, {40001, 256}, 0, 0},  {Q8, {40001, 32}, IP, 0},
+    {Q4, {2048, 4096}, IP, 0}, {Q5, {2048, 4096}, 0, 0},  {Q6, {2048, 4096}, IP, 0}, {Q8, {2048, 4096}, RAW, 0},
+};
+/* {type, {rows, k, gelu}, variant} of hk_matvec_int8_glu: the same tails in both modes; 2 slots of
+ * 1 row (below 4096 rows), of 2 (from 4096), 4 slots (Q6_K from 16384 rows: 2 rows of each
+ * matrix); Qwen3's gate and up (6144 x 2048) */
+static const hk_case_shape glu_tests[] = {
+    {Q4, {1, 256, 0}, 0, 0},      {Q5, {1, 512, 1}, 0, 0},      {Q6, {1, 768, 0}, RAW, 0},  {Q8, {1, 256, 1}, RAW, 0},
+    {Q4, {5, 512, 1}, 0, 0},      {Q5, {5, 768, 0}, RAW, 0},    {Q6, {5, 256, 1}, 0, 0},    {Q8, {5, 768, 0}, 0, 0},
+    {Q4, {33, 768, 0}, RAW, 0},   {Q5, {33, 256, 1}, 0, 0},     {Q6, {33, 512, 1}, 0, 0},   {Q8, {33, 512, 0}, RAW, 0},
+    {Q6, {16385, 256, 0}, 0, 0},  {Q4, {4097, 256, 1}, 0, 0},   {Q8, {40001, 32, 1}, 0, 0},
+    {Q4, {6144, 2048, 0}, 0, 0},  {Q5, {6144, 2048, 1}, 0, 0},  {Q6, {6144, 2048, 0}, 0, 0}, {Q8, {6144, 2048, 0}, RAW, 0},
+};
+#undef IP
+#undef RAW
+static const hk_case_shape add_quick[] = {{Q4, {2048, 4096}, FUSED_IN_PLACE, 0}, {Q8, {2048, 4096}, FUSED_IN_PLACE, 0}};
+static const hk_case_shape glu_quick[] = {{Q4, {6144, 2048, 0}, 0, 0}, {Q8, {6144, 2048, 0}, 0, 0}};
+/* hk-check/hk-bench on GPUs: Llama-3-8B's o-projection (4096 x 4096) and down projection (4096 x
+ * 14336) into the residual, its gate and up (14336 x 4096); Qwen3's (2048 x 4096, 2048 x 6144; 6144
+ * x 2048) */
+#define FUSED_ADD_FULL(t)                                                                                              \
+    {t, {4096, 4096}, FUSED_IN_PLACE, 0}, {t, {4096, 14336}, FUSED_IN_PLACE, 0}, {t, {2048, 4096}, FUSED_IN_PLACE, 0}, \
+        {t, {2048, 6144}, FUSED_IN_PLACE, 0}
+#define FUSED_GLU_FULL(t) {t, {14336, 4096, 0}, 0, 0}, {t, {6144, 2048, 0}, 0, 0}, {t, {14336, 4096, 1}, 0, 0}
+static const hk_case_shape add_full[] = {FUSED_ADD_FULL(Q4), FUSED_ADD_FULL(Q5), FUSED_ADD_FULL(Q6),
+                                         FUSED_ADD_FULL(Q8)};
+static const hk_case_shape glu_full[] = {FUSED_GLU_FULL(Q4), FUSED_GLU_FULL(Q5), FUSED_GLU_FULL(Q6),
+                                         FUSED_GLU_FULL(Q8)};
+
+const hk_case hk_case_matvec_int8_add = {
+    .name = "matvec_int8_add",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_matvec_add,
+    .record = record_matvec_add,
+    .compare = compare_fused,
+    .tune_family = tune_fused,
+    CASE_SHAPES(add_tests, add_quick, add_full),
+};
+
+const hk_case hk_case_matvec_int8_glu = {
+    .name = "matvec_int8_glu",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_matvec_glu,
+    .record = record_matvec_glu,
+    .compare = compare_fused,
+    .tune_family = tune_fused,
+    CASE_SHAPES(glu_tests, glu_quick, glu_full),
+};
+
 /* ---- few-token int8 matvec: d = {rows, k, tokens}, variant 1 = raw random blocks ---- */
 
 static hk_status prepare_tokens(hk_case_run *run, uint64_t seed)
