@@ -1205,6 +1205,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *  - HK_TUNE_MATVEC_INT8: hk_matvec_int8 (one token, dense). Shape class: weight type, rows, k.
  *    nrows 1,2,4 (rows per subgroup), items 1,2,4 (items per lane per step), load_bits 16,32
  *    (Q8_0 weight loads; 32 for the K-quants). Every schedule is bit-identical (hk_matvec_int8_tokens).
+ *    Its winners also schedule hk_matvec_int8_add and hk_matvec_int8_glu (the GLU's nrows counting
+ *    both matrices' rows: see its declaration).
  *  - HK_TUNE_MATVEC_TOKENS: hk_matvec_int8_tokens with 2..16 tokens. Shape class: weight type,
  *    rows, k, tokens ("q4_k:4096x4096x8"). subgroups 4,8,16,32 (per workgroup), nrows 1,2,4,
  *    items 1,2,4, resident 0,1 (x staged per step or once per workgroup; 1 runs as many tokens
