@@ -275,6 +275,22 @@ static hk_status linear(run_state *s, hk_stream *st, const run_weight *w, hk_vie
                   : hk_mmq(c, st, w->type, w->view, s->xq, y, m, w->rows, w->k);
 }
 
+/* whether a token's product with w runs on the int8 matvec, which has fused epilogues */
+static int fused(const run_state *s, const run_weight *w, uint32_t m)
+{
+    return m == 1 && !s->f32_activations && quantized(w->type);
+}
+
+/* x (the residual stream) += W . a: the int8 matvec's residual epilogue for a token (the same bits
+ * as the product and hk_add), else the product into tmp and hk_add */
+static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk_view a, uint32_t m)
+{
+    if (fused(s, w, m))
+        return hk_matvec_int8_add(s->ctx, st, w->type, w->view, s->xq, s->x, s->x, w->rows, w->k);
+    hk_status r = linear(s, st, w, a, s->tmp, m);
+    return r != HK_OK ? r : hk_add(s->ctx, st, s->x, s->tmp, s->x, m * w->rows);
+}
+
 /* xq = Q8_1(x) where any of the weights about to read x is quantized */
 static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t values, const run_weight *a,
                               const run_weight *b, const run_weight *c)
@@ -346,8 +362,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     hk_sdpa_desc sd = sdpa_desc(s, m);
     LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, io->count));
     LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
-    LAYER_CALL(linear(s, st, &l->wo, s->attn, s->tmp, m));
-    LAYER_CALL(hk_add(c, st, s->x, s->tmp, s->x, m * e));
+    LAYER_CALL(linear_add(s, st, &l->wo, s->attn, m));
     return 0;
 }
 
@@ -358,12 +373,15 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff;
     LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
-    LAYER_CALL(linear(s, st, &l->gate, s->xn, s->ff_a, m));
-    LAYER_CALL(linear(s, st, &l->up, s->xn, s->ff_b, m));
-    LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
+    if (fused(s, &l->gate, m) && l->up.type == l->gate.type)
+        LAYER_CALL(hk_matvec_int8_glu(c, st, l->gate.type, l->gate.view, l->up.view, s->xq, s->ff_a, f, e, HK_GLU_SILU));
+    else {
+        LAYER_CALL(linear(s, st, &l->gate, s->xn, s->ff_a, m));
+        LAYER_CALL(linear(s, st, &l->up, s->xn, s->ff_b, m));
+        LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
+    }
     LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
-    LAYER_CALL(linear(s, st, &l->down, s->ff_a, s->tmp, m));
-    LAYER_CALL(hk_add(c, st, s->x, s->tmp, s->x, m * e));
+    LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, m));
     return 0;
 }
 
