@@ -256,6 +256,10 @@ static int parse(options *o, int argc, char **argv)
         fprintf(stderr, "hk-run: give the prompt's ids with --tokens (or --bench)\n");
         return 2;
     }
+    if (o->bench && (o->logits_path || o->temperature > 0 || o->n_tokens)) {
+        fprintf(stderr, "hk-run: --bench draws its own tokens and decodes greedily: no --tokens, --logits or --temp\n");
+        return 2;
+    }
     if (o->have_prompt_len && !o->logits_path) {
         fprintf(stderr, "hk-run: --prompt-len goes with --logits\n");
         return 2;
