@@ -356,10 +356,10 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
- * hk_matvec_int8_glu, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_route, hk_moe_combine, hk_get_rows,
- * hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk,
- * hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu,
- * hk_argmax, hk_softmax; a name that is none of them is
+ * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_route, hk_moe_combine,
+ * hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy,
+ * hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled),
+ * hk_swiglu, hk_argmax, hk_softmax; a name that is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
  * pipelines also land in the pipeline cache, so the next process on this device builds them
@@ -683,6 +683,25 @@ typedef enum hk_glu_mode { HK_GLU_SILU = 0, HK_GLU_GELU_TANH = 1 } hk_glu_mode;
  * hk_matvec_int8; a mode that is no hk_glu_mode is HK_ERROR_INVALID_ARGUMENT. */
 HK_API hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
                                     hk_view w_up, hk_view xq, hk_view y, uint32_t rows, uint32_t k, hk_glu_mode mode);
+
+/* The most matrices of one hk_matvec_int8_multi call (Q, K and V). */
+#define HK_MATVEC_MULTI_MAX 3u
+
+/* Several matrices on one activation in one dispatch instead of n (the attention's Q, K and V
+ * projections): w[i] is rows[i] GGUF rows of k values of wtype, i < n (1..HK_MATVEC_MULTI_MAX), and
+ * y f32 [rows[0] + ... + rows[n-1]] receives their products concatenated: y[0 .. rows[0]) =
+ * deq(W0) . deq(xq), then rows[1] values of deq(W1) . deq(xq), then W2's (take views into y for
+ * each). Bit-identical to n hk_matvec_int8 calls, call i writing y + 4 * (rows[0] + ... + rows[i-1])
+ * bytes: each row's sum is hk_matvec_int8's (the same per-row sums in the same order; every schedule
+ * gives the same bits), and each subgroup's rows lie in one matrix (each matrix's rows padded to
+ * whole row groups). Schedule: hk_matvec_int8's for (wtype, rows[0] + ... + rows[n-1], k) (the
+ * autotuner's HK_TUNE_MATVEC_INT8 winner, the hooks or the defaults); where the padded rows would
+ * loop past the iteration limit, 1 item per step, then fewer rows per subgroup. The w views may
+ * overlap each other; each is aligned as hk_matvec_int8 asks; y overlaps no input. Types, alignment,
+ * limits (on each matrix and on the total rows) and errors as hk_matvec_int8; n out of range, w or
+ * rows NULL, or a rows[i] of 0 is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n,
+                                      const hk_view *w, const uint32_t *rows, hk_view xq, hk_view y, uint32_t k);
 
 /* Int8 matvec of several tokens against one weight read (speculative decoding, small batches):
  * y[t, :] = deq(W) . deq(xq[t, :]) for t < tokens, xq `tokens` rows of k/32 Q8_1 blocks each
@@ -1206,7 +1225,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *    nrows 1,2,4 (rows per subgroup), items 1,2,4 (items per lane per step), load_bits 16,32
  *    (Q8_0 weight loads; 32 for the K-quants). Every schedule is bit-identical (hk_matvec_int8_tokens).
  *    Its winners also schedule hk_matvec_int8_add and hk_matvec_int8_glu (the GLU's nrows counting
- *    both matrices' rows: see its declaration).
+ *    both matrices' rows: see its declaration), and hk_matvec_int8_multi (the winner for the total
+ *    rows of its matrices).
  *  - HK_TUNE_MATVEC_TOKENS: hk_matvec_int8_tokens with 2..16 tokens. Shape class: weight type,
  *    rows, k, tokens ("q4_k:4096x4096x8"). subgroups 4,8,16,32 (per workgroup), nrows 1,2,4,
  *    items 1,2,4, resident 0,1 (x staged per step or once per workgroup; 1 runs as many tokens

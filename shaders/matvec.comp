@@ -32,10 +32,15 @@
 //   HK_GLU_SILU, HK_GLU_GELU  y[r] = act(W_gate[r] . x) * (W_up[r] . x), W_up at binding 3
 //                 (glu.glsl, hk_swiglu's formula): a row group's HK_NROWS slots are HK_NROWS / 2
 //                 rows of W_gate, then the same rows of W_up, so each x load serves both.
+//   HK_MATVEC_MULTI  up to three matrices W0, W1, W2 (bindings 0, 3, 4; rows pc.rows, pc.rows1,
+//                 pc.rows2) into one y, concatenated: the row groups run over W0's rows, then W1's,
+//                 then W2's, each matrix's rows padded to whole groups, so that a group's rows lie
+//                 in one matrix and each row's sum is the plain kernel's.
 #if defined(HK_GLU_SILU) || defined(HK_GLU_GELU)
 #define HK_MATVEC_GLU
 #endif
-#if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_GLU)) && (!defined(HK_INT8) || defined(HK_MOE))
+#if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_GLU) || defined(HK_MATVEC_MULTI)) &&                                   \
+    (!defined(HK_INT8) || defined(HK_MOE))
 #error "the epilogues are the dense int8 kernel's"
 #endif
 #if defined(HK_INT8) || defined(HK_SUBGROUP_ROWS)
@@ -61,6 +66,14 @@ layout(binding = 3) readonly buffer Up16 { uint16_t u16[]; };
 layout(binding = 3) readonly buffer Up32 { uint u32[]; };
 layout(binding = 3) readonly buffer Up128 { uvec4 u128[]; };
 #include "glu.glsl"
+#endif
+#ifdef HK_MATVEC_MULTI
+layout(binding = 3) readonly buffer W1_16 { uint16_t m1_16[]; };
+layout(binding = 3) readonly buffer W1_32 { uint m1_32[]; };
+layout(binding = 3) readonly buffer W1_128 { uvec4 m1_128[]; };
+layout(binding = 4) readonly buffer W2_16 { uint16_t m2_16[]; };
+layout(binding = 4) readonly buffer W2_32 { uint m2_32[]; };
+layout(binding = 4) readonly buffer W2_128 { uvec4 m2_128[]; };
 #endif
 
 // Rows per subgroup (subgroup-rows layouts): specialization constant 1.
@@ -89,12 +102,50 @@ layout(constant_id = 4) const uint HK_NITEMS = 1;
 layout(constant_id = 6) const uint HK_XRESIDENT = 0;
 
 HK_PUSH_BEGIN
-    uint rows;      // HK_MOE: slots * n
+    uint rows;      // HK_MOE: slots * n; HK_MATVEC_MULTI: W0's
     uint k;
+#ifdef HK_MATVEC_MULTI
+    uint rows1;     // W1's rows (0: no W1)
+    uint rows2;     // W2's rows (0: no W2)
+#else
     uint n;         // HK_MOE: rows of one expert
     uint n_experts; // HK_MOE
+#endif
     uint x_stride;  // HK_MOE: words from one slot's x to the next (0: one x for every slot)
 HK_PUSH_END
+
+#ifdef HK_MATVEC_MULTI
+// The current row group's matrix (0, 1, 2), its rows, and the index in y of its row 0.
+uint mv_mat, mv_rows, mv_y;
+#define HK_OUT_ROWS mv_rows
+#define HK_OUT_Y0 mv_y
+#define HK_W_VIEW (mv_mat == 0u ? 0u : mv_mat + 2u)
+// The first row (in its matrix) of row group `group`, and the group's matrix: W0's
+// ceil(rows / HK_NROWS) groups first, then W1's, then W2's.
+uint hk_group_first(uint group)
+{
+    uint g0 = (pc.rows + HK_NROWS - 1u) / HK_NROWS, g1 = (pc.rows1 + HK_NROWS - 1u) / HK_NROWS;
+    mv_mat = 0u;
+    mv_rows = pc.rows;
+    mv_y = 0u;
+    if (group >= g0 + g1) {
+        mv_mat = 2u;
+        mv_rows = pc.rows2;
+        mv_y = pc.rows + pc.rows1;
+        group -= g0 + g1;
+    } else if (group >= g0) {
+        mv_mat = 1u;
+        mv_rows = pc.rows1;
+        mv_y = pc.rows;
+        group -= g0;
+    }
+    return group * HK_NROWS;
+}
+#else
+#define HK_OUT_ROWS pc.rows
+#define HK_OUT_Y0 0u
+#define HK_W_VIEW 0u
+#endif
 
 uint x_base;
 float hk_x(uint i) { return x[x_base + i]; }
@@ -115,9 +166,10 @@ uint row_byte[HK_NROWS];
 #ifdef HK_INT8
 #include "dot.glsl"
 // The weights of slot r of a row group (the int8 hk_load's reads): binding 0, or with the GLU
-// epilogue W_up's binding for the second half of the slots. A branch, not a select: a select
-// would read both bindings, one of them past its view. r is an unrolled loop's index, so the
-// branch folds away once the specialization constants are known.
+// epilogue W_up's binding for the second half of the slots, or with HK_MATVEC_MULTI the group's
+// matrix's binding. A branch, not a select: a select would read both bindings, one of them past
+// its view. r is an unrolled loop's index, so the GLU's branch folds away once the specialization
+// constants are known; the multi's is uniform over the subgroup.
 #ifdef HK_MATVEC_GLU
 bool hk_up_slot(uint r) { return r >= HK_GROUP_ROWS; }
 #else
@@ -128,6 +180,11 @@ uint hk_w16(uint r, uint i)
 #ifdef HK_MATVEC_GLU
     if (hk_up_slot(r))
         return uint(u16[i]);
+#elif defined(HK_MATVEC_MULTI)
+    if (mv_mat == 1u)
+        return uint(m1_16[i]);
+    if (mv_mat == 2u)
+        return uint(m2_16[i]);
 #endif
     return uint(w16[i]);
 }
@@ -136,6 +193,11 @@ uint hk_w32(uint r, uint i)
 #ifdef HK_MATVEC_GLU
     if (hk_up_slot(r))
         return u32[i];
+#elif defined(HK_MATVEC_MULTI)
+    if (mv_mat == 1u)
+        return m1_32[i];
+    if (mv_mat == 2u)
+        return m2_32[i];
 #endif
     return w32[i];
 }
@@ -144,6 +206,11 @@ uvec4 hk_w128(uint r, uint i)
 #ifdef HK_MATVEC_GLU
     if (hk_up_slot(r))
         return u128[i];
+#elif defined(HK_MATVEC_MULTI)
+    if (mv_mat == 1u)
+        return m1_128[i];
+    if (mv_mat == 2u)
+        return m2_128[i];
 #endif
     return w128[i];
 }
@@ -251,7 +318,7 @@ void hk_rows_begin(uint first, uint row0, uint row_bytes)
         bool up = hk_up_slot(r);
         row_byte[r] = pc.view_offset[up ? 3 : 0] + min(first + (up ? r - HK_GROUP_ROWS : r), pc.rows - 1u) * row_bytes;
 #else
-        row_byte[r] = pc.view_offset[0] + min(first + r, pc.rows - 1u) * row_bytes;
+        row_byte[r] = pc.view_offset[HK_W_VIEW] + min(first + r, HK_OUT_ROWS - 1u) * row_bytes;
 #endif
     }
 }
@@ -267,8 +334,8 @@ void hk_rows_end(uint first, bool write)
 #ifdef HK_MATVEC_GLU
             float up = subgroupAdd(acc[(r + HK_GROUP_ROWS) * HK_NTOK + t]);
 #endif
-            uint at = t * pc.rows + first + r;
-            if (write && subgroupElect() && first + r < pc.rows) {
+            uint at = t * pc.rows + HK_OUT_Y0 + first + r;
+            if (write && subgroupElect() && first + r < HK_OUT_ROWS) {
 #ifdef HK_MATVEC_ADD
                 // hk_add's sum a + 1 * b with a the residual: 1 * sum is sum, bit for bit
                 precise float s = residual[pc.view_offset[3] / 4u + at] + sum;
@@ -356,7 +423,12 @@ void main()
     x_token = (pc.k / 32u) * 9u;
 #endif
     uint row_bytes = hk_row_u16(pc.k) * 2u, items = hk_items(pc.k);
+#ifdef HK_MATVEC_MULTI
+    uint row_groups = (pc.rows + HK_NROWS - 1u) / HK_NROWS + (pc.rows1 + HK_NROWS - 1u) / HK_NROWS +
+                      (pc.rows2 + HK_NROWS - 1u) / HK_NROWS;
+#else
     uint row_groups = (pc.rows + HK_GROUP_ROWS - 1u) / HK_GROUP_ROWS;
+#endif
     // a grid-stride loop over groups of rows: the host caps the workgroup count near what the
     // device holds at once, so subgroups live long rather than launching in many short waves
     uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
@@ -367,7 +439,11 @@ void main()
         // are uniform so that every invocation meets every barrier. A subgroup past the last group
         // repeats it, stages and waits with the others, and writes nothing.
         for (uint group0 = hk_group_id() * gl_NumSubgroups; group0 < row_groups; group0 += stride) {
+#ifdef HK_MATVEC_MULTI
+            uint group = group0 + gl_SubgroupID, first = hk_group_first(min(group, row_groups - 1u));
+#else
             uint group = group0 + gl_SubgroupID, first = min(group, row_groups - 1u) * HK_GROUP_ROWS;
+#endif
             hk_rows_begin(first, first, row_bytes);
             for (uint it0 = 0; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
                 // the weights' loads fly while the step is staged
@@ -400,7 +476,11 @@ void main()
     }
 #endif
     for (uint group = hk_group_id() * gl_NumSubgroups + gl_SubgroupID; group < row_groups; group += stride) {
+#ifdef HK_MATVEC_MULTI
+        uint first = hk_group_first(group), row0 = first;
+#else
         uint first = group * HK_GROUP_ROWS, row0 = first;
+#endif
 #ifdef HK_MOE
         // the host keeps n a multiple of HK_NROWS, so a group's rows belong to one slot
         uint slot = first / pc.n;

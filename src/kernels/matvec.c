@@ -2,7 +2,8 @@
  * which also takes F16 rows) or as Q8_1 blocks (hk_matvec_int8; hk_matvec_int8_tokens: up to 16
  * tokens per weight read, the same shader with the token count a specialization constant, 1 for
  * hk_matvec_int8; hk_matvec_int8_add and hk_matvec_int8_glu: hk_matvec_int8 with an epilogue where
- * each row's sum is written, a define of the same shader). Layouts of the work, picked per device
+ * each row's sum is written, a define of the same shader; hk_matvec_int8_multi: up to three matrices
+ * on one x in one dispatch, another define). Layouts of the work, picked per device
  * and shape:
  *  - subgroup rows: each subgroup computes 1, 2 or 4 rows with wide loads and a subgroup-only
  *    reduction; needs full subgroups of a known size (subgroupSizeControl);
@@ -148,15 +149,20 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 #define EPI_SHADERS(p, e) {DOT(p, e), HK_SHADER_##p##_##e##_INT8S}
 #define MATVEC_SHADERS(t)                                                                                              \
     1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t,                                     \
-        {EPI_SHADERS(MATVEC_##t, ADD), EPI_SHADERS(MATVEC_##t, GLU_SILU), EPI_SHADERS(MATVEC_##t, GLU_GELU)}
+        {EPI_SHADERS(MATVEC_##t, ADD), EPI_SHADERS(MATVEC_##t, GLU_SILU), EPI_SHADERS(MATVEC_##t, GLU_GELU),        \
+         EPI_SHADERS(MATVEC_##t, MULTI)}
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
-        HK_SHADER_MATVEC_##t, {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}
+        HK_SHADER_MATVEC_##t,                                                                                          \
+    {                                                                                                                  \
+        {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER},                      \
+        {HK_NO_SHADER, HK_NO_SHADER}                                                                                   \
+    }
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
- * mode), applied where each row's sum is written. */
-enum { EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU, EPI_COUNT };
+ * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
+enum { EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU, EPI_MULTI, EPI_COUNT };
 
 /* A weight type's shaders and what the schedules and the loop count need of it. */
 typedef struct matvec_type {
@@ -397,6 +403,35 @@ static void glu_config(const hk_context *context, hk_type wtype, uint32_t rows, 
             slots /= 2;
     }
     *nrows = slots;
+}
+
+/* hk_matvec_int8_multi's rows as its row groups number them: each matrix's rows padded to whole
+ * groups of nrows, so that a group's rows lie in one matrix (shaders/matvec.comp,
+ * HK_MATVEC_MULTI). */
+static uint32_t multi_rows(const uint32_t *rows, uint32_t n, uint32_t nrows)
+{
+    uint32_t padded = 0;
+    for (uint32_t i = 0; i < n; i++)
+        padded += (rows[i] + nrows - 1) / nrows * nrows;
+    return padded;
+}
+
+/* hk_matvec_int8_multi's schedule from hk_matvec_int8's for (wtype, total rows, k): where the
+ * padded rows loop past the budget, 1 item per step, then fewer rows per subgroup. nrows 1 and 1
+ * item pad nothing, so int8_config's guarantee for the total holds there. */
+static void multi_config(const hk_context *context, hk_type wtype, const uint32_t *rows, uint32_t n, uint32_t k,
+                         uint32_t *nrows, uint32_t *items)
+{
+    for (;;) {
+        uint32_t padded = multi_rows(rows, n, *nrows);
+        int8_geom g = {context->caps.subgroup_size, MATVEC_SUBGROUPS, *nrows, 1, *items, one_groups(padded, *nrows), 0};
+        if (int8_loop_count(padded, k, wtype, &g) <= MATVEC_LOOP_BUDGET || (*nrows == 1 && *items == 1))
+            return;
+        if (*items > 1)
+            *items = 1;
+        else
+            *nrows /= 2;
+    }
 }
 
 /* ---- several tokens ---- */
@@ -726,10 +761,14 @@ static hk_status check_shape(const char *fn, hk_type wtype, uint32_t rows, uint3
 }
 
 /* An epilogue of the dense one-token int8 kernel: its kind (EPI_*) and its view, the residual
- * (EPI_ADD) or W_up (the GLU). */
+ * (EPI_ADD) or W_up (the GLU); EPI_MULTI: the n matrices (w[0] is matvec()'s w) and their rows
+ * (matvec()'s rows their sum), checked by hk_matvec_int8_multi. */
 typedef struct epilogue {
     int kind;
     hk_view view;
+    const hk_view *w;
+    const uint32_t *rows;
+    uint32_t n;
 } epilogue;
 
 /* The dense matvec (moe NULL; epi: hk_matvec_int8's epilogues, NULL for none) and the MoE expert
@@ -738,9 +777,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                         hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe,
                         const epilogue *epi)
 {
-    int add = epi && epi->kind == EPI_ADD, glu = epi && !add;
-    const char *const names[] = {glu ? "w_gate" : "w", int8 ? "xq" : "x", "y",
-                                 moe ? "ids" : add ? "residual" : "w_up"};
+    int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI, glu = epi && !add && !multi;
+    const char *const names[] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 ? "xq" : "x", "y",
+                                 moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up", "w[2]"};
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
@@ -750,24 +789,32 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint64_t x_bytes = int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
     uint64_t w_rows = moe ? (uint64_t)moe->shape->n_experts * moe->shape->n : rows;
     uint32_t slots = moe ? moe->shape->slots : 0;
-    uint64_t w_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype) * w_rows;
-    hk_binding b[4] = {
+    uint64_t row_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype), w_bytes = row_bytes * w_rows;
+    if (multi)
+        w_bytes = row_bytes * epi->rows[0];
+    hk_binding b[5] = {
         {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
         {y, (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
+        {{0}, 0, 0, 0, 0},
     };
     if (add)
         b[3] = (hk_binding){epi->view, (uint64_t)rows * 4, 4, 0, 0};
     else if (glu)
         b[3] = (hk_binding){epi->view, w_bytes, w_align, 0, 0};
-    uint32_t count = moe || epi ? 4 : 3;
+    for (uint32_t i = 1; multi && i < epi->n; i++)
+        b[2 + i] = (hk_binding){epi->w[i], row_bytes * epi->rows[i], w_align, 0, 0};
+    uint32_t count = multi ? 2 + epi->n : moe || epi ? 4 : 3;
     /* y may be exactly the residual and overlap nothing else: in place, the residual is checked as y
      * is (the same view and bytes), so an overlap with w or xq is still refused */
     int in_place = add && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
     st = hk__check_bindings(context, stream, fn, names, b, in_place ? 3 : count);
     if (st != HK_OK)
         return st;
+    /* the shader binds 5 views: the matrices a call does not have are never read, bound as W0 */
+    for (; multi && count < 5; count++)
+        b[count] = (hk_binding){w, 0, w_align, 0, 0};
     uint32_t sg = context->caps.subgroup_size, wg;
     int rows_layout = rows_layout_ok(context);
     if ((int8 || moe) && !rows_layout) /* no portable twin for these */
@@ -775,6 +822,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                         context->caps.device_name);
     int aligned = int8 || moe || (x.offset % 16 == 0 && w.offset % mt->rows_align == 0 && rows_aligned(wtype, k));
     uint32_t params[5] = {rows, k, 0, 0, 0};
+    if (multi) /* each matrix's rows; none for those the call does not have */
+        for (uint32_t i = 0; i < 3; i++)
+            params[i ? i + 1 : 0] = i < epi->n ? epi->rows[i] : 0;
     if (moe) {
         params[2] = moe->shape->n;
         params[3] = moe->shape->n_experts;
@@ -824,7 +874,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                 return st;
             if (glu)
                 glu_config(context, wtype, rows, k, &nrows, &items);
-            if (tuned && sched.plant)
+            if (multi)
+                multi_config(context, wtype, epi->rows, epi->n, k, &nrows, &items);
+            if (tuned && sched.plant && !multi)
                 params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
         }
         while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
@@ -832,7 +884,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         wg = sg * MATVEC_SUBGROUPS;
         d.shader = epi ? mt->epi[epi->kind - 1][mode == MODE_INT8 ? 0 : 1] : mt->rows[moe != NULL][mode];
         d.subgroup_size = sg;
-        d.groups = one_groups(glu ? 2 * rows : rows, nrows); /* the GLU's groups: nrows / 2 rows of each matrix */
+        /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded */
+        d.groups = one_groups(glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows, nrows);
     } else {
         wg = MATVEC_WG;
         d.shader = mt->portable;
@@ -864,7 +917,7 @@ hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, 
 hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                              hk_view residual, hk_view y, uint32_t rows, uint32_t k)
 {
-    const epilogue epi = {EPI_ADD, residual};
+    const epilogue epi = {EPI_ADD, residual, NULL, NULL, 0};
     return matvec(context, stream, "hk_matvec_int8_add", 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
 }
 
@@ -875,8 +928,32 @@ hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wty
     hk_status st = hk__check_glu_mode(fn, mode);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up};
+    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0};
     return matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
+}
+
+hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n, const hk_view *w,
+                               const uint32_t *rows, hk_view xq, hk_view y, uint32_t k)
+{
+    static const char fn[] = "hk_matvec_int8_multi";
+    if (n == 0 || n > HK_MATVEC_MULTI_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n=%u is not in 1..%u", n, HK_MATVEC_MULTI_MAX);
+    if (!w || !rows)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", !w ? "w" : "rows");
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (rows[i] == 0)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows[%u] is 0", i);
+        hk_status st = check_shape(fn, wtype, rows[i], k, 1, 1, 0);
+        if (st != HK_OK)
+            return st;
+        total += rows[i];
+    }
+    hk_status st = hk__check_limit(fn, "rows[0]+...+rows[n-1]", total, HK_MATVEC_MAX_ROWS);
+    if (st != HK_OK)
+        return st;
+    const epilogue epi = {EPI_MULTI, {0}, w, rows, n};
+    return matvec(context, stream, fn, 1, wtype, w[0], xq, y, (uint32_t)total, k, 1, NULL, &epi);
 }
 
 hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
@@ -1089,7 +1166,11 @@ static const hk__tunable tune_moe_matvec_int8 = {HK_TUNE_MOE_MATVEC_INT8, "moe_m
 static hk_status prepare_call(hk__prep *p, int int8, int epi, hk_type type, uint32_t rows, uint32_t k)
 {
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2), v3 = hk__prep_view(p, 3);
+    /* the multi's pipeline follows only the total rows' class: one matrix of them */
+    const hk_view ws[1] = {w};
     switch (epi) {
+    case EPI_MULTI:
+        return hk_matvec_int8_multi(p->ctx, p->s, type, 1, ws, &rows, x, y, k);
     case EPI_ADD:
         return hk_matvec_int8_add(p->ctx, p->s, type, w, x, v3, y, rows, k);
     case EPI_GLU_SILU:
@@ -1102,7 +1183,8 @@ static hk_status prepare_call(hk__prep *p, int int8, int epi, hk_type type, uint
     }
 }
 
-/* hk_matvec, hk_matvec_int8 and its epilogues (epi: EPI_ADD; EPI_GLU_SILU for both GLU modes):
+/* hk_matvec, hk_matvec_int8 and its epilogues (epi: EPI_ADD; EPI_GLU_SILU for both GLU modes;
+ * EPI_MULTI, its pipelines those of the total rows' classes):
  * every type the entry point takes, the subgroup rows kernel at 1, 2 and 4 rows per subgroup (from
  * MATVEC_SOME_ROWS and MATVEC_MANY_ROWS rows; at the least k whose rows it takes; the GLU's slots
  * follow the same rows: 2, 2, and 2 or 4), and for f32 x the portable kernel (x 4-byte aligned only) */
@@ -1129,6 +1211,7 @@ static hk_status prepare_matvec(hk__prep *p) { return prepare_matvec_any(p, 0, E
 static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_NONE); }
 static hk_status prepare_matvec_int8_add(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_ADD); }
 static hk_status prepare_matvec_int8_glu(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_GLU_SILU); }
+static hk_status prepare_matvec_int8_multi(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_MULTI); }
 
 /* hk_matvec_int8_tokens: 2, 4, 8 and 16 tokens at the row classes of its rows per subgroup (1
  * below 4096 rows, 2, 4 from 8192 at up to 8 tokens), each at k of one block (x resident on any
@@ -1184,8 +1267,9 @@ static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1); }
 const hk__family hk__family_matvec = {"hk_matvec", prepare_matvec, {NULL}};
 const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8, {&tune_matvec_int8}};
 const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepare_tokens, {&tune_matvec_tokens}};
-/* the epilogues take hk_matvec_int8's schedules (its tuner family HK_TUNE_MATVEC_INT8) */
+/* the epilogues and the multi take hk_matvec_int8's schedules (its tuner family HK_TUNE_MATVEC_INT8) */
 const hk__family hk__family_matvec_int8_add = {"hk_matvec_int8_add", prepare_matvec_int8_add, {NULL}};
 const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_matvec_int8_glu, {NULL}};
+const hk__family hk__family_matvec_int8_multi = {"hk_matvec_int8_multi", prepare_matvec_int8_multi, {NULL}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
