@@ -700,6 +700,75 @@ static void test_matvec_fused(void)
            HK_ERROR_INVALID_ARGUMENT, "output y overlaps xq");
 }
 
+/* hk_matvec_int8_multi: every refusal, with its message, and nothing written (w, x, y as for
+ * test_matvec_fused: 4 Q4_K rows of k = 256 in w, Q8_1 blocks in x, 64 floats of y). */
+static void test_matvec_multi(void)
+{
+    hk_view xv = {x, 0}, yv = {y, 0};
+    const hk_view ws[3] = {{w, 0}, {w, 144}, {w, 288}};
+    const uint32_t r121[3] = {1, 2, 1};
+#define MULTI(...) hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q4_K, __VA_ARGS__)
+    poison_y();
+    hk_check_status("valid matvec_int8_multi", MULTI(3, ws, r121, xv, yv, k), HK_OK, NULL);
+    hk_check_status("valid matvec_int8_multi of 1", MULTI(1, ws, &rows, xv, yv, k), HK_OK, NULL);
+    EXPECT("multi null context", hk_matvec_int8_multi(NULL, NULL, HK_TYPE_Q4_K, 3, ws, r121, xv, yv, k),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("multi n zero", MULTI(0, ws, r121, xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: n=0 is not in 1..3");
+    EXPECT("multi n four", MULTI(4, ws, r121, xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: n=4 is not in 1..3");
+    EXPECT("multi w null", MULTI(3, NULL, r121, xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: w is NULL");
+    EXPECT("multi rows null", MULTI(3, ws, NULL, xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: rows is NULL");
+    EXPECT("multi rows[1] zero", MULTI(3, ws, ((const uint32_t[]){1, 0, 1}), xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: rows[1] is 0");
+    EXPECT("multi f16", hk_matvec_int8_multi(ctx, NULL, HK_TYPE_F16, 3, ws, r121, xv, yv, k), HK_ERROR_UNSUPPORTED,
+           "hk_matvec_int8_multi: wtype=f16 (5) is not a matvec weight type");
+    EXPECT("multi k off the block", MULTI(3, ws, r121, xv, yv, 100), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: k=100 is not a positive multiple of 256 (q4_k block)");
+    EXPECT("multi rows[2] past the limit",
+           MULTI(3, ws, ((const uint32_t[]){1, 1, HK_MATVEC_MAX_ROWS + 1}), xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: rows=16777217 exceeds the limit");
+    /* each matrix within the limits, their total not */
+    EXPECT("multi total rows past the limit",
+           hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q8_0, 3, ws, ((const uint32_t[]){1u << 23, 1u << 23, 1}), xv, yv,
+                                32),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: rows[0]+...+rows[n-1]=16777217 exceeds the limit");
+    EXPECT("multi total rows and k past the limit",
+           hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q8_0, 3, ws, ((const uint32_t[]){32768, 32768, 1}), xv, yv, 98304),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: ceil(rows/32768)*k=294912 exceeds the limit");
+    EXPECT("multi w[0] past the end", MULTI(3, ws, ((const uint32_t[]){5, 1, 1}), xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: w[0] needs 720 bytes at offset 0, past the end of its 576-byte buffer");
+    EXPECT("multi w[1] past the end", MULTI(2, ws, ((const uint32_t[]){1, 4}), xv, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: w[1] needs 576 bytes at offset 144, past the end of its 576-byte buffer");
+    EXPECT("multi w[1] null", MULTI(3, ((const hk_view[]){{w, 0}, {NULL, 0}, {w, 0}}), r121, xv, yv, k),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: w[1].buffer is NULL");
+    EXPECT("multi w[2] misaligned",
+           hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q5_K, 3, ((const hk_view[]){{w, 0}, {w, 0}, {w, 8}}),
+                                ((const uint32_t[]){1, 1, 1}), xv, yv, k),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: w[2].offset=8 is not a multiple of 16");
+    EXPECT("multi xq too small", MULTI(3, ws, r121, (hk_view){x, 768}, yv, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: xq needs 288 bytes at offset 768");
+    EXPECT("multi y past the end", MULTI(3, ws, r121, xv, (hk_view){y, 248}, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: y needs 16 bytes at offset 248");
+    EXPECT("multi y misaligned", MULTI(3, ws, r121, xv, (hk_view){y, 2}, k), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_multi: y.offset=2 is not a multiple of 4");
+    /* Q8_0 rows of k = 32 are 34 bytes: w[2] over y's 12 bytes, y inside w[0]'s row, y exactly xq */
+    EXPECT("multi y overlaps w[2]",
+           hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q8_0, 3, ((const hk_view[]){{w, 0}, {w, 0}, {y, 4}}),
+                                ((const uint32_t[]){1, 1, 1}), xv, yv, 32),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: output y overlaps w[2]");
+    EXPECT("multi y overlaps w[0]",
+           hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q8_0, 1, ((const hk_view[]){{y, 32}}), ((const uint32_t[]){1}), xv,
+                                (hk_view){y, 36}, 32),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: output y overlaps w[0]");
+    EXPECT("multi y exactly xq",
+           hk_matvec_int8_multi(ctx, NULL, HK_TYPE_Q8_0, 2, ws, ((const uint32_t[]){4, 5}), yv, yv, 32),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_multi: output y overlaps xq");
+#undef MULTI
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -879,6 +948,7 @@ int main(int argc, char **argv)
     EXPECT("int8 matvec x view too small for its q8_1 blocks", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){x, 768}, yv, rows, k),
            HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
     test_matvec_fused();
+    test_matvec_multi();
 
     /* shape limits */
     test_gemv_limit();

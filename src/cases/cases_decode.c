@@ -198,6 +198,7 @@ enum { FUSED_RAW = 1, FUSED_IN_PLACE = 2 };
  * has a tiny value but the product's absolute error). */
 typedef struct fused_state {
     double scale;
+    int out; /* the output's tensor */
     float unfused[];
 } fused_state;
 
@@ -293,6 +294,7 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
                 hk_ref_add(res, sum, run->ref, rows, 1.0f);
                 fs->scale = fmax(max_abs(sum, rows), max_abs(res, rows));
             }
+            fs->out = 3;
             st = unfused(run->ctx, type, w, w_up, xq, res, rows, k, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU, fs->unfused);
         }
         free(sum);
@@ -340,7 +342,7 @@ static hk_status record_matvec_glu(const hk_case_run *run, hk_stream *s, const h
 static double compare_fused(const hk_case_run *run, char *detail, size_t size)
 {
     const fused_state *fs = run->state;
-    const float *got = run->t[3].got, *want = fs->unfused;
+    const float *got = run->t[fs->out].got, *want = fs->unfused;
     size_t differ = 0, first = 0;
     double err = 0.0;
     for (size_t i = 0; i < run->ref_count; i++) {
@@ -421,6 +423,128 @@ const hk_case hk_case_matvec_int8_glu = {
     .compare = compare_fused,
     .tune_family = tune_fused,
     CASE_SHAPES(glu_tests, glu_quick, glu_full),
+};
+
+/* ---- several matrices on one x (hk_matvec_int8_multi): d = {rows[0], rows[1], rows[2], k}, n the
+ * leading rows that are not 0; variant FUSED_RAW. Held to the bits of n hk_matvec_int8 calls into
+ * y at the concatenation's offsets, run on the device at prepare, and to hk_ref_matvec_q8_1 of each
+ * matrix. ---- */
+
+/* the number of matrices of a multi row */
+static uint32_t multi_n(const hk_case_shape *shape) { return !shape->d[1] ? 1 : !shape->d[2] ? 2 : 3; }
+
+/* The n hk_matvec_int8 calls hk_matvec_int8_multi replaces, on the device, into out[sum of rows]. */
+static hk_status unfused_multi(hk_context *ctx, hk_type type, uint8_t *const *w, const uint32_t *rows, uint32_t n,
+                               const hk_block_q8_1 *xq, uint32_t k, uint32_t total, float *out)
+{
+    uint64_t row_bytes = hk_ref_row_bytes((int)type, k), x_bytes = (uint64_t)k / 32 * 36, end = 0, wo[3];
+    for (uint32_t i = 0; i < n; i++)
+        wo[i] = section(&end, row_bytes * rows[i]);
+    uint64_t xo = section(&end, x_bytes), yo = section(&end, 4ull * total);
+    hk_buffer *b = NULL;
+    hk_status st = hk_buffer_create(ctx, end, &b);
+    for (uint32_t i = 0; i < n && st == HK_OK; i++)
+        st = hk_buffer_upload(b, wo[i], w[i], row_bytes * rows[i]);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, xo, xq, x_bytes);
+    for (uint32_t i = 0, at = 0; i < n && st == HK_OK; at += rows[i++])
+        st = hk_matvec_int8(ctx, NULL, type, (hk_view){b, wo[i]}, (hk_view){b, xo}, (hk_view){b, yo + 4ull * at},
+                            rows[i], k);
+    if (st == HK_OK)
+        st = hk_buffer_download(b, yo, out, 4ull * total);
+    hk_buffer_destroy(b);
+    return st;
+}
+
+static hk_status prepare_matvec_multi(hk_case_run *run, uint64_t seed)
+{
+    static const char *const names[] = {"w0", "w1", "w2"};
+    hk_type type = run->shape.type;
+    uint32_t n = multi_n(&run->shape), k = run->shape.d[3], total = 0;
+    const uint32_t *rows = run->shape.d;
+    int raw = run->shape.variant & FUSED_RAW;
+    hk_rng rng = {seed};
+    float *x = activations(&rng, k);
+    uint8_t *w[3] = {NULL, NULL, NULL};
+    int ok = x != NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        w[i] = hk_random_weights(&rng, (int)type, rows[i], k, raw);
+        ok = ok && w[i];
+        total += rows[i];
+    }
+    hk_block_q8_1 *xq = x ? quantized(x, k) : NULL;
+    free(x);
+    if (!ok || !xq) {
+        for (uint32_t i = 0; i < n; i++)
+            free(w[i]);
+        free(xq);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_status st = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        fused_state *fs = hk_case_alloc(sizeof *fs + (size_t)total * sizeof(float));
+        run->state = fs;
+        run->ref_count = total;
+        run->ref = hk_case_alloc((size_t)total * sizeof(float));
+        if (!fs || !run->ref) {
+            st = HK_ERROR_OUT_OF_MEMORY;
+        } else {
+            for (uint32_t i = 0, at = 0; i < n; at += rows[i++])
+                hk_ref_matvec_q8_1((int)type, w[i], xq, run->ref + at, rows[i], k);
+            fs->scale = max_abs(run->ref, total);
+            fs->out = (int)n + 1;
+            st = unfused_multi(run->ctx, type, w, rows, n, xq, k, total, fs->unfused);
+        }
+    }
+    uint64_t row_bytes = hk_ref_row_bytes((int)type, k);
+    for (uint32_t i = 0; i < n; i++)
+        hk_case_tensor_add(run, names[i], HK_CASE_IN, row_bytes * rows[i], wide_align(type), 1, w[i]);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
+    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)total * 4, 4, 0, NULL);
+    run->bytes = (double)row_bytes * total + 36.0 * k / 32 + 4.0 * total;
+    int len = snprintf(run->label, sizeof run->label, "%s %u", hk_type_name(type), rows[0]);
+    for (uint32_t i = 1; i < n && len > 0 && (size_t)len < sizeof run->label; i++)
+        len += snprintf(run->label + len, sizeof run->label - (size_t)len, "+%u", rows[i]);
+    if (len > 0 && (size_t)len < sizeof run->label)
+        snprintf(run->label + len, sizeof run->label - (size_t)len, "x%u%s", k, raw ? " raw" : "");
+    return st;
+}
+
+static hk_status record_matvec_multi(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    uint32_t n = multi_n(&run->shape);
+    return hk_matvec_int8_multi(run->ctx, s, run->shape.type, n, v, run->shape.d, v[n], v[n + 1], run->shape.d[3]);
+}
+
+/* {type, {rows[0], rows[1], rows[2], k}, variant} of hk_matvec_int8_multi: tails (1+1, 5+33+7 and
+ * 33 alone at k 256 and 512: rows of a row group in two matrices without the padding), matrices
+ * padded past 4096 and 16384 rows (2 and, Q6_K, 4 rows per subgroup), raw blocks; Qwen3-30B-A3B's
+ * q, k and v (4096+512+512 x 2048); Llama-3-8B's (4096+1024+1024 x 4096) */
+#define RAW FUSED_RAW
+static const hk_case_shape multi_tests[] = {
+    {Q4, {1, 1, 0, 256}, 0, 0},     {Q5, {1, 1, 0, 512}, RAW, 0},   {Q6, {1, 1, 0, 256}, 0, 0},
+    {Q8, {1, 1, 0, 512}, RAW, 0},   {Q4, {5, 33, 7, 512}, RAW, 0},  {Q5, {5, 33, 7, 256}, 0, 0},
+    {Q6, {5, 33, 7, 512}, 0, 0},    {Q8, {5, 33, 7, 256}, 0, 0},    {Q4, {33, 0, 0, 256}, 0, 0},
+    {Q5, {33, 0, 0, 512}, 0, 0},    {Q6, {33, 0, 0, 256}, RAW, 0},  {Q8, {33, 0, 0, 512}, 0, 0},
+    {Q4, {4097, 33, 7, 256}, 0, 0}, {Q6, {16385, 5, 3, 256}, 0, 0}, {Q8, {4097, 5, 0, 64}, 0, 0},
+    {Q4, {4096, 512, 512, 2048}, 0, 0}, {Q5, {4096, 512, 512, 2048}, 0, 0}, {Q6, {4096, 512, 512, 2048}, 0, 0},
+    {Q8, {4096, 512, 512, 2048}, RAW, 0}, {Q4, {4096, 1024, 1024, 4096}, 0, 0}, {Q8, {4096, 1024, 1024, 4096}, 0, 0},
+};
+#undef RAW
+static const hk_case_shape multi_quick[] = {{Q4, {4096, 512, 512, 2048}, 0, 0}, {Q8, {4096, 1024, 1024, 4096}, 0, 0}};
+/* hk-check/hk-bench on GPUs: Llama-3-8B's and Qwen3-30B-A3B's q, k and v */
+#define MULTI_FULL(t) {t, {4096, 1024, 1024, 4096}, 0, 0}, {t, {4096, 512, 512, 2048}, 0, 0}
+static const hk_case_shape multi_full[] = {MULTI_FULL(Q4), MULTI_FULL(Q5), MULTI_FULL(Q6), MULTI_FULL(Q8)};
+
+const hk_case hk_case_matvec_int8_multi = {
+    .name = "matvec_int8_multi",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_matvec_multi,
+    .record = record_matvec_multi,
+    .compare = compare_fused,
+    .tune_family = tune_fused,
+    CASE_SHAPES(multi_tests, multi_quick, multi_full),
 };
 
 /* ---- few-token int8 matvec: d = {rows, k, tokens}, variant 1 = raw random blocks ---- */
