@@ -192,7 +192,8 @@ int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t
     }
     rc |= run_pack_add(&s->pack, &s->x, b * e * 4);
     rc |= run_pack_add(&s->pack, &s->xn, b * e * 4);
-    rc |= run_pack_add(&s->pack, &s->q, b * q * 4);
+    /* a token's q, k and v lie together at q (one dispatch writes them) */
+    rc |= run_pack_add(&s->pack, &s->q, (b * q > q + 2 * kv ? b * q : q + 2 * kv) * 4);
     rc |= run_pack_add(&s->pack, &s->k, b * kv * 4);
     rc |= run_pack_add(&s->pack, &s->v, b * kv * 4);
     rc |= run_pack_add(&s->pack, &s->attn, b * q * 4);
@@ -336,17 +337,36 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, q = hp->n_head * hp->head_dim;
     LAYER_CALL(norm_for(s, st, s->x, &l->attn_norm, m, e, &l->wq, &l->wk, &l->wv));
-    LAYER_CALL(linear(s, st, &l->wq, s->xn, s->q, m));
-    LAYER_CALL(linear(s, st, &l->wk, s->xn, s->k, m));
-    LAYER_CALL(linear(s, st, &l->wv, s->xn, s->v, m));
+    /* a token's q, k and v side by side: those of one quantized type in one dispatch */
+    hk_view q_out = s->q, k_out = m == 1 ? at(s->q, 4ull * q) : s->k,
+            v_out = m == 1 ? at(s->q, 4ull * (q + hp->n_head_kv * hp->head_dim)) : s->v;
+    const run_weight *w[3] = {&l->wq, &l->wk, &l->wv};
+    hk_view out[3] = {q_out, k_out, v_out};
+    for (uint32_t i = 0; i < 3;) {
+        uint32_t n = 1;
+        while (fused(s, w[i], m) && i + n < 3 && w[i + n]->type == w[i]->type)
+            n++;
+        if (n == 1)
+            LAYER_CALL(linear(s, st, w[i], s->xn, out[i], m));
+        else {
+            hk_view views[3];
+            uint32_t rows[3];
+            for (uint32_t j = 0; j < n; j++) {
+                views[j] = w[i + j]->view;
+                rows[j] = w[i + j]->rows;
+            }
+            LAYER_CALL(hk_matvec_int8_multi(c, st, w[i]->type, n, views, rows, s->xq, out[i], e));
+        }
+        i += n;
+    }
     if (l->bq.present) {
-        LAYER_CALL(add_bias(s, st, s->q, &l->bq, m));
-        LAYER_CALL(add_bias(s, st, s->k, &l->bk, m));
-        LAYER_CALL(add_bias(s, st, s->v, &l->bv, m));
+        LAYER_CALL(add_bias(s, st, q_out, &l->bq, m));
+        LAYER_CALL(add_bias(s, st, k_out, &l->bk, m));
+        LAYER_CALL(add_bias(s, st, v_out, &l->bv, m));
     }
     if (l->q_norm.present) {
-        LAYER_CALL(hk_rmsnorm(c, st, s->q, l->q_norm.view, s->q, m * hp->n_head, hp->head_dim, hp->eps));
-        LAYER_CALL(hk_rmsnorm(c, st, s->k, l->k_norm.view, s->k, m * hp->n_head_kv, hp->head_dim, hp->eps));
+        LAYER_CALL(hk_rmsnorm(c, st, q_out, l->q_norm.view, q_out, m * hp->n_head, hp->head_dim, hp->eps));
+        LAYER_CALL(hk_rmsnorm(c, st, k_out, l->k_norm.view, k_out, m * hp->n_head_kv, hp->head_dim, hp->eps));
     }
     hk_rope_desc rd = {0};
     rd.n_tokens = m;
@@ -358,7 +378,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     rd.freq_scale = hp->rope_freq_scale;
     rd.kv = s->kv;
     hk_view factors = s->model->rope_freqs.present ? s->model->rope_freqs.view : (hk_view){NULL, 0};
-    LAYER_CALL(hk_rope(c, st, &rd, s->q, s->k, s->v, io->positions, factors, s->q, s->k_cache[il], s->v_cache[il]));
+    LAYER_CALL(hk_rope(c, st, &rd, q_out, k_out, v_out, io->positions, factors, q_out, s->k_cache[il], s->v_cache[il]));
     hk_sdpa_desc sd = sdpa_desc(s, m);
     LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, io->count));
     LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
