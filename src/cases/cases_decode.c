@@ -987,73 +987,12 @@ static double q8_1_check(const float *x, const hk_block_q8_1 *got, uint32_t k, c
     return ok ? rel : INFINITY;
 }
 
-/* ---- RMSNorm: d = {rows, n}, variant 1 = in place (y is x) ---- */
-
-static hk_status prepare_rmsnorm(hk_case_run *run, uint64_t seed)
-{
-    uint32_t rows = run->shape.d[0], n = run->shape.d[1];
-    size_t count = (size_t)rows * n;
-    hk_rng rng = {seed};
-    float *x = hk_case_alloc(count * sizeof(float)), *w = hk_case_alloc(n * sizeof(float));
-    if (!x || !w) {
-        free(x);
-        free(w);
-        return HK_ERROR_OUT_OF_MEMORY;
-    }
-    hk_rng_fill(&rng, x, count, -3.0f, 3.0f);
-    hk_rng_fill(&rng, w, n, 0.5f, 1.5f);
-    if (run->ref_mode != HK_REF_NONE) {
-        run->ref_count = count;
-        if (!(run->ref = hk_case_alloc(count * sizeof(float)))) {
-            free(x);
-            free(w);
-            return HK_ERROR_OUT_OF_MEMORY;
-        }
-        hk_ref_rmsnorm(x, w, run->ref, rows, n, 1e-6f);
-    }
-    int in_place = run->shape.variant;
-    int xi = hk_case_tensor_add(run, "x", in_place ? HK_CASE_INOUT : HK_CASE_IN, count * 4, 4, !in_place, x);
-    hk_case_tensor_add(run, "weight", HK_CASE_IN, (uint64_t)n * 4, 4, 0, w);
-    if (in_place)
-        hk_case_tensor_alias(run, "y", xi);
-    else
-        hk_case_tensor_add(run, "y", HK_CASE_OUT, count * 4, 4, 0, NULL);
-    run->bytes = 8.0 * count + 4.0 * n;
-    snprintf(run->label, sizeof run->label, "%ux%u%s", rows, n, in_place ? " in-place" : "");
-    return HK_OK;
-}
-
-static hk_status record_rmsnorm(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
-{
-    (void)op;
-    return hk_rmsnorm(run->ctx, s, v[0], v[1], v[2], run->shape.d[0], run->shape.d[1], 1e-6f);
-}
-
-static const hk_case_shape rmsnorm_tests[] = {
-    {F32, {1, 1}, 0, 0},    {F32, {3, 100}, 0, 0}, {F32, {4, 2048}, 0, 0},
-    {F32, {5, 2048}, 1, 0}, {F32, {70000, 4}, 0, 0}, /* more rows than one dispatch dimension holds */
-    /* Qwen3's per-head q and k norm of one token: rows = heads (32 q, 8 kv), n = head_dim, in place */
-    {F32, {32, 128}, 1, 0}, {F32, {8, 128}, 1, 0},
-};
-static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}, {F32, {32, 128}, 1, 0}};
-/* ... and the q/k norm of Qwen3-8B for a decode token and a 512-token chunk (rows = tokens x heads) */
-static const hk_case_shape rmsnorm_full[] = {{F32, {1, 2048}, 0, 0},   {F32, {1, 4096}, 0, 0},
-                                             {F32, {512, 4096}, 0, 0}, {F32, {32, 128}, 1, 0},
-                                             {F32, {8, 128}, 1, 0},    {F32, {512 * 32, 128}, 1, 0}};
-
-const hk_case hk_case_rmsnorm = {
-    .name = "rmsnorm",
-    .gate = HK_GATE_F32,
-    .prepare = prepare_rmsnorm,
-    .record = record_rmsnorm,
-    CASE_SHAPES(rmsnorm_tests, rmsnorm_quick, rmsnorm_full),
-};
-
-/* ---- RMSNorm fused with the Q8_1 quantizer: d = {rows, n}, variant RQ_* (where y goes) ---- */
+/* ---- RMSNorm, alone or fused with the Q8_1 quantizer: d = {rows, n}, variant RQ_* (where y goes;
+ * RQ_NO_Y only with the quantizer) ---- */
 
 enum { RQ_Y, RQ_IN_PLACE, RQ_NO_Y };
 
-static hk_status prepare_rmsnorm_q8_1(hk_case_run *run, uint64_t seed)
+static hk_status prepare_norm(hk_case_run *run, uint64_t seed, int q8_1)
 {
     uint32_t rows = run->shape.d[0], n = run->shape.d[1];
     size_t count = (size_t)rows * n;
@@ -1083,12 +1022,45 @@ static hk_status prepare_rmsnorm_q8_1(hk_case_run *run, uint64_t seed)
         hk_case_tensor_alias(run, "y", xi);
     else if (variant == RQ_Y)
         hk_case_tensor_add(run, "y", HK_CASE_OUT, count * 4, 4, 0, NULL);
-    hk_case_tensor_add(run, "yq", HK_CASE_OUT, count / 32 * 36, 4, 0, NULL);
-    run->bytes = 4.0 * count + 4.0 * n + (variant == RQ_NO_Y ? 0.0 : 4.0 * count) + 36.0 * count / 32;
+    if (q8_1)
+        hk_case_tensor_add(run, "yq", HK_CASE_OUT, count / 32 * 36, 4, 0, NULL);
+    run->bytes = 4.0 * count + 4.0 * n + (variant == RQ_NO_Y ? 0.0 : 4.0 * count) + (q8_1 ? 36.0 * count / 32 : 0.0);
     static const char *const kinds[] = {"", " in-place", " no-y"};
     snprintf(run->label, sizeof run->label, "%ux%u%s", rows, n, kinds[variant]);
     return HK_OK;
 }
+
+static hk_status prepare_rmsnorm(hk_case_run *run, uint64_t seed) { return prepare_norm(run, seed, 0); }
+
+static hk_status record_rmsnorm(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return hk_rmsnorm(run->ctx, s, v[0], v[1], v[2], run->shape.d[0], run->shape.d[1], 1e-6f);
+}
+
+static const hk_case_shape rmsnorm_tests[] = {
+    {F32, {1, 1}, 0, 0},    {F32, {3, 100}, 0, 0}, {F32, {4, 2048}, 0, 0},
+    {F32, {5, 2048}, 1, 0}, {F32, {70000, 4}, 0, 0}, /* more rows than one dispatch dimension holds */
+    /* Qwen3's per-head q and k norm of one token: rows = heads (32 q, 8 kv), n = head_dim, in place */
+    {F32, {32, 128}, 1, 0}, {F32, {8, 128}, 1, 0},
+};
+static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}, {F32, {32, 128}, 1, 0}};
+/* ... and the q/k norm of Qwen3-8B for a decode token and a 512-token chunk (rows = tokens x heads) */
+static const hk_case_shape rmsnorm_full[] = {{F32, {1, 2048}, 0, 0},   {F32, {1, 4096}, 0, 0},
+                                             {F32, {512, 4096}, 0, 0}, {F32, {32, 128}, 1, 0},
+                                             {F32, {8, 128}, 1, 0},    {F32, {512 * 32, 128}, 1, 0}};
+
+const hk_case hk_case_rmsnorm = {
+    .name = "rmsnorm",
+    .gate = HK_GATE_F32,
+    .prepare = prepare_rmsnorm,
+    .record = record_rmsnorm,
+    CASE_SHAPES(rmsnorm_tests, rmsnorm_quick, rmsnorm_full),
+};
+
+/* ---- RMSNorm fused with the Q8_1 quantizer: d = {rows, n}, variant RQ_* (where y goes) ---- */
+
+static hk_status prepare_rmsnorm_q8_1(hk_case_run *run, uint64_t seed) { return prepare_norm(run, seed, 1); }
 
 static hk_status record_rmsnorm_q8_1(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
 {
