@@ -356,10 +356,11 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
- * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_route, hk_moe_combine,
- * hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm, hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy,
- * hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows, hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled),
- * hk_swiglu, hk_argmax, hk_softmax; a name that is none of them is
+ * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu,
+ * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm,
+ * hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows,
+ * hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that
+ * is none of them is
  * HK_ERROR_INVALID_ARGUMENT listing them). Kernels the device cannot run are skipped. Records
  * nothing and allocates no device memory; safe to call while other threads record. Built
  * pipelines also land in the pipeline cache, so the next process on this device builds them
@@ -659,7 +660,8 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * schedule gives the same bits), and the addition is one f32 addition, never fused into an fma,
  * rounded as hk_add's. y may be exactly residual (in place); y must not otherwise overlap
  * residual, w or xq. Types, alignment, limits and errors as hk_matvec_int8; residual's offset a
- * multiple of 4. One token, dense: hk_matvec_int8_tokens and the MoE matvecs have no fused forms. */
+ * multiple of 4. One token, dense: hk_matvec_int8_tokens and the MoE matvecs have no fused add (the
+ * MoE's fused form is hk_moe_matvec_int8_glu). */
 HK_API hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view residual, hk_view y, uint32_t rows, uint32_t k);
 
@@ -758,6 +760,24 @@ HK_API hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type w
  * hk_schedule_last(HK_TUNE_MOE_MATVEC_INT8) says what served. */
 HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view ids, hk_view y, const hk_moe_shape *shape);
+/* A MoE layer's gate and up projections and their gated activation in one dispatch instead of
+ * three: for each slot s < slots, y[s, :] = act(deq(W_gate[ids[s]]) . deq(xq)) * (deq(W_up[ids[s]])
+ * . deq(xq)), act as hk_swiglu's mode (HK_GLU_SILU, HK_GLU_GELU_TANH). Bit-identical to
+ * hk_moe_matvec_int8 of w_gate into g and of w_up into u (the same shape) followed by hk_swiglu(g,
+ * u, y, slots, n, n, mode): each output's two sums are hk_moe_matvec_int8's, the activation is
+ * hk_swiglu's code. An id >= n_experts reads no weights and its n outputs are act(0) * 0 = +0.0 in
+ * both modes, as the unfused calls give. Each subgroup computes its rows of both banks (nrows / 2
+ * rows of each, inside one slot), so that every x value it loads serves both. w_gate and w_up:
+ * two banks [n_experts, n, k] of the same type (Q8_0, Q4_K, Q5_K or Q6_K), each aligned as
+ * hk_moe_matvec_int8 asks (they may overlap each other); xq, ids and shape (x_per_slot included)
+ * as hk_moe_matvec_int8's; y f32 [slots, n], overlapping no input. Schedule: hk_moe_matvec_int8's
+ * for the shape (HK_TUNE_MOE_MATVEC_INT8's winner, the hook or the defaults), its rows per subgroup
+ * counting both banks' rows (at least one of each), fewer where n or the iteration limit asks.
+ * Limits and errors as hk_moe_matvec_int8; a mode that is no hk_glu_mode is
+ * HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                        hk_view w_up, hk_view xq, hk_view ids, hk_view y, const hk_moe_shape *shape,
+                                        hk_glu_mode mode);
 
 /* Fused MoE router: for each token, the softmax of its n_experts logits (f32 [tokens, n_experts]),
  * the top_k experts by logit in descending order (ties: the lower index) into ids (u32

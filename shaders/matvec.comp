@@ -24,7 +24,9 @@
 //                 step before it (staged), or every block of every token once, before the row
 //                 groups (HK_XRESIDENT).
 //   HK_MOE        (with either of the two above) the MoE expert gather: W is [experts, n, k],
-//                 output slot s is W[ids[s]] . x_s, rows = slots * n.
+//                 output slot s is W[ids[s]] . x_s, rows = slots * n. With HK_INT8 it takes the GLU
+//                 epilogue (hk_moe_matvec_int8_glu): W_up's bank at binding 4 (binding 3 holds the
+//                 ids), a row group's rows inside one slot's expert in both banks.
 // Epilogues of the dense HK_INT8 kernel, applied where each row's sum is written (the sums are
 // the plain kernel's, so the outputs are bit-identical to the unfused calls):
 //   HK_MATVEC_ADD y[r] = residual[r] + sum (residual at binding 3, which may be y itself: each
@@ -39,9 +41,17 @@
 #if defined(HK_GLU_SILU) || defined(HK_GLU_GELU)
 #define HK_MATVEC_GLU
 #endif
-#if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_GLU) || defined(HK_MATVEC_MULTI)) &&                                   \
-    (!defined(HK_INT8) || defined(HK_MOE))
-#error "the epilogues are the dense int8 kernel's"
+#if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_GLU) || defined(HK_MATVEC_MULTI)) && !defined(HK_INT8)
+#error "the epilogues are the int8 kernel's"
+#endif
+#if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_MULTI)) && defined(HK_MOE)
+#error "the MoE gather takes the GLU epilogue only"
+#endif
+// W_up's binding (the GLU): after the MoE's ids
+#ifdef HK_MOE
+#define HK_UP_BINDING 4
+#else
+#define HK_UP_BINDING 3
 #endif
 #if defined(HK_INT8) || defined(HK_SUBGROUP_ROWS)
 #define HK_NO_WORKGROUP_SUM // no workgroup reduction: the int8 kernels' shared memory is hk_xs_q alone
@@ -62,9 +72,9 @@ layout(binding = 3) readonly buffer Ids { uint ids[]; };
 layout(binding = 3) readonly buffer Residual { float residual[]; };
 #endif
 #ifdef HK_MATVEC_GLU
-layout(binding = 3) readonly buffer Up16 { uint16_t u16[]; };
-layout(binding = 3) readonly buffer Up32 { uint u32[]; };
-layout(binding = 3) readonly buffer Up128 { uvec4 u128[]; };
+layout(binding = HK_UP_BINDING) readonly buffer Up16 { uint16_t u16[]; };
+layout(binding = HK_UP_BINDING) readonly buffer Up32 { uint u32[]; };
+layout(binding = HK_UP_BINDING) readonly buffer Up128 { uvec4 u128[]; };
 #include "glu.glsl"
 #endif
 #ifdef HK_MATVEC_MULTI
@@ -312,7 +322,10 @@ void hk_rows_begin(uint first, uint row0, uint row_bytes)
 #else
         acc[r] = 0.0;
 #endif
-#ifdef HK_MOE
+#if defined(HK_MOE) && defined(HK_MATVEC_GLU)
+        bool up = hk_up_slot(r);
+        row_byte[r] = pc.view_offset[up ? HK_UP_BINDING : 0] + (row0 + (up ? r - HK_GROUP_ROWS : r)) * row_bytes;
+#elif defined(HK_MOE)
         row_byte[r] = pc.view_offset[0] + (row0 + r) * row_bytes;
 #elif defined(HK_MATVEC_GLU)
         bool up = hk_up_slot(r);
@@ -482,13 +495,15 @@ void main()
         uint first = group * HK_GROUP_ROWS, row0 = first;
 #endif
 #ifdef HK_MOE
-        // the host keeps n a multiple of HK_NROWS, so a group's rows belong to one slot
+        // the host keeps n a multiple of HK_GROUP_ROWS, so a group's rows belong to one slot
         uint slot = first / pc.n;
         uint expert = ids[pc.view_offset[3] / 4u + slot];
         x_base = x0 + slot * pc.x_stride;
-        if (expert >= pc.n_experts) { // an id out of range reads no weights; its outputs are 0
+        // an id out of range reads no weights; its outputs are 0 (GLU: act(0) * 0, which is +0 in
+        // both modes)
+        if (expert >= pc.n_experts) {
             if (subgroupElect())
-                for (uint r = 0; r < HK_NROWS; r++)
+                for (uint r = 0; r < HK_GROUP_ROWS; r++)
                     y[pc.view_offset[2] / 4u + first + r] = 0.0;
             continue;
         }

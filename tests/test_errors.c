@@ -769,6 +769,59 @@ static void test_matvec_multi(void)
 #undef MULTI
 }
 
+/* hk_moe_matvec_int8_glu: every refusal, with its message, and nothing written. w holds 4 experts
+ * of 1 Q4_K row of k = 256 (576 bytes), xq and ids in an aligned buffer, y 64 floats. */
+static void test_moe_glu(hk_buffer *aligned)
+{
+    hk_view wv = {w, 0}, yv = {y, 0}, ids = {aligned, 2048}, xq = {aligned, 1024};
+    hk_moe_shape shape = {4, 1, 256, 2, 0};
+#define MOE_GLU(...) hk_moe_matvec_int8_glu(ctx, NULL, __VA_ARGS__)
+    poison_y();
+    hk_check_status("valid moe_matvec_int8_glu", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, yv, &shape, HK_GLU_SILU), HK_OK,
+                    NULL);
+    EXPECT("moe glu mode", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, yv, &shape, (hk_glu_mode)2),
+           HK_ERROR_INVALID_ARGUMENT,
+           "hk_moe_matvec_int8_glu: mode=2 is not an hk_glu_mode (HK_GLU_SILU, HK_GLU_GELU_TANH)");
+    EXPECT("moe glu null context",
+           hk_moe_matvec_int8_glu(NULL, NULL, HK_TYPE_Q4_K, wv, wv, xq, ids, yv, &shape, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("moe glu null shape", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, yv, NULL, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_glu: shape is NULL");
+    EXPECT("moe glu zero slots", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, yv, &(hk_moe_shape){4, 1, 256, 0, 0},
+                                         HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "n_experts=4, n=1 and slots=0 must all be positive");
+    EXPECT("moe glu f16", MOE_GLU(HK_TYPE_F16, wv, wv, xq, ids, yv, &shape, HK_GLU_SILU), HK_ERROR_UNSUPPORTED,
+           "hk_moe_matvec_int8_glu: wtype=f16 (5) is not a matvec weight type (q8_0, q4_k, q6_k, q5_k)");
+    EXPECT("moe glu k off the block", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, yv, &(hk_moe_shape){4, 1, 100, 2, 0},
+                                              HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "k=100 is not a positive multiple of 256 (q4_k block)");
+    EXPECT("moe glu past HK_MATVEC_MAX_ROWS",
+           MOE_GLU(HK_TYPE_Q8_0, wv, wv, xq, ids, yv, &(hk_moe_shape){1, 4096, 32, 4097, 0}, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "slots*n=16781312 exceeds the limit slots*n <= 16777216");
+    EXPECT("moe glu w_gate past the end",
+           MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, yv, &(hk_moe_shape){5, 1, 256, 2, 0}, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "w_gate needs 720 bytes at offset 0, past the end of its 576-byte buffer");
+    EXPECT("moe glu w_up null", MOE_GLU(HK_TYPE_Q4_K, wv, (hk_view){NULL, 0}, xq, ids, yv, &shape, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_glu: w_up.buffer is NULL");
+    EXPECT("moe glu w_up misaligned",
+           MOE_GLU(HK_TYPE_Q5_K, wv, (hk_view){w, 8}, xq, ids, yv, &(hk_moe_shape){1, 1, 256, 2, 0}, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "w_up.offset=8 is not a multiple of 16");
+    EXPECT("moe glu w_up past the end", MOE_GLU(HK_TYPE_Q4_K, wv, (hk_view){w, 144}, xq, ids, yv, &shape, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "w_up needs 576 bytes at offset 144, past the end of its 576-byte buffer");
+    EXPECT("moe glu xq past the end", MOE_GLU(HK_TYPE_Q4_K, wv, wv, (hk_view){aligned, 3840}, ids, yv, &shape,
+                                              HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 3840");
+    EXPECT("moe glu ids past the end", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, (hk_view){aligned, 4092}, yv, &shape,
+                                               HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "ids needs 8 bytes at offset 4092");
+    EXPECT("moe glu y past the end", MOE_GLU(HK_TYPE_Q4_K, wv, wv, xq, ids, (hk_view){y, 252}, &shape, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "y needs 8 bytes at offset 252");
+    EXPECT("moe glu y overlaps w_up",
+           MOE_GLU(HK_TYPE_Q8_0, wv, yv, xq, ids, (hk_view){y, 32}, &(hk_moe_shape){1, 1, 32, 1, 0}, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "output y overlaps w_up");
+#undef MOE_GLU
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -949,6 +1002,7 @@ int main(int argc, char **argv)
            HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
     test_matvec_fused();
     test_matvec_multi();
+    test_moe_glu(aligned);
 
     /* shape limits */
     test_gemv_limit();

@@ -198,7 +198,8 @@ enum { FUSED_RAW = 1, FUSED_IN_PLACE = 2 };
  * has a tiny value but the product's absolute error). */
 typedef struct fused_state {
     double scale;
-    int out; /* the output's tensor */
+    int out;           /* the output's tensor */
+    uint32_t routings; /* the MoE GLU's: the routings that the timed ops cycle through */
     float unfused[];
 } fused_state;
 
@@ -619,7 +620,9 @@ const hk_case hk_case_matvec_int8_tokens = {
     CASE_SHAPES(tokens_tests, tokens_quick, tokens_full),
 };
 
-/* ---- MoE expert gather: d = {n_experts, n, k, slots}, variant 1 = one x per slot ---- */
+/* ---- MoE expert gather: d = {n_experts, n, k, slots}, variant 1 = one x per slot; the GLU
+ * (hk_moe_matvec_int8_glu) d[4] = gelu, held as the dense epilogues are (fused_state,
+ * compare_fused) to the unfused calls' bits: two hk_moe_matvec_int8 and hk_swiglu ---- */
 
 /* routings the timed ops cycle through, so the experts read change from op to op */
 #define MOE_ROUTINGS 64
@@ -628,29 +631,75 @@ typedef struct moe_state {
     uint32_t routings;
 } moe_state;
 
-static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8)
+/* The unfused calls of hk_moe_matvec_int8_glu on the device into out[slots * n]: hk_moe_matvec_int8
+ * of each bank, then hk_swiglu over the slots' rows. */
+static hk_status unfused_moe_glu(hk_context *ctx, hk_type type, const void *w, const void *w_up,
+                                 const hk_block_q8_1 *xq, const uint32_t *ids, const hk_moe_shape *sh, hk_glu_mode mode,
+                                 float *out)
+{
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, sh->k) * sh->n * sh->n_experts;
+    uint64_t x_bytes = (uint64_t)sh->k / 32 * 36 * (sh->x_per_slot ? sh->slots : 1), y_bytes = 4ull * sh->slots * sh->n;
+    uint64_t end = 0, wo = section(&end, w_bytes), uo = section(&end, w_bytes), xo = section(&end, x_bytes);
+    uint64_t io = section(&end, 4ull * sh->slots), go = section(&end, y_bytes), to = section(&end, y_bytes);
+    uint64_t yo = section(&end, y_bytes);
+    hk_buffer *b = NULL;
+    hk_status st = hk_buffer_create(ctx, end, &b);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, wo, w, w_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, uo, w_up, w_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, xo, xq, x_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, io, ids, 4ull * sh->slots);
+    hk_view v_x = {b, xo}, v_i = {b, io}, v_g = {b, go}, v_t = {b, to}, v_y = {b, yo};
+    if (st == HK_OK)
+        st = hk_moe_matvec_int8(ctx, NULL, type, (hk_view){b, wo}, v_x, v_i, v_g, sh);
+    if (st == HK_OK)
+        st = hk_moe_matvec_int8(ctx, NULL, type, (hk_view){b, uo}, v_x, v_i, v_t, sh);
+    if (st == HK_OK)
+        st = hk_swiglu(ctx, NULL, v_g, v_t, v_y, sh->slots, sh->n, sh->n, mode);
+    if (st == HK_OK)
+        st = hk_buffer_download(b, yo, out, y_bytes);
+    hk_buffer_destroy(b);
+    return st;
+}
+
+static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int glu)
 {
     hk_type type = run->shape.type;
     uint32_t n_experts = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2], slots = run->shape.d[3];
-    int per_slot = run->shape.variant;
+    int per_slot = run->shape.variant, gelu = glu && run->shape.d[4];
     hk_rng rng = {seed};
     uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n, xs = per_slot ? slots : 1;
     uint32_t routings = run->ref_mode == HK_REF_ALL ? 1 : MOE_ROUTINGS;
-    moe_state *state = hk_case_alloc(sizeof *state);
+    size_t outs = (size_t)slots * n;
+    moe_state *state = glu ? NULL : hk_case_alloc(sizeof *state);
+    size_t unfused_bytes = (run->ref_mode != HK_REF_NONE ? outs : 0) * sizeof(float);
+    fused_state *fs = glu ? hk_case_alloc(sizeof *fs + unfused_bytes) : NULL;
     uint8_t *w = hk_random_weights(&rng, (int)type, (uint64_t)n_experts * n, k, 1);
+    uint8_t *w_up = glu ? hk_random_weights(&rng, (int)type, (uint64_t)n_experts * n, k, 1) : NULL;
     float *x = activations(&rng, xs * k);
     hk_block_q8_1 *xq = x ? quantized(x, xs * k) : NULL;
     uint32_t *ids = hk_case_alloc((size_t)routings * slots * sizeof *ids);
-    if (!state || !w || !x || !xq || !ids) {
+    if (!(glu ? fs && w_up : state != NULL) || !w || !x || !xq || !ids) {
         free(state);
+        free(fs);
         free(w);
+        free(w_up);
         free(x);
         free(xq);
         free(ids);
         return HK_ERROR_OUT_OF_MEMORY;
     }
-    state->routings = routings;
-    run->state = state;
+    if (glu) {
+        fs->routings = routings;
+        fs->out = 4;
+        run->state = fs;
+    } else {
+        state->routings = routings;
+        run->state = state;
+    }
     /* routing r: distinct experts per token's slots where there are enough experts */
     for (uint32_t r = 0; r < routings; r++)
         for (uint32_t s = 0; s < slots; s++) {
@@ -670,32 +719,47 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8)
         ids[slots - 1] = 0xFFFFFFFFu;
         ids[2] = ids[0];
     }
-    hk_case_tensor_add(run, "w", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w);
+    hk_case_tensor_add(run, glu ? "w_gate" : "w", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w);
+    if (glu)
+        hk_case_tensor_add(run, "w_up", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w_up);
     if (int8)
         hk_case_tensor_add(run, "xq", HK_CASE_IN, xs * k / 32 * 36, 4, 0, xq);
     else
         hk_case_tensor_add(run, "x", HK_CASE_IN, xs * k * 4, 16, 0, x);
     hk_case_tensor_add(run, "ids", HK_CASE_IN, (uint64_t)routings * slots * 4, 4, 0, ids);
     hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)slots * n * 4, 4, 0, NULL);
-    run->bytes = (double)slots * expert_bytes + (int8 ? 36.0 * k / 32 : 4.0 * k) * xs + 4.0 * slots * (n + 1);
-    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s", hk_type_name(type), n_experts, n, k, slots,
-             per_slot ? " per-slot" : "");
+    run->bytes = (glu ? 2.0 : 1.0) * slots * expert_bytes + (int8 ? 36.0 * k / 32 : 4.0 * k) * xs +
+                 4.0 * slots * (n + 1);
+    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s%s", hk_type_name(type), n_experts, n, k, slots,
+             per_slot ? " per-slot" : "", glu ? (gelu ? " gelu" : " silu") : "");
     hk_status st = HK_OK;
     if (run->ref_mode != HK_REF_NONE) {
-        run->ref_count = (size_t)slots * n;
-        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))))
+        run->ref_count = outs;
+        float *sums = glu ? hk_case_alloc(2 * outs * sizeof(float)) : NULL;
+        if (!(run->ref = hk_case_alloc(run->ref_count * sizeof(float))) || (glu && !sums)) {
             st = HK_ERROR_OUT_OF_MEMORY;
-        else if (int8)
+        } else if (glu) {
+            /* the sums of each bank, then the activation's reference */
+            hk_moe_shape sh = {n_experts, n, k, slots, per_slot};
+            hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, sums, n_experts, n, k, slots);
+            hk_ref_moe_matvec_q8_1((int)type, w_up, xq, per_slot, ids, sums + outs, n_experts, n, k, slots);
+            hk_ref_glu(sums, sums + outs, run->ref, slots, n, n, gelu);
+            fs->scale = max_abs(sums, outs) * max_abs(sums + outs, outs);
+            st = unfused_moe_glu(run->ctx, type, w, w_up, xq, ids, &sh, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU,
+                                 fs->unfused);
+        } else if (int8)
             hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, run->ref, n_experts, n, k, slots);
         else
             hk_ref_moe_matvec((int)type, w, x, per_slot, ids, run->ref, n_experts, n, k, slots);
+        free(sums);
     }
     free(int8 ? (void *)x : (void *)xq); /* the other one is the run's */
     return st;
 }
 
-static hk_status prepare_moe(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 0); }
-static hk_status prepare_moe_int8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1); }
+static hk_status prepare_moe(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 0, 0); }
+static hk_status prepare_moe_int8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 0); }
+static hk_status prepare_moe_glu(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 1); }
 
 static hk_status record_moe_any(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op, int int8)
 {
@@ -706,6 +770,17 @@ static hk_status record_moe_any(const hk_case_run *run, hk_stream *s, const hk_v
     ids.offset += (uint64_t)(op % state->routings) * sh->d[3] * 4;
     return int8 ? hk_moe_matvec_int8(run->ctx, s, sh->type, v[0], v[1], ids, v[3], &shape)
                 : hk_moe_matvec(run->ctx, s, sh->type, v[0], v[1], ids, v[3], &shape);
+}
+
+static hk_status record_moe_glu(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    const fused_state *fs = run->state;
+    const hk_case_shape *sh = &run->shape;
+    hk_moe_shape shape = {sh->d[0], sh->d[1], sh->d[2], sh->d[3], sh->variant};
+    hk_view ids = v[3];
+    ids.offset += (uint64_t)(op % fs->routings) * sh->d[3] * 4;
+    return hk_moe_matvec_int8_glu(run->ctx, s, sh->type, v[0], v[1], v[2], ids, v[4], &shape,
+                                  sh->d[4] ? HK_GLU_GELU_TANH : HK_GLU_SILU);
 }
 
 static hk_status record_moe(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
@@ -756,6 +831,31 @@ const hk_case hk_case_moe_matvec_int8 = {
     .record = record_moe_int8,
     .tune_family = tune_moe_int8,
     CASE_SHAPES(moe_tests, moe_quick, moe_full),
+};
+
+/* {type, {n_experts, n, k, slots, gelu}, per-slot x} of hk_moe_matvec_int8_glu: tails of n (5: one
+ * row of each bank per subgroup; 33) and of k, 4 to 8 experts, 1 to 8 slots (from 3 slots an id
+ * out of range, one of 0xFFFFFFFF and a repeated expert), both modes, a per-slot x; 2 slots of 2
+ * rows (from 4096 rows) and 4 (Q6_K from 16384); Qwen3-30B-A3B's
+ * gate and up (768 x 2048, 128 experts in Q4_K, 96 in Q5_K (lavapipe's binding range), top-8) */
+static const hk_case_shape moe_glu_tests[] = {
+    {Q4, {4, 5, 256, 1, 0}, 0, 0},  {Q5, {6, 5, 512, 3, 1}, 0, 0},  {Q6, {8, 33, 256, 8, 0}, 0, 0},
+    {Q8, {8, 33, 512, 5, 1}, 0, 0}, {Q4, {8, 33, 512, 4, 1}, 1, 0}, {Q6, {5, 5, 512, 2, 1}, 1, 0},
+    {Q8, {4, 64, 256, 8, 0}, 1, 0}, {Q5, {8, 1024, 256, 4, 0}, 0, 0}, {Q6, {4, 4096, 256, 4, 1}, 0, 0},
+    {Q4, {128, 768, 2048, 8, 0}, 0, 0}, {Q5, {96, 768, 2048, 8, 1}, 0, 0},
+};
+static const hk_case_shape moe_glu_quick[] = {{Q4, {16, 768, 2048, 8, 0}, 0, 0}, {Q5, {16, 768, 2048, 8, 0}, 0, 0}};
+static const hk_case_shape moe_glu_full[] = {{Q4, {128, 768, 2048, 8, 0}, 0, 0}, {Q5, {128, 768, 2048, 8, 0}, 0, 0},
+                                             {Q6, {128, 768, 2048, 8, 0}, 0, 0}, {Q8, {128, 768, 2048, 8, 0}, 0, 0}};
+
+const hk_case hk_case_moe_matvec_int8_glu = {
+    .name = "moe_matvec_int8_glu",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_moe_glu,
+    .record = record_moe_glu,
+    .compare = compare_fused,
+    .tune_family = tune_moe_int8,
+    CASE_SHAPES(moe_glu_tests, moe_glu_quick, moe_glu_full),
 };
 
 /* ---- router: d = {tokens, n_experts, top_k}, variant 1 = renormalised ---- */

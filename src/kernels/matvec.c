@@ -150,7 +150,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
 #define MATVEC_SHADERS(t)                                                                                              \
     1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t,                                     \
         {EPI_SHADERS(MATVEC_##t, ADD), EPI_SHADERS(MATVEC_##t, GLU_SILU), EPI_SHADERS(MATVEC_##t, GLU_GELU),        \
-         EPI_SHADERS(MATVEC_##t, MULTI)}
+         EPI_SHADERS(MATVEC_##t, MULTI)},                                                                             \
+        {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU)}
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -158,7 +159,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
     {                                                                                                                  \
         {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER},                      \
         {HK_NO_SHADER, HK_NO_SHADER}                                                                                   \
-    }
+    }                                                                                                                  \
+    , {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
  * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
@@ -171,6 +173,7 @@ typedef struct matvec_type {
                              * rows per subgroup is specialization constant 1 */
     int portable;           /* the portable kernel (f32 x) */
     int epi[EPI_COUNT - 1][2]; /* the dense int8 kernel with an epilogue [EPI_* - 1][packed dot, plain arithmetic] */
+    int moe_glu[2][2];      /* the int8 MoE gather with the GLU epilogue [EPI_GLU_GELU - EPI_GLU_SILU][as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -772,14 +775,14 @@ typedef struct epilogue {
 } epilogue;
 
 /* The dense matvec (moe NULL; epi: hk_matvec_int8's epilogues, NULL for none) and the MoE expert
- * gather. */
+ * gather (epi: NULL, or the GLU's with W_up's bank after the ids). */
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
                         hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe,
                         const epilogue *epi)
 {
     int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI, glu = epi && !add && !multi;
     const char *const names[] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 ? "xq" : "x", "y",
-                                 moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up", "w[2]"};
+                                 moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up", moe ? "w_up" : "w[2]"};
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
@@ -802,10 +805,10 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (add)
         b[3] = (hk_binding){epi->view, (uint64_t)rows * 4, 4, 0, 0};
     else if (glu)
-        b[3] = (hk_binding){epi->view, w_bytes, w_align, 0, 0};
+        b[moe ? 4 : 3] = (hk_binding){epi->view, w_bytes, w_align, 0, 0};
     for (uint32_t i = 1; multi && i < epi->n; i++)
         b[2 + i] = (hk_binding){epi->w[i], row_bytes * epi->rows[i], w_align, 0, 0};
-    uint32_t count = multi ? 2 + epi->n : moe || epi ? 4 : 3;
+    uint32_t count = multi ? 2 + epi->n : moe && glu ? 5 : moe || epi ? 4 : 3;
     /* y may be exactly the residual and overlap nothing else: in place, the residual is checked as y
      * is (the same view and bytes), so an overlap with w or xq is still refused */
     int in_place = add && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
@@ -879,10 +882,14 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             if (tuned && sched.plant && !multi)
                 params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
         }
-        while (moe && moe->shape->n % nrows) /* a MoE row group must not straddle two slots */
+        /* a MoE row group must not straddle two slots (the GLU's: its nrows / 2 rows of each bank) */
+        while (moe && moe->shape->n % (glu ? nrows / 2 : nrows))
             nrows /= 2;
         wg = sg * MATVEC_SUBGROUPS;
-        d.shader = epi ? mt->epi[epi->kind - 1][mode == MODE_INT8 ? 0 : 1] : mt->rows[moe != NULL][mode];
+        int dot = mode == MODE_INT8 ? 0 : 1;
+        d.shader = !epi ? mt->rows[moe != NULL][mode]
+                   : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
+                         : mt->epi[epi->kind - 1][dot];
         d.subgroup_size = sg;
         /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded */
         d.groups = one_groups(glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows, nrows);
@@ -1024,25 +1031,36 @@ static hk_status check_moe_shape(const char *fn, const hk_moe_shape *shape)
 }
 
 static hk_status moe_matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
-                            hk_view x, hk_view ids, hk_view y, const hk_moe_shape *shape)
+                            hk_view x, hk_view ids, hk_view y, const hk_moe_shape *shape, const epilogue *epi)
 {
     hk_status st = check_moe_shape(fn, shape);
     if (st != HK_OK)
         return st;
     moe_args moe = {ids, shape};
-    return matvec(context, stream, fn, int8, wtype, w, x, y, shape->slots * shape->n, shape->k, 1, &moe, NULL);
+    return matvec(context, stream, fn, int8, wtype, w, x, y, shape->slots * shape->n, shape->k, 1, &moe, epi);
 }
 
 hk_status hk_moe_matvec(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view x, hk_view ids,
                         hk_view y, const hk_moe_shape *shape)
 {
-    return moe_matvec(context, stream, "hk_moe_matvec", 0, wtype, w, x, ids, y, shape);
+    return moe_matvec(context, stream, "hk_moe_matvec", 0, wtype, w, x, ids, y, shape, NULL);
 }
 
 hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                              hk_view ids, hk_view y, const hk_moe_shape *shape)
 {
-    return moe_matvec(context, stream, "hk_moe_matvec_int8", 1, wtype, w, xq, ids, y, shape);
+    return moe_matvec(context, stream, "hk_moe_matvec_int8", 1, wtype, w, xq, ids, y, shape, NULL);
+}
+
+hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate, hk_view w_up,
+                                 hk_view xq, hk_view ids, hk_view y, const hk_moe_shape *shape, hk_glu_mode mode)
+{
+    static const char fn[] = "hk_moe_matvec_int8_glu";
+    hk_status st = hk__check_glu_mode(fn, mode);
+    if (st != HK_OK)
+        return st;
+    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0};
+    return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, y, shape, &epi);
 }
 
 /* ---- autotuner (src/tune) ---- */
@@ -1243,26 +1261,34 @@ static hk_status prepare_tokens(hk__prep *p)
 }
 
 /* hk_moe_matvec*: rows = slots * n picks 1, 2 or 4 rows per subgroup, then halved until n is a
- * multiple: (n, slots) pairs that reach each count */
-static hk_status prepare_moe_any(hk__prep *p, int int8)
+ * multiple: (n, slots) pairs that reach each count; the GLU (glu, both modes) takes 2 or 4 slots
+ * from the same counts */
+static hk_status prepare_moe_any(hk__prep *p, int int8, int glu)
 {
     static const uint32_t pairs[][2] = {{1, 1}, {2, 2048}, {4, 4096}, {2, 8192}, {1, 16384}, {4, 1024}};
     hk_type types[HK_REF_TYPES];
     uint32_t n_types = matvec_types_of(int8, 1, types);
     hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), ids = hk__prep_view(p, 3), y = hk__prep_view(p, 2);
+    hk_view up = hk__prep_view(p, 4);
     for (uint32_t t = 0; t < n_types; t++) {
         uint32_t k = hk_type_block_values(types[t]);
         for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
             hk_moe_shape shape = {1, pairs[i][0], k, pairs[i][1], 0};
-            HK_PREP_TRY(p, int8 ? hk_moe_matvec_int8(p->ctx, p->s, types[t], w, x, ids, y, &shape)
-                                : hk_moe_matvec(p->ctx, p->s, types[t], w, x, ids, y, &shape));
+            if (glu)
+                for (int m = HK_GLU_SILU; m <= HK_GLU_GELU_TANH; m++)
+                    HK_PREP_TRY(p, hk_moe_matvec_int8_glu(p->ctx, p->s, types[t], w, up, x, ids, y, &shape,
+                                                          (hk_glu_mode)m));
+            else
+                HK_PREP_TRY(p, int8 ? hk_moe_matvec_int8(p->ctx, p->s, types[t], w, x, ids, y, &shape)
+                                    : hk_moe_matvec(p->ctx, p->s, types[t], w, x, ids, y, &shape));
         }
     }
     return HK_OK;
 }
 
-static hk_status prepare_moe(hk__prep *p) { return prepare_moe_any(p, 0); }
-static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1); }
+static hk_status prepare_moe(hk__prep *p) { return prepare_moe_any(p, 0, 0); }
+static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1, 0); }
+static hk_status prepare_moe_int8_glu(hk__prep *p) { return prepare_moe_any(p, 1, 1); }
 
 const hk__family hk__family_matvec = {"hk_matvec", prepare_matvec, {NULL}};
 const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8, {&tune_matvec_int8}};
@@ -1273,3 +1299,5 @@ const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_mat
 const hk__family hk__family_matvec_int8_multi = {"hk_matvec_int8_multi", prepare_matvec_int8_multi, {NULL}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
+/* takes hk_moe_matvec_int8's schedules (its tuner family HK_TUNE_MOE_MATVEC_INT8) */
+const hk__family hk__family_moe_matvec_int8_glu = {"hk_moe_matvec_int8_glu", prepare_moe_int8_glu, {NULL}};
