@@ -1467,6 +1467,40 @@ static void finish_side_context(hk_context *c, const char *label)
     hk_context_destroy(c);
 }
 
+/* hk_context_prepare of hk_moe_matvec_int8_glu alone builds what the kernel then records at each
+ * of its rows-per-subgroup classes (2 slots of 1 row below 4096 rows, of 2 from 4096, 4 slots
+ * for Q6_K from 16384), every type and both modes: a call afterwards builds nothing. */
+static void prepare_moe_glu(void)
+{
+    static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q5_K, HK_TYPE_Q6_K};
+    static const uint32_t shapes[][2] = {{5, 1}, {1024, 4}, {4096, 4}}; /* n, slots */
+    hk_context *c = hk_test_context_without(0);
+    if (!c)
+        return;
+    hk_check_status("prepare hk_moe_matvec_int8_glu", hk_context_prepare(c, "hk_moe_matvec_int8_glu"), HK_OK, NULL);
+    uint32_t built = hk_context_pipeline_count(c), calls = 0, refused = 0;
+    hk_buffer *buf = hk_test_buffer(c, 6u << 20, NULL);
+    hk_stream *s = NULL;
+    if (buf && hk_stream_create(c, 0, &s) == HK_OK) {
+        hk_view w = {buf, 0}, xq = {buf, 4u << 20}, ids = {buf, (4u << 20) + 4096}, y = {buf, 5u << 20};
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+                for (int m = HK_GLU_SILU; m <= HK_GLU_GELU_TANH; m++) {
+                    hk_moe_shape shape = {4, shapes[i][0], 256, shapes[i][1], 0};
+                    refused += hk_moe_matvec_int8_glu(c, s, types[t], w, w, xq, ids, y, &shape, (hk_glu_mode)m) !=
+                               HK_OK;
+                    calls++;
+                    hk_stream_reset(s);
+                }
+        hk_stream_destroy(s);
+    }
+    hk_check(calls > 0 && refused == 0 && hk_context_pipeline_count(c) == built,
+             "hk_moe_matvec_int8_glu after its prepare builds nothing", "%u calls, %u refused (%s), %u pipelines built",
+             calls, refused, refused ? hk_last_error() : "", hk_context_pipeline_count(c) - built);
+    hk_buffer_destroy(buf);
+    finish_side_context(c, "prepare hk_moe_matvec_int8_glu: no validation messages");
+}
+
 static void test_prepare(void)
 {
     hk_context *c = hk_test_context_without(0);
@@ -1480,6 +1514,7 @@ static void test_prepare(void)
     hk_check(hk_context_pipeline_count(c) == 1, "one kernel, its pipeline", "%u", hk_context_pipeline_count(c));
     prepare_case(c, "every feature");
     finish_side_context(c, "prepare: no validation messages");
+    prepare_moe_glu();
     /* the portable twins: no subgroup size control, no integer dot */
     c = hk_test_context_without(HK_FEATURE_SUBGROUP_SIZE_CONTROL | HK_FEATURE_INTEGER_DOT);
     if (c) {
