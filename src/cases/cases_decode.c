@@ -678,7 +678,10 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
     size_t unfused_bytes = (run->ref_mode != HK_REF_NONE ? outs : 0) * sizeof(float);
     fused_state *fs = glu ? hk_case_alloc(sizeof *fs + unfused_bytes) : NULL;
     uint8_t *w = hk_random_weights(&rng, (int)type, (uint64_t)n_experts * n, k, 1);
-    uint8_t *w_up = glu ? hk_random_weights(&rng, (int)type, (uint64_t)n_experts * n, k, 1) : NULL;
+    /* W_up's bank lies one expert into its tensor (record_moe_glu), so that a kernel reading it at
+     * W_gate's offset reads other weights */
+    uint8_t *w_up = glu ? hk_random_weights(&rng, (int)type, (uint64_t)(n_experts + 1) * n, k, 1) : NULL;
+    const uint8_t *up_bank = glu ? w_up + expert_bytes : NULL;
     float *x = activations(&rng, xs * k);
     hk_block_q8_1 *xq = x ? quantized(x, xs * k) : NULL;
     uint32_t *ids = hk_case_alloc((size_t)routings * slots * sizeof *ids);
@@ -721,7 +724,7 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
     }
     hk_case_tensor_add(run, glu ? "w_gate" : "w", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w);
     if (glu)
-        hk_case_tensor_add(run, "w_up", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w_up);
+        hk_case_tensor_add(run, "w_up", HK_CASE_IN, expert_bytes * (n_experts + 1), wide_align(type), 1, w_up);
     if (int8)
         hk_case_tensor_add(run, "xq", HK_CASE_IN, xs * k / 32 * 36, 4, 0, xq);
     else
@@ -742,10 +745,10 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
             /* the sums of each bank, then the activation's reference */
             hk_moe_shape sh = {n_experts, n, k, slots, per_slot};
             hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, sums, n_experts, n, k, slots);
-            hk_ref_moe_matvec_q8_1((int)type, w_up, xq, per_slot, ids, sums + outs, n_experts, n, k, slots);
+            hk_ref_moe_matvec_q8_1((int)type, up_bank, xq, per_slot, ids, sums + outs, n_experts, n, k, slots);
             hk_ref_glu(sums, sums + outs, run->ref, slots, n, n, gelu);
             fs->scale = max_abs(sums, outs) * max_abs(sums + outs, outs);
-            st = unfused_moe_glu(run->ctx, type, w, w_up, xq, ids, &sh, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU,
+            st = unfused_moe_glu(run->ctx, type, w, up_bank, xq, ids, &sh, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU,
                                  fs->unfused);
         } else if (int8)
             hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, run->ref, n_experts, n, k, slots);
@@ -777,9 +780,10 @@ static hk_status record_moe_glu(const hk_case_run *run, hk_stream *s, const hk_v
     const fused_state *fs = run->state;
     const hk_case_shape *sh = &run->shape;
     hk_moe_shape shape = {sh->d[0], sh->d[1], sh->d[2], sh->d[3], sh->variant};
-    hk_view ids = v[3];
+    hk_view ids = v[3], up = v[1];
     ids.offset += (uint64_t)(op % fs->routings) * sh->d[3] * 4;
-    return hk_moe_matvec_int8_glu(run->ctx, s, sh->type, v[0], v[1], v[2], ids, v[4], &shape,
+    up.offset += hk_ref_row_bytes((int)sh->type, sh->d[2]) * sh->d[1]; /* past the leading expert */
+    return hk_moe_matvec_int8_glu(run->ctx, s, sh->type, v[0], up, v[2], ids, v[4], &shape,
                                   sh->d[4] ? HK_GLU_GELU_TANH : HK_GLU_SILU);
 }
 
