@@ -428,9 +428,16 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
         }
     } else if (m == 1) {
         hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
-        LAYER_CALL(hk_moe_matvec_int8(c, st, l->gate_exps.type, l->gate_exps.view, s->xq, s->expert_ids, s->ff_a, &up));
-        LAYER_CALL(hk_moe_matvec_int8(c, st, l->up_exps.type, l->up_exps.view, s->xq, s->expert_ids, s->ff_b, &up));
-        LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, slots, f, f, HK_GLU_SILU));
+        if (l->up_exps.type == l->gate_exps.type)
+            LAYER_CALL(hk_moe_matvec_int8_glu(c, st, l->gate_exps.type, l->gate_exps.view, l->up_exps.view, s->xq,
+                                              s->expert_ids, s->ff_a, &up, HK_GLU_SILU));
+        else {
+            LAYER_CALL(hk_moe_matvec_int8(c, st, l->gate_exps.type, l->gate_exps.view, s->xq, s->expert_ids, s->ff_a,
+                                          &up));
+            LAYER_CALL(hk_moe_matvec_int8(c, st, l->up_exps.type, l->up_exps.view, s->xq, s->expert_ids, s->ff_b,
+                                          &up));
+            LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, slots, f, f, HK_GLU_SILU));
+        }
         LAYER_CALL(hk_quantize_q8_1(c, st, s->ff_a, s->xq, slots * f));
         LAYER_CALL(hk_moe_matvec_int8(c, st, l->down_exps.type, l->down_exps.view, s->xq, s->expert_ids, s->moe_out,
                                       &down));
