@@ -263,13 +263,17 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
     uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows;
     float *x = activations(&rng, k), *res = glu ? NULL : hk_case_alloc((size_t)rows * sizeof(float));
     uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, raw);
-    uint8_t *w_up = glu ? hk_random_weights(&rng, (int)type, rows, k, raw) : NULL;
+    /* W_up one row into a tensor of rows + 1 (record_matvec_glu binds it there), so that its view's
+     * offset differs from W_gate's in every placement: a kernel reading W_up at W_gate's offset fails */
+    uint64_t row_bytes = hk_ref_row_bytes((int)type, k);
+    uint8_t *up_tensor = glu ? hk_random_weights(&rng, (int)type, (uint64_t)rows + 1, k, raw) : NULL;
+    const uint8_t *w_up = up_tensor ? up_tensor + row_bytes : NULL;
     hk_block_q8_1 *xq = x ? quantized(x, k) : NULL;
     free(x);
-    if (!w || !xq || (glu ? !w_up : !res)) {
+    if (!w || !xq || (glu ? !up_tensor : !res)) {
         free(res);
         free(w);
-        free(w_up);
+        free(up_tensor);
         free(xq);
         return HK_ERROR_OUT_OF_MEMORY;
     }
@@ -302,7 +306,7 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
     }
     hk_case_tensor_add(run, glu ? "w_gate" : "w", HK_CASE_IN, w_bytes, wide_align(type), 1, w);
     if (glu)
-        hk_case_tensor_add(run, "w_up", HK_CASE_IN, w_bytes, wide_align(type), 1, w_up);
+        hk_case_tensor_add(run, "w_up", HK_CASE_IN, w_bytes + row_bytes, wide_align(type), 1, up_tensor);
     hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
     if (glu) {
         hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
@@ -334,7 +338,8 @@ static hk_status record_matvec_glu(const hk_case_run *run, hk_stream *s, const h
 {
     (void)op;
     hk_glu_mode mode = run->shape.d[2] ? HK_GLU_GELU_TANH : HK_GLU_SILU;
-    return hk_matvec_int8_glu(run->ctx, s, run->shape.type, v[0], v[1], v[2], v[3], run->shape.d[0], run->shape.d[1],
+    hk_view up = {v[1].buffer, v[1].offset + hk_ref_row_bytes((int)run->shape.type, run->shape.d[1])};
+    return hk_matvec_int8_glu(run->ctx, s, run->shape.type, v[0], up, v[2], v[3], run->shape.d[0], run->shape.d[1],
                               mode);
 }
 
