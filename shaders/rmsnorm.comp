@@ -10,6 +10,7 @@
 #endif
 
 layout(binding = 0) readonly buffer X { float x[]; };
+#include "norm.glsl"
 layout(binding = 1) readonly buffer Weight { float weight[]; };
 layout(binding = 2) buffer Y { float y[]; };
 #ifdef HK_Q8_1
@@ -25,22 +26,43 @@ HK_PUSH_BEGIN
 #endif
 HK_PUSH_END
 
+// norm.glsl's order: per chunk of WG blocks, each invocation a block's P_b, then the first WG / 32
+// invocations a group's G_g each; the G_g kept for the end (n <= HK_RMSNORM_MAX_N: 1024 groups)
+shared float hk_ss_p[WG];
+shared float hk_ss_g[1024];
+
+float row_sumsq(uint xb, uint n)
+{
+    uint nb = (n + 31u) / 32u, lid = gl_LocalInvocationID.x;
+    for (uint c = 0; c < nb; c += WG) {
+        uint b = c + lid;
+        hk_ss_p[lid] = b < nb ? hk_block_sumsq(xb + 32u * b, min(32u, n - 32u * b)) : 0.0;
+        barrier();
+        uint g0 = c + 32u * lid;
+        if (lid < WG / 32u && g0 < nb) {
+            precise float s = 0.0;
+            for (uint j = 0; j < min(32u, nb - g0); j++)
+                s = s + hk_ss_p[32u * lid + j];
+            hk_ss_g[g0 / 32u] = s;
+        }
+        barrier();
+    }
+    precise float t = 0.0;
+    for (uint g = 0; g < (nb + 31u) / 32u; g++)
+        t = t + hk_ss_g[g];
+    return t;
+}
+
 void main()
 {
     uint row = hk_group_id();
     if (row >= pc.rows)
         return;
     uint xb = pc.view_offset[0] / 4u + row * pc.n, wb = pc.view_offset[1] / 4u, yb = pc.view_offset[2] / 4u + row * pc.n;
-    // uncontracted (NoContraction): both variants' pipelines sum the squares alike, whatever the
-    // compiler would fuse into an fma in one of them
-    precise float ss = 0.0;
-    for (uint i = gl_LocalInvocationID.x; i < pc.n; i += WG)
-        ss += x[xb + i] * x[xb + i];
-    ss = hk_workgroup_sum(ss);
-    float scale = inversesqrt(ss / float(pc.n) + pc.eps);
+    float scale = hk_norm_scale(row_sumsq(xb, pc.n), pc.n, pc.eps);
 #ifndef HK_Q8_1
     for (uint i = gl_LocalInvocationID.x; i < pc.n; i += WG)
-        y[yb + i] = x[xb + i] * scale * weight[wb + i];
+        y[yb + i] = hk_norm_apply(x[xb + i], scale, weight[wb + i]);
 #else
     // steps of 4 * WG values, four consecutive ones per invocation: whole blocks (n is a multiple of
     // 32), eight invocations each; invocations past the row's end quantize zeros for the barriers
@@ -49,8 +71,8 @@ void main()
         uint i = c + 4u * lid;
         vec4 v = vec4(0.0);
         if (i < pc.n) {
-            v = vec4(x[xb + i], x[xb + i + 1u], x[xb + i + 2u], x[xb + i + 3u]) * scale *
-                vec4(weight[wb + i], weight[wb + i + 1u], weight[wb + i + 2u], weight[wb + i + 3u]);
+            v = hk_norm_apply4(vec4(x[xb + i], x[xb + i + 1u], x[xb + i + 2u], x[xb + i + 3u]), scale,
+                               vec4(weight[wb + i], weight[wb + i + 1u], weight[wb + i + 2u], weight[wb + i + 3u]));
             if (pc.write_y != 0u) {
                 y[yb + i] = v.x;
                 y[yb + i + 1u] = v.y;

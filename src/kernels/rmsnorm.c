@@ -15,16 +15,15 @@ static hk_status check_shape(const char *fn, uint32_t rows, uint32_t n, float ep
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u and n=%u must both be positive", rows, n);
     if (!(eps > 0.0f) || !isfinite(eps))
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "eps=%g must be positive and finite", (double)eps);
-    /* each invocation loops twice over n / wg values (wg >= 128; hk_rmsnorm_q8_1's second loop
-     * steps 4 * wg) and twice over wg / subgroup partial sums (wg <= 512): with n <= 2^20, at most
-     * 2 * 8193 + 2 * 129 iterations */
+    /* each invocation loops over ceil(n / 32 / wg) chunks of up to 32 squares and 32 block sums
+     * (wg >= 128), once over the n / 1024 group sums and over n / (4 wg) values (hk_rmsnorm_q8_1's
+     * second loop; hk_rmsnorm's n / wg): with n <= 2^20, at most 256 * 64 + 1024 + 8192 iterations */
     return hk__check_limit(fn, "n", n, HK_RMSNORM_MAX_N);
 }
 
-/* Records either variant. hk_rmsnorm_q8_1 is bit-identical to hk_rmsnorm then hk_quantize_q8_1
- * because both sum a row's squares in one order: the same shader code, the same workgroup width,
- * and the same subgroup size (pinned where the device may pick one per pipeline, since subgroupAdd
- * adds in an order that depends on it). */
+/* Records either variant. hk_rmsnorm_q8_1 is bit-identical to hk_rmsnorm then hk_quantize_q8_1,
+ * and to the int8 matvec's own normalisation (hk_matvec_int8_f32x), because all of them sum a
+ * row's squares in shaders/norm.glsl's order, which no workgroup width or subgroup size changes. */
 static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn, int shader, hk_binding *b,
                           uint32_t binding_count, uint32_t rows, uint32_t n, float eps, uint32_t write_y)
 {

@@ -1,0 +1,39 @@
+// RMSNorm's sum of squares in one fixed order, so that every kernel that normalises a row gets
+// the same bits whatever its workgroup (rmsnorm.comp for hk_rmsnorm and hk_rmsnorm_q8_1, the int8
+// matvec on f32 x, matvec.comp HK_XF32): the row in blocks of 32 values, each block's squares
+// summed in index order (P_b), the blocks in groups of 32, each group's P_b summed in order (G_g),
+// then the G_g in order. Every product and sum is its own f32 operation (precise). Include after
+// the declaration of the buffer `x` the row is read from.
+
+// P_b: the squares of x[base .. base + count) (count <= 32) in order
+float hk_block_sumsq(uint base, uint count)
+{
+    precise float p = 0.0;
+    for (uint i = 0; i < count; i++) {
+        precise float s = x[base + i] * x[base + i];
+        p = p + s;
+    }
+    return p;
+}
+
+// The RMSNorm scale of a row of n values from its sum of squares
+float hk_norm_scale(float ss, uint n, float eps)
+{
+    precise float mean = ss / float(n);
+    precise float m = mean + eps;
+    return inversesqrt(m);
+}
+
+// A normalised value: x * scale, then * weight
+float hk_norm_apply(float x, float scale, float w)
+{
+    precise float s = x * scale;
+    precise float y = s * w;
+    return y;
+}
+vec4 hk_norm_apply4(vec4 x, float scale, vec4 w)
+{
+    precise vec4 s = x * scale;
+    precise vec4 y = s * w;
+    return y;
+}
