@@ -356,7 +356,8 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
- * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu,
+ * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_matvec_int8_f32x, hk_moe_matvec, hk_moe_matvec_int8,
+ * hk_moe_matvec_int8_glu,
  * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm,
  * hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows,
  * hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that
@@ -704,6 +705,45 @@ HK_API hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_t
  * rows NULL, or a rows[i] of 0 is HK_ERROR_INVALID_ARGUMENT. */
 HK_API hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n,
                                       const hk_view *w, const uint32_t *rows, hk_view xq, hk_view y, uint32_t k);
+
+/* What the one-token int8 matvec does after its sums (hk_matvec_int8_f32x). */
+typedef enum hk_matvec_epilogue {
+    HK_MATVEC_PLAIN = 0,         /* y = the products (of each matrix, concatenated where several) */
+    HK_MATVEC_ADD = 1,           /* y = residual + the product, as hk_matvec_int8_add */
+    HK_MATVEC_GLU_SILU = 2,      /* y = silu(W_gate . x) * (W_up . x), as hk_matvec_int8_glu */
+    HK_MATVEC_GLU_GELU_TANH = 3  /* the same with GeLU (tanh form) */
+} hk_matvec_epilogue;
+
+/* One call of hk_matvec_int8_f32x. */
+typedef struct hk_matvec_f32x_desc {
+    hk_type wtype;                     /* Q8_0, Q4_K, Q5_K or Q6_K */
+    uint32_t n;                        /* matrices, 1..HK_MATVEC_MULTI_MAX; several only with HK_MATVEC_PLAIN */
+    hk_view w[HK_MATVEC_MULTI_MAX];    /* w[i]: rows[i] GGUF rows of k values (the GLU's W_gate: w[0]) */
+    uint32_t rows[HK_MATVEC_MULTI_MAX];
+    uint32_t k;                        /* a multiple of the type's block, and of 32 */
+    hk_view x;                         /* f32 [k] */
+    hk_view norm;                      /* f32 [k]: x is RMSNorm'ed with this weight first; {NULL, 0}: not */
+    float eps;                         /* the RMSNorm's epsilon (with norm): positive and finite */
+    hk_matvec_epilogue epilogue;
+    hk_view operand;                   /* HK_MATVEC_ADD: the residual f32 [rows[0]]; the GLU: W_up; else unused */
+    hk_view y;                         /* f32: rows[0] + ... + rows[n-1] values (rows[0] for ADD and the GLU) */
+} hk_matvec_f32x_desc;
+
+/* The one-token int8 matvecs (hk_matvec_int8, _add, _glu, _multi by desc->epilogue and desc->n) on
+ * an f32 activation, which each workgroup quantizes to Q8_1 in its shared memory, RMSNorm'ed first
+ * where desc->norm is given: the decode's RMSNorm (or, after attention and the gated activation,
+ * the quantization) and the product in one dispatch instead of two, with no barrier between them.
+ * Bit-identical to hk_rmsnorm_q8_1(x, norm, ..., 1 row, k, eps) (without norm: hk_quantize_q8_1(x,
+ * k)) into a buffer xq, then the chosen call on xq: the blocks are those kernels' (the same
+ * quantization code, and the same order of the sum of squares, which no workgroup changes), and
+ * each row's sums and epilogue are that call's. Every workgroup reads all of x: use it where x is a
+ * few thousand values. Needs 16 + 41 * b bytes of shared memory, b being k / 32 rounded up to a
+ * power of 2 of at least 64 (k <= 32768 on 48 KiB; more is HK_ERROR_UNSUPPORTED naming the bytes).
+ * hk_context_prepare builds its pipelines for k up to 16384. Views: x, norm and y f32 with offsets
+ * a multiple of 4; the weights, operand, y's overlaps and the other limits and errors as the chosen
+ * call's (ADD: y may be exactly the residual); a NULL desc, n or epilogue out of range, several
+ * matrices with an epilogue, or a bad eps is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_matvec_int8_f32x(hk_context *context, hk_stream *stream, const hk_matvec_f32x_desc *desc);
 
 /* Int8 matvec of several tokens against one weight read (speculative decoding, small batches):
  * y[t, :] = deq(W) . deq(xq[t, :]) for t < tokens, xq `tokens` rows of k/32 Q8_1 blocks each

@@ -38,11 +38,19 @@
 //                 pc.rows2) into one y, concatenated: the row groups run over W0's rows, then W1's,
 //                 then W2's, each matrix's rows padded to whole groups, so that a group's rows lie
 //                 in one matrix and each row's sum is the plain kernel's.
+//   HK_XF32       (dense HK_INT8, one token, x resident) x is f32 at binding 1: each workgroup
+//                 quantizes it into its shared memory (q8_1.glsl's rules, so the blocks
+//                 hk_quantize_q8_1 writes), RMSNorm'ed first where pc.norm (the weight at binding
+//                 5; norm.glsl's order, so hk_rmsnorm_q8_1's blocks), in place of a dispatch and a
+//                 barrier before the matvec. The row groups then run as on staged x.
 #if defined(HK_GLU_SILU) || defined(HK_GLU_GELU)
 #define HK_MATVEC_GLU
 #endif
 #if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_GLU) || defined(HK_MATVEC_MULTI)) && !defined(HK_INT8)
 #error "the epilogues are the int8 kernel's"
+#endif
+#if defined(HK_XF32) && (!defined(HK_INT8) || defined(HK_MOE))
+#error "HK_XF32 is the dense int8 kernel's"
 #endif
 #if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_MULTI)) && defined(HK_MOE)
 #error "the MoE gather takes the GLU epilogue only"
@@ -85,6 +93,9 @@ layout(binding = 4) readonly buffer W2_16 { uint16_t m2_16[]; };
 layout(binding = 4) readonly buffer W2_32 { uint m2_32[]; };
 layout(binding = 4) readonly buffer W2_128 { uvec4 m2_128[]; };
 #endif
+#ifdef HK_XF32
+layout(binding = 5) readonly buffer Norm { float norm_w[]; };
+#endif
 
 // Rows per subgroup (subgroup-rows layouts): specialization constant 1.
 layout(constant_id = 1) const uint HK_NROWS = 4;
@@ -122,6 +133,10 @@ HK_PUSH_BEGIN
     uint n_experts; // HK_MOE
 #endif
     uint x_stride;  // HK_MOE: words from one slot's x to the next (0: one x for every slot)
+#ifdef HK_XF32
+    float eps;      // the RMSNorm's
+    uint norm;      // 1: x RMSNorm'ed with the weight at binding 5 before it is quantized
+#endif
 HK_PUSH_END
 
 #ifdef HK_MATVEC_MULTI
@@ -407,14 +422,10 @@ void hk_stage_chunk(uint first, uint n)
                 hk_stage_word(t, cb, lid + l * WG, v[t * HK_XSTAGE_LOADS + l]);
 }
 
-// Stages Q8_1 blocks first .. first + n - 1 of every token (first = xs_block0; none past k) and,
-// for the K-quants, once they are all in (a barrier), the blocks' sums into the aux words (n is
-// even for them: k is a multiple of 256). Every invocation of the workgroup calls it with the same
-// arguments (it has barriers).
-void hk_stage_x(uint first, uint n)
+// For the K-quants, once blocks xs_block0 .. + n - 1 of every token are staged (a barrier), the
+// blocks' sums into the aux words (n is even for them: k is a multiple of 256).
+void hk_stage_sums(uint n)
 {
-    for (uint c = 0; c < n; c += HK_XSTAGE_CHUNK)
-        hk_stage_chunk(first + c, min(HK_XSTAGE_CHUNK, n - c));
     if (HK_XSUMS) {
         barrier();
         uint pairs = n / 2u;
@@ -426,6 +437,69 @@ void hk_stage_x(uint first, uint n)
         }
     }
 }
+
+// Stages Q8_1 blocks first .. first + n - 1 of every token (first = xs_block0; none past k), then
+// their sums. Every invocation of the workgroup calls it with the same arguments (it has barriers).
+void hk_stage_x(uint first, uint n)
+{
+    for (uint c = 0; c < n; c += HK_XSTAGE_CHUNK)
+        hk_stage_chunk(first + c, min(HK_XSTAGE_CHUNK, n - c));
+    hk_stage_sums(n);
+}
+
+#ifdef HK_XF32
+#define HK_Q8_1_BLOCK_ONLY
+#include "q8_1.glsl"
+#include "norm.glsl"
+// the norm's group sums (norm.glsl); the blocks' sums of squares wait in the aux words' sum halves
+shared float hk_norm_g[(HK_XSTAGE_BLOCKS + 31u) / 32u];
+
+// P_b of block b, kept in its aux word until the sums overwrite it
+void hk_put_p(uint b, float p) { hk_xs_q[hk_xs_aux(0u, b >> 1)][2u + (b & 1u)] = floatBitsToUint(p); }
+float hk_get_p(uint b) { return uintBitsToFloat(hk_xs_q[hk_xs_aux(0u, b >> 1)][2u + (b & 1u)]); }
+
+// Stages the k / 32 blocks of f32 x (binding 1), RMSNorm'ed where pc.norm, as Q8_1 blocks: an
+// invocation per block, then the sums. Every invocation calls it (it has barriers).
+void hk_stage_x_f32()
+{
+    uint nb = pc.k / 32u, groups = (nb + 31u) / 32u, lid = gl_LocalInvocationIndex, x0 = pc.view_offset[1] / 4u;
+    bool norm = pc.norm != 0u;
+    float scale = 1.0;
+    if (norm) {
+        for (uint b = lid; b < nb; b += WG)
+            hk_put_p(b, hk_block_sumsq(x0 + 32u * b, 32u));
+        barrier();
+        for (uint g = lid; g < groups; g += WG) {
+            precise float s = 0.0;
+            for (uint b = 32u * g; b < min(32u * g + 32u, nb); b++)
+                s = s + hk_get_p(b);
+            hk_norm_g[g] = s;
+        }
+        barrier();
+        precise float t = 0.0;
+        for (uint g = 0; g < groups; g++)
+            t = t + hk_norm_g[g];
+        scale = hk_norm_scale(t, pc.k, pc.eps);
+    }
+    uint w0 = pc.view_offset[5] / 4u;
+    for (uint b = lid; b < nb; b += WG) {
+        vec4 v[8];
+        uint i = x0 + 32u * b, wi = w0 + 32u * b;
+        for (uint j = 0; j < 8u; j++) {
+            v[j] = vec4(x[i + 4u * j], x[i + 4u * j + 1u], x[i + 4u * j + 2u], x[i + 4u * j + 3u]);
+            if (norm)
+                v[j] = hk_norm_apply4(v[j], scale, vec4(norm_w[wi + 4u * j], norm_w[wi + 4u * j + 1u],
+                                                        norm_w[wi + 4u * j + 2u], norm_w[wi + 4u * j + 3u]));
+        }
+        uint q[8];
+        uint head = hk_q8_1_block(v, q), at = hk_xs_pair(0u, b >> 1) + 2u * (b & 1u);
+        hk_xs_q[at] = uvec4(q[0], q[1], q[2], q[3]);
+        hk_xs_q[at + 1u] = uvec4(q[4], q[5], q[6], q[7]);
+        hk_xs_q[hk_xs_aux(0u, b >> 1)][b & 1u] = floatBitsToUint(unpackHalf2x16(head).x);
+    }
+    hk_stage_sums(nb);
+}
+#endif
 #endif
 
 void main()
@@ -484,7 +558,11 @@ void main()
         // then the row groups below read x from shared memory with no barrier: each subgroup runs
         // on by itself, exactly as without staging (the same sums).
         xs_block0 = 0u;
+#ifdef HK_XF32
+        hk_stage_x_f32();
+#else
         hk_stage_x(0u, pc.k / 32u);
+#endif
         barrier();
     }
 #endif

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 static hk_context *ctx;
@@ -822,6 +823,60 @@ static void test_moe_glu(hk_buffer *aligned)
 #undef MOE_GLU
 }
 
+/* hk_matvec_int8_f32x: every refusal, with its message, and nothing written (4 Q4_K rows of k =
+ * 256 in w, 256 floats of x, which also serve as the norm's weight) */
+static void test_matvec_f32x(void)
+{
+    hk_matvec_f32x_desc d = {.wtype = HK_TYPE_Q4_K, .n = 1, .w = {{w, 0}}, .rows = {4}, .k = 256, .x = {x, 0},
+                             .norm = {x, 0}, .eps = 1e-6f, .epilogue = HK_MATVEC_PLAIN, .y = {y, 0}};
+    hk_matvec_f32x_desc e;
+#define F32X(...) (e = d, __VA_ARGS__, hk_matvec_int8_f32x(ctx, NULL, &e))
+    poison_y();
+    hk_check_status("valid matvec_int8_f32x", hk_matvec_int8_f32x(ctx, NULL, &d), HK_OK, NULL);
+    hk_check_status("valid matvec_int8_f32x in place", F32X(e.epilogue = HK_MATVEC_ADD, e.operand = e.y), HK_OK, NULL);
+    hk_check_status("valid matvec_int8_f32x without norm", F32X(e.norm = (hk_view){NULL, 0}, e.eps = 0), HK_OK, NULL);
+    EXPECT("f32x null context", hk_matvec_int8_f32x(NULL, NULL, &d), HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("f32x null desc", hk_matvec_int8_f32x(ctx, NULL, NULL), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: desc is NULL");
+    EXPECT("f32x n zero", F32X(e.n = 0), HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: n=0 is not in 1..3");
+    EXPECT("f32x n four", F32X(e.n = 4), HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: n=4 is not in 1..3");
+    EXPECT("f32x epilogue", F32X(e.epilogue = (hk_matvec_epilogue)4), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: epilogue=4 is no hk_matvec_epilogue");
+    EXPECT("f32x several with an epilogue", F32X(e.n = 2, e.w[1] = e.w[0], e.rows[1] = 1, e.epilogue = HK_MATVEC_ADD),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: n=2 matrices take HK_MATVEC_PLAIN only");
+    EXPECT("f32x eps zero", F32X(e.eps = 0), HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: eps=0 must be positive");
+    EXPECT("f32x eps nan", F32X(e.eps = NAN), HK_ERROR_INVALID_ARGUMENT, "must be positive and finite");
+    EXPECT("f32x rows zero", F32X(e.rows[0] = 0), HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: rows[0] is 0");
+    EXPECT("f32x k off the block", F32X(e.k = 100), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: k=100 is not a multiple of 32");
+    EXPECT("f32x k off the type's block", F32X(e.k = 288), HK_ERROR_INVALID_ARGUMENT,
+           "k=288 is not a positive multiple of 256 (q4_k block)");
+    EXPECT("f32x f16", F32X(e.wtype = HK_TYPE_F16), HK_ERROR_UNSUPPORTED, "wtype=f16 (5) is not a matvec weight type");
+    EXPECT("f32x x past the end", F32X(e.x = (hk_view){x, 4}), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: x needs 1024 bytes at offset 4");
+    EXPECT("f32x norm past the end", F32X(e.norm = (hk_view){x, 512}), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: norm needs 1024 bytes at offset 512");
+    EXPECT("f32x norm misaligned", F32X(e.norm = (hk_view){w, 2}), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: norm.offset=2 is not a multiple of 4");
+    EXPECT("f32x residual past the end", F32X(e.epilogue = HK_MATVEC_ADD, e.operand = (hk_view){y, Y_FLOATS * 4 - 8}),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: residual needs 16 bytes");
+    EXPECT("f32x w_up null", F32X(e.epilogue = HK_MATVEC_GLU_SILU), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: w_up.buffer is NULL");
+    EXPECT("f32x y overlaps x", F32X(e.y = (hk_view){x, 16}), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: output y overlaps x");
+    /* k = 65536: its 2048 blocks need 84 KB of shared memory, over every device's 48 KiB or less */
+    hk_buffer *big_w = hk_test_buffer(ctx, 69632, NULL), *big_x = hk_test_buffer(ctx, 262144, NULL);
+    EXPECT("f32x y overlaps norm", F32X(e.norm = (hk_view){big_x, 0}, e.y = (hk_view){big_x, 1008}),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: output y overlaps norm");
+    EXPECT("f32x x over shared memory",
+           F32X(e.wtype = HK_TYPE_Q8_0, e.w[0] = (hk_view){big_w, 0}, e.rows[0] = 1, e.k = 65536,
+                e.x = (hk_view){big_x, 0}, e.norm = (hk_view){NULL, 0}),
+           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_f32x: x of k=65536 needs 83984 bytes of shared memory");
+    hk_buffer_destroy(big_w);
+    hk_buffer_destroy(big_x);
+#undef F32X
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -1002,6 +1057,7 @@ int main(int argc, char **argv)
            HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
     test_matvec_fused();
     test_matvec_multi();
+    test_matvec_f32x();
     test_moe_glu(aligned);
 
     /* shape limits */

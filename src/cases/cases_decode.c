@@ -553,6 +553,231 @@ const hk_case hk_case_matvec_int8_multi = {
     CASE_SHAPES(multi_tests, multi_quick, multi_full),
 };
 
+/* ---- the int8 matvecs on f32 x (hk_matvec_int8_f32x): d = {rows[0], rows[1], rows[2], k}, n the
+ * leading rows that are not 0 (several: plain only); variant bits F32X_* (the norm, the epilogue,
+ * in place, raw blocks). Held to the bits of the two calls it replaces, run on the device at
+ * prepare (hk_rmsnorm_q8_1 or hk_quantize_q8_1 into xq, then hk_matvec_int8_multi,
+ * hk_matvec_int8_add or hk_matvec_int8_glu on xq), and to the references composed: hk_ref_rmsnorm,
+ * the reference quantizer, hk_ref_matvec_q8_1 and the epilogue's (a block the kernel rounds the
+ * other way near a half step moves an output by far less than the gate). ---- */
+enum { F32X_NORM = 1, F32X_ADD = 2, F32X_GLU = 4, F32X_GELU = 8, F32X_IN_PLACE = 16, F32X_RAW = 32 };
+
+static hk_matvec_epilogue f32x_epilogue(int variant)
+{
+    return variant & F32X_ADD   ? HK_MATVEC_ADD
+           : variant & F32X_GLU ? (variant & F32X_GELU ? HK_MATVEC_GLU_GELU_TANH : HK_MATVEC_GLU_SILU)
+                                : HK_MATVEC_PLAIN;
+}
+
+/* The calls hk_matvec_int8_f32x replaces, on the device, into out[total]: w holds the n matrices
+ * (the GLU: W_gate, W_up), operand the residual where one is added. */
+static hk_status unfused_f32x(hk_context *ctx, hk_type type, uint8_t *const *w, const uint32_t *rows, uint32_t n,
+                              const float *x, const float *norm, const float *residual, uint32_t k, int variant,
+                              uint32_t total, float *out)
+{
+    int glu = variant & F32X_GLU, add = variant & F32X_ADD;
+    uint32_t mats = glu ? 2 : n;
+    uint64_t row_bytes = hk_ref_row_bytes((int)type, k), end = 0, wo[3];
+    for (uint32_t i = 0; i < mats; i++)
+        wo[i] = section(&end, row_bytes * rows[glu ? 0 : i]);
+    uint64_t xo = section(&end, 4ull * k), no = section(&end, 4ull * k), qo = section(&end, (uint64_t)k / 32 * 36);
+    uint64_t ro = section(&end, 4ull * total), yo = section(&end, 4ull * total), to = section(&end, 4ull * k);
+    hk_buffer *b = NULL;
+    hk_status st = hk_buffer_create(ctx, end, &b);
+    for (uint32_t i = 0; i < mats && st == HK_OK; i++)
+        st = hk_buffer_upload(b, wo[i], w[i], row_bytes * rows[glu ? 0 : i]);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, xo, x, 4ull * k);
+    if (st == HK_OK && norm)
+        st = hk_buffer_upload(b, no, norm, 4ull * k);
+    if (st == HK_OK && add)
+        st = hk_buffer_upload(b, ro, residual, 4ull * total);
+    hk_view vx = {b, xo}, vq = {b, qo}, vy = {b, yo};
+    if (st == HK_OK)
+        st = norm ? hk_rmsnorm_q8_1(ctx, NULL, vx, (hk_view){b, no}, (hk_view){b, to}, vq, 1, k, 1e-6f)
+                  : hk_quantize_q8_1(ctx, NULL, vx, vq, k);
+    if (st == HK_OK) {
+        hk_view vw[3] = {{b, wo[0]}, {b, wo[1]}, {b, wo[2]}};
+        if (add)
+            st = hk_matvec_int8_add(ctx, NULL, type, vw[0], vq, (hk_view){b, ro}, vy, rows[0], k);
+        else if (glu)
+            st = hk_matvec_int8_glu(ctx, NULL, type, vw[0], vw[1], vq, vy, rows[0], k,
+                                    variant & F32X_GELU ? HK_GLU_GELU_TANH : HK_GLU_SILU);
+        else
+            st = hk_matvec_int8_multi(ctx, NULL, type, n, vw, rows, vq, vy, k);
+    }
+    if (st == HK_OK)
+        st = hk_buffer_download(b, yo, out, 4ull * total);
+    hk_buffer_destroy(b);
+    return st;
+}
+
+static hk_status prepare_matvec_f32x(hk_case_run *run, uint64_t seed)
+{
+    static const char *const names[] = {"w0", "w1", "w2"};
+    hk_type type = run->shape.type;
+    int variant = run->shape.variant, glu = variant & F32X_GLU, add = variant & F32X_ADD;
+    int in_place = add && (variant & F32X_IN_PLACE), has_norm = variant & F32X_NORM, raw = variant & F32X_RAW;
+    uint32_t n = multi_n(&run->shape), k = run->shape.d[3], total = 0, mats = glu ? 2 : n;
+    const uint32_t *rows = run->shape.d;
+    uint64_t row_bytes = hk_ref_row_bytes((int)type, k);
+    hk_rng rng = {seed};
+    float *x = hk_case_alloc(4ull * k), *norm = has_norm ? hk_case_alloc(4ull * k) : NULL, *res = NULL;
+    uint8_t *w[3] = {NULL, NULL, NULL};
+    int ok = x && (!has_norm || norm);
+    for (uint32_t i = 0; i < n; i++)
+        total += rows[i];
+    /* the GLU's W_up one row into a tensor of rows + 1 (record_matvec_f32x binds it there), as
+     * hk_matvec_int8_glu's rows do */
+    for (uint32_t i = 0; i < mats; i++) {
+        w[i] = hk_random_weights(&rng, (int)type, (uint64_t)rows[glu ? 0 : i] + (glu && i == 1), k, raw);
+        ok = ok && w[i];
+    }
+    if (add && ok)
+        ok = (res = hk_case_alloc(4ull * total)) != NULL;
+    if (!ok) {
+        for (uint32_t i = 0; i < mats; i++)
+            free(w[i]);
+        free(x);
+        free(norm);
+        free(res);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, x, k, -3.0f, 3.0f);
+    if (norm)
+        hk_rng_fill(&rng, norm, k, 0.5f, 1.5f);
+    if (res)
+        hk_rng_fill(&rng, res, total, -2.0f, 2.0f);
+    const uint8_t *mat[3] = {w[0], glu ? w[1] + row_bytes : w[1], w[2]};
+    hk_status st = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        fused_state *fs = hk_case_alloc(sizeof *fs + (size_t)total * sizeof(float));
+        float *xn = hk_case_alloc(4ull * k), *sum = hk_case_alloc(8ull * total);
+        hk_block_q8_1 *xq = NULL;
+        run->state = fs;
+        run->ref_count = total;
+        run->ref = hk_case_alloc((size_t)total * sizeof(float));
+        if (fs && xn && sum && run->ref) {
+            if (norm)
+                hk_ref_rmsnorm(x, norm, xn, 1, k, 1e-6f);
+            else
+                memcpy(xn, x, 4ull * k);
+            xq = quantized(xn, k);
+        }
+        if (!xq) {
+            st = HK_ERROR_OUT_OF_MEMORY;
+        } else {
+            for (uint32_t i = 0, at = 0; i < mats; at += rows[glu ? 0 : i], i++)
+                hk_ref_matvec_q8_1((int)type, mat[i], xq, sum + at, rows[glu ? 0 : i], k);
+            if (glu) {
+                hk_ref_glu(sum, sum + total, run->ref, 1, total, total, (variant & F32X_GELU) != 0);
+                fs->scale = max_abs(sum, total) * max_abs(sum + total, total);
+            } else if (add) {
+                hk_ref_add(res, sum, run->ref, total, 1.0f);
+                fs->scale = fmax(max_abs(sum, total), max_abs(res, total));
+            } else {
+                memcpy(run->ref, sum, 4ull * total);
+                fs->scale = max_abs(sum, total);
+            }
+            /* the unfused calls read W_up at its row */
+            uint8_t *unfused_w[3] = {w[0], glu ? w[1] + row_bytes : w[1], w[2]};
+            st = unfused_f32x(run->ctx, type, unfused_w, rows, n, x, norm, res, k, variant, total, fs->unfused);
+        }
+        free(xn);
+        free(sum);
+        free(xq);
+    }
+    for (uint32_t i = 0; i < mats; i++)
+        hk_case_tensor_add(run, glu ? (i ? "w_up" : "w_gate") : names[i], HK_CASE_IN,
+                           row_bytes * (rows[glu ? 0 : i] + (glu && i == 1)), wide_align(type), 1, w[i]);
+    hk_case_tensor_add(run, "x", HK_CASE_IN, 4ull * k, 4, 0, x);
+    if (norm)
+        hk_case_tensor_add(run, "norm", HK_CASE_IN, 4ull * k, 4, 0, norm);
+    int ri = -1;
+    if (add)
+        ri = hk_case_tensor_add(run, "residual", in_place ? HK_CASE_INOUT : HK_CASE_IN, 4ull * total, 4, 0, res);
+    if (in_place)
+        hk_case_tensor_alias(run, "y", ri);
+    else
+        hk_case_tensor_add(run, "y", HK_CASE_OUT, 4ull * total, 4, 0, NULL);
+    if (run->state)
+        ((fused_state *)run->state)->out = (int)mats + 1 + (norm != NULL) + (add != 0); /* y, or its alias */
+    run->bytes = (double)row_bytes * total * (glu ? 2 : 1) + 4.0 * k * (norm ? 2 : 1) + (add ? 8.0 : 4.0) * total;
+    int len = snprintf(run->label, sizeof run->label, "%s %u", hk_type_name(type), rows[0]);
+    for (uint32_t i = 1; i < n && len > 0 && (size_t)len < sizeof run->label; i++)
+        len += snprintf(run->label + len, sizeof run->label - (size_t)len, "+%u", rows[i]);
+    static const char *const epis[] = {"", " add", " silu", " gelu"};
+    if (len > 0 && (size_t)len < sizeof run->label)
+        snprintf(run->label + len, sizeof run->label - (size_t)len, "x%u%s%s%s%s", k, norm ? " norm" : "",
+                 epis[f32x_epilogue(variant)], in_place ? " y=residual" : "", raw ? " raw" : "");
+    return st;
+}
+
+static hk_status record_matvec_f32x(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    int variant = run->shape.variant, glu = variant & F32X_GLU, add = variant & F32X_ADD;
+    uint32_t n = multi_n(&run->shape), mats = glu ? 2 : n, i = 0;
+    hk_matvec_f32x_desc d = {.wtype = run->shape.type, .n = n, .k = run->shape.d[3], .eps = 1e-6f,
+                             .epilogue = f32x_epilogue(variant)};
+    for (; i < n; i++) {
+        d.w[i] = v[i];
+        d.rows[i] = run->shape.d[i];
+    }
+    if (glu)
+        d.operand = (hk_view){v[1].buffer, v[1].offset + hk_ref_row_bytes((int)run->shape.type, d.k)};
+    i = mats;
+    d.x = v[i++];
+    if (variant & F32X_NORM)
+        d.norm = v[i++];
+    if (add)
+        d.operand = v[i++];
+    d.y = v[i]; /* in place: the residual's alias */
+    return hk_matvec_int8_f32x(run->ctx, s, &d);
+}
+
+/* {type, {rows[0], rows[1], rows[2], k}, variant} of hk_matvec_int8_f32x: every epilogue with and
+ * without the norm, tails of rows and k (1 and 33 rows, k of 1 to 3 super-blocks, Q8_0 at k 32 and
+ * 96), raw blocks, in place; Llama-3-8B's q, k and v, o and down into the residual, gate and up;
+ * Qwen3-30B-A3B's q, k and v (k 2048) */
+#define N F32X_NORM
+#define ADD F32X_ADD
+#define GLU F32X_GLU
+#define IP F32X_IN_PLACE
+#define RAW F32X_RAW
+static const hk_case_shape f32x_tests[] = {
+    {Q4, {1, 0, 0, 256}, N, 0},          {Q5, {33, 0, 0, 512}, 0, 0},           {Q6, {5, 33, 7, 768}, N | RAW, 0},
+    {Q8, {1, 1, 0, 32}, N, 0},           {Q8, {33, 5, 0, 96}, RAW, 0},          {Q4, {5, 0, 0, 512}, ADD, 0},
+    {Q5, {33, 0, 0, 256}, N | ADD | IP, 0}, {Q6, {1, 0, 0, 512}, ADD | IP | RAW, 0}, {Q8, {5, 0, 0, 64}, N | ADD, 0},
+    {Q4, {33, 0, 0, 768}, N | GLU, 0},   {Q5, {1, 0, 0, 256}, GLU, 0},     {Q6, {5, 0, 0, 512}, N | GLU | F32X_GELU, 0},
+    {Q8, {33, 0, 0, 32}, GLU | RAW, 0},  {Q4, {4097, 33, 7, 256}, N, 0},
+    {Q4, {4096, 1024, 0, 4096}, N, 0},   {Q6, {1024, 0, 0, 4096}, N, 0},        {Q4, {4096, 0, 0, 4096}, ADD | IP, 0},
+    {Q6, {4096, 0, 0, 14336}, ADD | IP, 0}, {Q4, {14336, 0, 0, 4096}, N | GLU, 0}, {Q8, {4096, 512, 512, 2048}, N, 0},
+};
+#undef N
+#undef ADD
+#undef GLU
+#undef IP
+#undef RAW
+static const hk_case_shape f32x_quick[] = {{Q4, {4096, 512, 512, 2048}, F32X_NORM, 0},
+                                           {Q4, {2048, 0, 0, 4096}, F32X_ADD | F32X_IN_PLACE, 0}};
+/* hk-check/hk-bench on GPUs: a Llama-3-8B layer in the Q4_K_M layout (q and k, v, o, gate and up,
+ * down) */
+static const hk_case_shape f32x_full[] = {
+    {Q4, {4096, 1024, 0, 4096}, F32X_NORM, 0},          {Q6, {1024, 0, 0, 4096}, F32X_NORM, 0},
+    {Q4, {4096, 0, 0, 4096}, F32X_ADD | F32X_IN_PLACE, 0}, {Q4, {14336, 0, 0, 4096}, F32X_NORM | F32X_GLU, 0},
+    {Q6, {4096, 0, 0, 14336}, F32X_ADD | F32X_IN_PLACE, 0}};
+
+const hk_case hk_case_matvec_int8_f32x = {
+    .name = "matvec_int8_f32x",
+    .gate = HK_GATE_INT8,
+    .prepare = prepare_matvec_f32x,
+    .record = record_matvec_f32x,
+    .compare = compare_fused,
+    .tune_family = tune_fused,
+    CASE_SHAPES(f32x_tests, f32x_quick, f32x_full),
+};
+
 /* ---- few-token int8 matvec: d = {rows, k, tokens}, variant 1 = raw random blocks ---- */
 
 static hk_status prepare_tokens(hk_case_run *run, uint64_t seed)

@@ -12,6 +12,7 @@
 
 #include "elementwise.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +152,10 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
     1, {ROW_SHADERS(MATVEC, t), ROW_SHADERS(MOE_MATVEC, t)}, HK_SHADER_MATVEC_##t,                                     \
         {EPI_SHADERS(MATVEC_##t, ADD), EPI_SHADERS(MATVEC_##t, GLU_SILU), EPI_SHADERS(MATVEC_##t, GLU_GELU),        \
          EPI_SHADERS(MATVEC_##t, MULTI)},                                                                             \
-        {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU)}
+        {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU)},                               \
+        {EPI_SHADERS(MATVEC_##t, PLAIN_F32X), EPI_SHADERS(MATVEC_##t, ADD_F32X),                                       \
+         EPI_SHADERS(MATVEC_##t, GLU_SILU_F32X), EPI_SHADERS(MATVEC_##t, GLU_GELU_F32X),                               \
+         EPI_SHADERS(MATVEC_##t, MULTI_F32X)}
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -160,7 +164,10 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER},                      \
         {HK_NO_SHADER, HK_NO_SHADER}                                                                                   \
     }                                                                                                                  \
-    , {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}
+    , {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}, {                                                 \
+        {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER},                      \
+            {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}                                                 \
+    }
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
  * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
@@ -174,6 +181,7 @@ typedef struct matvec_type {
     int portable;           /* the portable kernel (f32 x) */
     int epi[EPI_COUNT - 1][2]; /* the dense int8 kernel with an epilogue [EPI_* - 1][packed dot, plain arithmetic] */
     int moe_glu[2][2];      /* the int8 MoE gather with the GLU epilogue [EPI_GLU_GELU - EPI_GLU_SILU][as epi] */
+    int f32x[EPI_COUNT][2]; /* the dense int8 kernel on f32 x [EPI_*][as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -276,6 +284,15 @@ static uint64_t int8_loop_count(uint32_t rows, uint32_t k, hk_type wtype, const 
     uint64_t tokens = g->tokens, wg = (uint64_t)g->sg * g->subgroups;
     uint64_t step = 1 + g->items * (1 + g->nrows) + g->items * (1 + g->nrows + tokens * (1 + g->nrows));
     uint64_t stage = 0;
+    if (g->staged == 3) {
+        /* f32 x (HK_XF32): per invocation ceil(blocks / WG) blocks of 32 squares and of 8 loads, 8
+         * quants, 8 sums; ceil(groups / WG) groups of 32 block sums; the groups once; the sums */
+        uint64_t n = k / 32, groups = (n + 31) / 32;
+        stage = (n + wg - 1) / wg * (32 + 3 * 8) + (groups + wg - 1) / wg * 32 + groups;
+        if (matvec_types[wtype].x_sums)
+            stage += 1 + (n / 2 + wg - 1) / wg;
+        return o * (1 + 2 * g->nrows * (1 + tokens) + steps * step) + stage;
+    }
     if (g->staged) {
         uint64_t n = g->staged == 2 ? k / 32 : step_blocks(wtype, g->sg, g->items);
         uint64_t chunk = stage_chunk(g->tokens, (uint32_t)wg);
@@ -772,7 +789,41 @@ typedef struct epilogue {
     const hk_view *w;
     const uint32_t *rows;
     uint32_t n;
+    int f32x;     /* x is f32, quantized by each workgroup (hk_matvec_int8_f32x; kind EPI_NONE allowed) */
+    hk_view norm; /* with f32x: the RMSNorm's weight, buffer NULL for none */
+    float eps;
 } epilogue;
+
+/* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
+ * power of 2 of at least F32X_MIN_BLOCKS, so that a few pipelines serve every k (a pipeline per k
+ * would be built on first use at each new width) while a workgroup's shared memory stays within
+ * twice what its x needs. */
+#define F32X_MIN_BLOCKS 64u
+static uint32_t f32x_blocks(uint32_t k)
+{
+    uint32_t blocks = F32X_MIN_BLOCKS;
+    while (blocks < k / 32)
+        blocks *= 2;
+    return blocks;
+}
+
+/* Whether the f32x kernel (x resident: 40 bytes of shared memory per block, the norm's group sums)
+ * fits the device and loops under the budget with this schedule. */
+static hk_status f32x_fits(const hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
+                           uint32_t nrows, uint32_t items, uint64_t groups)
+{
+    uint32_t blocks = f32x_blocks(k);
+    uint64_t shared = 16 + 41ull * blocks; /* the header's rule; the group sums need 4 per 32 blocks */
+    if (shared > context->caps.shared_memory_bytes)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "x of k=%u needs %llu bytes of shared memory, over the device's %u",
+                        k, (unsigned long long)shared, context->caps.shared_memory_bytes);
+    int8_geom g = {context->caps.subgroup_size, MATVEC_SUBGROUPS, nrows, 1, items, groups, 3};
+    uint64_t loops = int8_loop_count(rows, k, wtype, &g);
+    if (loops > MATVEC_LOOP_BUDGET)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "rows=%u, k=%u loop %llu times, over the budget %u", rows, k,
+                        (unsigned long long)loops, MATVEC_LOOP_BUDGET);
+    return HK_OK;
+}
 
 /* The dense matvec (moe NULL; epi: hk_matvec_int8's epilogues, NULL for none) and the MoE expert
  * gather (epi: NULL, or the GLU's with W_up's bank after the ids). */
@@ -780,26 +831,29 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                         hk_view x, hk_view y, uint32_t rows, uint32_t k, uint32_t tokens, const moe_args *moe,
                         const epilogue *epi)
 {
-    int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI, glu = epi && !add && !multi;
-    const char *const names[] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 ? "xq" : "x", "y",
-                                 moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up", moe ? "w_up" : "w[2]"};
+    int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI;
+    int glu = epi && (epi->kind == EPI_GLU_SILU || epi->kind == EPI_GLU_GELU), f32x = epi && epi->f32x;
+    int has_norm = f32x && epi->norm.buffer;
+    const char *names[6] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x", "y",
+                            moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up", moe ? "w_up" : "w[2]"};
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
     const matvec_type *mt = &matvec_types[wtype];
     uint32_t block = hk_type_block_values(wtype);
     uint32_t w_align = weight_align(int8, moe != NULL, wtype);
-    uint64_t x_bytes = int8 ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
+    uint64_t x_bytes = int8 && !f32x ? (uint64_t)k / 32 * 36 : (uint64_t)k * 4;
     uint64_t w_rows = moe ? (uint64_t)moe->shape->n_experts * moe->shape->n : rows;
     uint32_t slots = moe ? moe->shape->slots : 0;
     uint64_t row_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype), w_bytes = row_bytes * w_rows;
     if (multi)
         w_bytes = row_bytes * epi->rows[0];
-    hk_binding b[5] = {
+    hk_binding b[6] = {
         {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
         {y, (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
+        {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
     };
     if (add)
@@ -808,23 +862,36 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         b[moe ? 4 : 3] = (hk_binding){epi->view, w_bytes, w_align, 0, 0};
     for (uint32_t i = 1; multi && i < epi->n; i++)
         b[2 + i] = (hk_binding){epi->w[i], row_bytes * epi->rows[i], w_align, 0, 0};
-    uint32_t count = multi ? 2 + epi->n : moe && glu ? 5 : moe || epi ? 4 : 3;
+    uint32_t count = multi ? 2 + epi->n : moe && glu ? 5 : moe || add || glu ? 4 : 3;
     /* y may be exactly the residual and overlap nothing else: in place, the residual is checked as y
      * is (the same view and bytes), so an overlap with w or xq is still refused */
     int in_place = add && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
-    st = hk__check_bindings(context, stream, fn, names, b, in_place ? 3 : count);
+    uint32_t checked = in_place ? 3 : count;
+    hk_binding norm_b = has_norm ? (hk_binding){epi->norm, (uint64_t)k * 4, 4, 0, 0} : (hk_binding){x, 0, 4, 0, 0};
+    hk_binding check[6];
+    memcpy(check, b, sizeof check);
+    if (has_norm) { /* the norm's weight is checked after the others, then bound 6th */
+        check[checked] = norm_b;
+        names[checked++] = "norm";
+    }
+    st = hk__check_bindings(context, stream, fn, names, check, checked);
     if (st != HK_OK)
         return st;
-    /* the shader binds 5 views: the matrices a call does not have are never read, bound as W0 */
-    for (; multi && count < 5; count++)
+    /* the shader binds 5 views (f32x: 6): the matrices a call does not have, and what no epilogue
+     * uses, are never read, bound as W0 (the norm's absent weight as x) */
+    for (; (multi || f32x) && count < 5; count++)
         b[count] = (hk_binding){w, 0, w_align, 0, 0};
+    if (f32x)
+        b[count++] = norm_b;
     uint32_t sg = context->caps.subgroup_size, wg;
     int rows_layout = rows_layout_ok(context);
     if ((int8 || moe) && !rows_layout) /* no portable twin for these */
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" cannot require full subgroups (subgroupSizeControl)",
                         context->caps.device_name);
     int aligned = int8 || moe || (x.offset % 16 == 0 && w.offset % mt->rows_align == 0 && rows_aligned(wtype, k));
-    uint32_t params[5] = {rows, k, 0, 0, 0};
+    uint32_t params[7] = {rows, k, 0, 0, 0, 0, has_norm};
+    if (f32x)
+        memcpy(&params[5], &epi->eps, 4);
     if (multi) /* each matrix's rows; none for those the call does not have */
         for (uint32_t i = 0; i < 3; i++)
             params[i ? i + 1 : 0] = i < epi->n ? epi->rows[i] : 0;
@@ -833,7 +900,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         params[3] = moe->shape->n_experts;
         params[4] = moe->shape->x_per_slot ? (uint32_t)(x_bytes / 4) : 0;
     }
-    hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params, .params_bytes = sizeof params};
+    hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params,
+                          .params_bytes = f32x ? sizeof params : 5 * sizeof *params};
     int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
     if (tokens > 1)
         return tokens_dispatch(context, stream, fn, wtype, mode, &d, params, rows, k, tokens, x_bytes);
@@ -887,7 +955,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             nrows /= 2;
         wg = sg * MATVEC_SUBGROUPS;
         int dot = mode == MODE_INT8 ? 0 : 1;
-        d.shader = !epi ? mt->rows[moe != NULL][mode]
+        d.shader = f32x ? mt->f32x[epi->kind][dot]
+                   : !epi ? mt->rows[moe != NULL][mode]
                    : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
                          : mt->epi[epi->kind - 1][dot];
         d.subgroup_size = sg;
@@ -898,9 +967,14 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = mt->portable;
         d.groups = rows;
     }
-    uint32_t spec[6] = {wg, nrows, 1, 0, items, q8_0_w16};
+    uint32_t spec[7] = {wg, nrows, 1, f32x ? f32x_blocks(k) : 0, items, q8_0_w16, f32x};
     d.spec = spec;
-    d.spec_count = !d.subgroup_size ? 1 : int8 ? 6 : 2;
+    d.spec_count = !d.subgroup_size ? 1 : f32x ? 7 : int8 ? 6 : 2;
+    if (f32x) {
+        st = f32x_fits(context, fn, wtype, rows, k, nrows, items, d.groups);
+        if (st != HK_OK)
+            return st;
+    }
     st = hk__dispatch(context, stream, fn, &d);
     if (st == HK_OK && family) {
         const uint32_t served[MV_PARAMS] = {nrows, items, q8_0_w16 ? 16 : 32};
@@ -924,7 +998,7 @@ hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, 
 hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                              hk_view residual, hk_view y, uint32_t rows, uint32_t k)
 {
-    const epilogue epi = {EPI_ADD, residual, NULL, NULL, 0};
+    const epilogue epi = {EPI_ADD, residual, NULL, NULL, 0, 0, {0}, 0};
     return matvec(context, stream, "hk_matvec_int8_add", 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
 }
 
@@ -935,7 +1009,7 @@ hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wty
     hk_status st = hk__check_glu_mode(fn, mode);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0};
+    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0, 0, {0}, 0};
     return matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
 }
 
@@ -959,8 +1033,41 @@ hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type w
     hk_status st = hk__check_limit(fn, "rows[0]+...+rows[n-1]", total, HK_MATVEC_MAX_ROWS);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {EPI_MULTI, {0}, w, rows, n};
+    const epilogue epi = {EPI_MULTI, {0}, w, rows, n, 0, {0}, 0};
     return matvec(context, stream, fn, 1, wtype, w[0], xq, y, (uint32_t)total, k, 1, NULL, &epi);
+}
+
+hk_status hk_matvec_int8_f32x(hk_context *context, hk_stream *stream, const hk_matvec_f32x_desc *desc)
+{
+    static const char fn[] = "hk_matvec_int8_f32x";
+    if (!desc)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc is NULL");
+    const hk_matvec_f32x_desc *d = desc;
+    if (d->n == 0 || d->n > HK_MATVEC_MULTI_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n=%u is not in 1..%u", d->n, HK_MATVEC_MULTI_MAX);
+    if ((unsigned)d->epilogue > HK_MATVEC_GLU_GELU_TANH)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "epilogue=%d is no hk_matvec_epilogue", (int)d->epilogue);
+    if (d->n > 1 && d->epilogue != HK_MATVEC_PLAIN)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n=%u matrices take HK_MATVEC_PLAIN only", d->n);
+    if (d->norm.buffer && (!(d->eps > 0.0f) || !isfinite(d->eps)))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "eps=%g must be positive and finite", (double)d->eps);
+    if (d->k % 32)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "k=%u is not a multiple of 32", d->k);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < d->n; i++) {
+        if (d->rows[i] == 0)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows[%u] is 0", i);
+        hk_status st = check_shape(fn, d->wtype, d->rows[i], d->k, 1, 1, 0);
+        if (st != HK_OK)
+            return st;
+        total += d->rows[i];
+    }
+    hk_status st = hk__check_limit(fn, "rows[0]+...+rows[n-1]", total, HK_MATVEC_MAX_ROWS);
+    if (st != HK_OK)
+        return st;
+    static const int kinds[] = {EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU};
+    epilogue epi = {d->n > 1 ? EPI_MULTI : kinds[d->epilogue], d->operand, d->w, d->rows, d->n, 1, d->norm, d->eps};
+    return matvec(context, stream, fn, 1, d->wtype, d->w[0], d->x, d->y, (uint32_t)total, d->k, 1, NULL, &epi);
 }
 
 hk_status hk_matvec_int8_tokens(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
@@ -1059,7 +1166,7 @@ hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type
     hk_status st = hk__check_glu_mode(fn, mode);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0};
+    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0, 0, {0}, 0};
     return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, y, shape, &epi);
 }
 
@@ -1225,6 +1332,38 @@ static hk_status prepare_matvec_any(hk__prep *p, int int8, int epi)
     return HK_OK;
 }
 
+/* hk_matvec_int8_f32x: every type, form (plain, add, both GLU modes, several matrices) and row
+ * class of prepare_matvec_any, at the widths of x that models' hidden and feed-forward sizes take
+ * (k up to 2048, 4096, 8192, 16384: f32x_blocks' classes), where the device holds them */
+static hk_status prepare_f32x(hk__prep *p)
+{
+    static const uint32_t rows[] = {1, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS}, widths[] = {2048, 4096, 8192, 16384};
+    static const hk_matvec_epilogue epis[] = {HK_MATVEC_PLAIN, HK_MATVEC_ADD, HK_MATVEC_GLU_SILU,
+                                              HK_MATVEC_GLU_GELU_TANH};
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(1, 0, types);
+    for (uint32_t t = 0; t < n_types; t++)
+        for (int r = 0; r < 3; r++)
+            for (int wi = 0; wi < 4; wi++)
+                for (int e = 0; e < 5; e++) {
+                    uint64_t w_bytes = (uint64_t)rows[r] * widths[wi] / hk_type_block_values(types[t]) *
+                                       hk_type_block_bytes(types[t]);
+                    if (w_bytes > p->ctx->caps.max_storage_buffer_range)
+                        continue; /* a class the device cannot bind at these rows (its fewer rows build it) */
+                    /* e == 4: two matrices, the multi's kernel */
+                    hk_matvec_f32x_desc d = {.wtype = types[t], .n = e == 4 ? 2 : 1, .k = widths[wi],
+                                             .x = hk__prep_view(p, 1), .norm = hk__prep_view(p, 5), .eps = 1e-6f,
+                                             .epilogue = e == 4 ? HK_MATVEC_PLAIN : epis[e],
+                                             .operand = hk__prep_view(p, 3), .y = hk__prep_view(p, 2)};
+                    d.w[0] = hk__prep_view(p, 0);
+                    d.w[1] = hk__prep_view(p, 4);
+                    d.rows[0] = e == 4 ? rows[r] - (rows[r] > 1) : rows[r];
+                    d.rows[1] = 1;
+                    HK_PREP_TRY(p, hk_matvec_int8_f32x(p->ctx, p->s, &d));
+                }
+    return HK_OK;
+}
+
 static hk_status prepare_matvec(hk__prep *p) { return prepare_matvec_any(p, 0, EPI_NONE); }
 static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_NONE); }
 static hk_status prepare_matvec_int8_add(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_ADD); }
@@ -1297,6 +1436,7 @@ const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepa
 const hk__family hk__family_matvec_int8_add = {"hk_matvec_int8_add", prepare_matvec_int8_add, {NULL}};
 const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_matvec_int8_glu, {NULL}};
 const hk__family hk__family_matvec_int8_multi = {"hk_matvec_int8_multi", prepare_matvec_int8_multi, {NULL}};
+const hk__family hk__family_matvec_int8_f32x = {"hk_matvec_int8_f32x", prepare_f32x, {NULL}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
 /* takes hk_moe_matvec_int8's schedules (its tuner family HK_TUNE_MOE_MATVEC_INT8) */
