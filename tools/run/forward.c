@@ -23,13 +23,39 @@ static int quantized(hk_type t) { return t != HK_TYPE_F32 && t != HK_TYPE_F16; }
             return -1;                                                                                                 \
         }                                                                                                              \
     } while (0)
+/* a call of the step: with a profile, a timestamp after it, named by the call */
+#define STEP_CALL(expr)                                                                                                \
+    do {                                                                                                               \
+        if ((expr) != HK_OK) {                                                                                         \
+            fprintf(stderr, "hk-run: %s: %s\n", #expr, hk_last_error());                                             \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+        if (s->profile && profile_mark(s->profile, st, #expr) != 0)                                                    \
+            return -1;                                                                                                 \
+    } while (0)
 #define LAYER_CALL(expr)                                                                                               \
     do {                                                                                                               \
         if ((expr) != HK_OK) {                                                                                         \
             fprintf(stderr, "hk-run: layer %u: %s: %s\n", il, #expr, hk_last_error());                                \
             return -1;                                                                                                 \
         }                                                                                                              \
+        if (s->profile && profile_mark(s->profile, st, #expr) != 0)                                                    \
+            return -1;                                                                                                 \
     } while (0)
+
+static int profile_mark(run_profile *p, hk_stream *st, const char *call)
+{
+    if (p->marks == p->capacity) {
+        fprintf(stderr, "hk-run: the profile holds %u calls\n", p->capacity);
+        return -1;
+    }
+    if (hk_stream_timestamp(st, &p->timestamp[p->marks]) != HK_OK) {
+        fprintf(stderr, "hk-run: %s\n", hk_last_error());
+        return -1;
+    }
+    p->call[p->marks++] = call;
+    return 0;
+}
 
 /* ---- state ---- */
 
@@ -282,6 +308,41 @@ static int fused(const run_state *s, const run_weight *w, uint32_t m)
     return m == 1 && !s->f32_activations && quantized(w->type);
 }
 
+/* Whether one token's product with each of the n weights quantizes (and normalises) its f32 input
+ * inside the matvec (hk_matvec_int8_f32x): fused, and x fits the device's shared memory (the
+ * header's rule: 16 + 41 bytes per block of k / 32 rounded up to a power of 2, at least 64). */
+static int in_matvec(const run_state *s, uint32_t m, const run_weight *const *w, uint32_t n)
+{
+    if (s->separate_quantize)
+        return 0;
+    hk_caps caps;
+    hk_context_caps(s->ctx, &caps);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t blocks = 64;
+        while (blocks < w[i]->k / 32)
+            blocks *= 2;
+        if (!fused(s, w[i], m) || w[i]->k % 32 || 16 + 41 * blocks > caps.shared_memory_bytes)
+            return 0;
+    }
+    return 1;
+}
+
+/* y = W . x (several matrices of one type side by side) on one token's f32 x, RMSNorm'ed with norm
+ * where given, quantized inside the matvec; epilogue ADD: y = operand + W . x */
+static hk_status matvec_f32x(run_state *s, hk_stream *st, const run_weight *const *w, uint32_t n, hk_view x,
+                             const run_weight *norm, hk_matvec_epilogue epilogue, hk_view operand, hk_view y)
+{
+    hk_matvec_f32x_desc d = {.wtype = w[0]->type, .n = n, .k = w[0]->k, .x = x, .eps = s->model->hp.eps,
+                             .epilogue = epilogue, .operand = operand, .y = y};
+    for (uint32_t i = 0; i < n; i++) {
+        d.w[i] = w[i]->view;
+        d.rows[i] = w[i]->rows;
+    }
+    if (norm)
+        d.norm = norm->view;
+    return hk_matvec_int8_f32x(s->ctx, st, &d);
+}
+
 /* x (the residual stream) += W . a: the int8 matvec's residual epilogue for a token (the same bits
  * as the product and hk_add), else the product into tmp and hk_add */
 static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk_view a, uint32_t m)
@@ -336,17 +397,22 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     const run_hparams *hp = &s->model->hp;
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, q = hp->n_head * hp->head_dim;
-    LAYER_CALL(norm_for(s, st, s->x, &l->attn_norm, m, e, &l->wq, &l->wk, &l->wv));
+    const run_weight *w[3] = {&l->wq, &l->wk, &l->wv};
+    /* a token's RMSNorm inside each matvec that reads it, or once before them */
+    int own_norm = in_matvec(s, m, w, 3);
+    if (!own_norm)
+        LAYER_CALL(norm_for(s, st, s->x, &l->attn_norm, m, e, &l->wq, &l->wk, &l->wv));
     /* a token's q, k and v side by side: those of one quantized type in one dispatch */
     hk_view q_out = s->q, k_out = m == 1 ? at(s->q, 4ull * q) : s->k,
             v_out = m == 1 ? at(s->q, 4ull * (q + hp->n_head_kv * hp->head_dim)) : s->v;
-    const run_weight *w[3] = {&l->wq, &l->wk, &l->wv};
     hk_view out[3] = {q_out, k_out, v_out};
     for (uint32_t i = 0; i < 3;) {
         uint32_t n = 1;
         while (fused(s, w[i], m) && i + n < 3 && w[i + n]->type == w[i]->type)
             n++;
-        if (n == 1)
+        if (own_norm)
+            LAYER_CALL(matvec_f32x(s, st, w + i, n, s->x, &l->attn_norm, HK_MATVEC_PLAIN, (hk_view){NULL, 0}, out[i]));
+        else if (n == 1)
             LAYER_CALL(linear(s, st, w[i], s->xn, out[i], m));
         else {
             hk_view views[3];
@@ -381,8 +447,13 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     LAYER_CALL(hk_rope(c, st, &rd, q_out, k_out, v_out, io->positions, factors, q_out, s->k_cache[il], s->v_cache[il]));
     hk_sdpa_desc sd = sdpa_desc(s, m);
     LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, io->count));
-    LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
-    LAYER_CALL(linear_add(s, st, &l->wo, s->attn, m));
+    const run_weight *wo = &l->wo;
+    if (in_matvec(s, m, &wo, 1))
+        LAYER_CALL(matvec_f32x(s, st, &wo, 1, s->attn, NULL, HK_MATVEC_ADD, s->x, s->x));
+    else {
+        LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
+        LAYER_CALL(linear_add(s, st, &l->wo, s->attn, m));
+    }
     return 0;
 }
 
@@ -392,16 +463,27 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_hparams *hp = &s->model->hp;
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff;
-    LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
-    if (fused(s, &l->gate, m) && l->up.type == l->gate.type)
-        LAYER_CALL(hk_matvec_int8_glu(c, st, l->gate.type, l->gate.view, l->up.view, s->xq, s->ff_a, f, e, HK_GLU_SILU));
+    const run_weight *gate = &l->gate, *down = &l->down;
+    int own_norm = l->up.type == l->gate.type && in_matvec(s, m, &gate, 1);
+    if (own_norm)
+        LAYER_CALL(matvec_f32x(s, st, &gate, 1, s->x, &l->ffn_norm, HK_MATVEC_GLU_SILU, l->up.view, s->ff_a));
     else {
-        LAYER_CALL(linear(s, st, &l->gate, s->xn, s->ff_a, m));
-        LAYER_CALL(linear(s, st, &l->up, s->xn, s->ff_b, m));
-        LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
+        LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
+        if (fused(s, &l->gate, m) && l->up.type == l->gate.type)
+            LAYER_CALL(
+                hk_matvec_int8_glu(c, st, l->gate.type, l->gate.view, l->up.view, s->xq, s->ff_a, f, e, HK_GLU_SILU));
+        else {
+            LAYER_CALL(linear(s, st, &l->gate, s->xn, s->ff_a, m));
+            LAYER_CALL(linear(s, st, &l->up, s->xn, s->ff_b, m));
+            LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
+        }
     }
-    LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
-    LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, m));
+    if (in_matvec(s, m, &down, 1))
+        LAYER_CALL(matvec_f32x(s, st, &down, 1, s->ff_a, NULL, HK_MATVEC_ADD, s->x, s->x));
+    else {
+        LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
+        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, m));
+    }
     return 0;
 }
 
@@ -467,7 +549,7 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run
         fprintf(stderr, "hk-run: a graph of %u tokens (at most %u)\n", m, s->batch);
         return -1;
     }
-    CALL(hk_get_rows(c, st, md->tok_embd.type, md->tok_embd.view, io->tokens, s->x, m, hp->n_vocab, hp->n_embd));
+    STEP_CALL(hk_get_rows(c, st, md->tok_embd.type, md->tok_embd.view, io->tokens, s->x, m, hp->n_vocab, hp->n_embd));
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         if (record_attention(s, st, il, m, io) != 0)
             return -1;
@@ -475,17 +557,17 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run
             return -1;
     }
     /* the head, for the last token only */
-    CALL(norm_for(s, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), &md->output_norm, 1, hp->n_embd, &md->output,
-                  NULL, NULL));
-    CALL(linear(s, st, &md->output, s->xn, s->logits, 1));
+    STEP_CALL(norm_for(s, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), &md->output_norm, 1, hp->n_embd,
+                       &md->output, NULL, NULL));
+    STEP_CALL(linear(s, st, &md->output, s->xn, s->logits, 1));
     if (tail == RUN_TAIL_PROBS) {
-        CALL(hk_softmax(c, st, s->logits, s->logits, 1, hp->n_vocab, s->temperature));
-        CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
+        STEP_CALL(hk_softmax(c, st, s->logits, s->logits, 1, hp->n_vocab, s->temperature));
+        STEP_CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
         return 0;
     }
-    CALL(hk_argmax(c, st, s->logits, io->pick, 1, hp->n_vocab));
+    STEP_CALL(hk_argmax(c, st, s->logits, io->pick, 1, hp->n_vocab));
     if (tail == RUN_TAIL_LOGITS)
-        CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
+        STEP_CALL(hk_copy(c, st, s->logits, s->io_out, (uint64_t)hp->n_vocab * 4));
     return 0;
 }
 
@@ -530,18 +612,25 @@ int run_graph_build(run_state *s, run_graph *g, uint32_t m, uint32_t steps, run_
     }
     hk_caps caps;
     hk_context_caps(s->ctx, &caps);
-    hk_status r = caps.timestamps ? hk_stream_wrap_timed(s->ctx, g->cmd, MAX_TIMESTAMPS, &g->stream)
+    uint32_t timestamps = MAX_TIMESTAMPS + (s->profile ? s->profile->capacity : 0);
+    hk_status r = caps.timestamps ? hk_stream_wrap_timed(s->ctx, g->cmd, timestamps, &g->stream)
                                   : hk_stream_wrap(s->ctx, g->cmd, &g->stream);
     if (r != HK_OK) {
         fprintf(stderr, "hk-run: %s\n", hk_last_error());
         return -1;
     }
+    if (s->profile)
+        s->profile->marks = 0;
+    if (s->profile && !caps.timestamps) {
+        fprintf(stderr, "hk-run: a profile needs GPU timestamps, which this device lacks\n");
+        return -1;
+    }
     if (caps.timestamps)
-        CALL(hk_stream_timestamp(g->stream, NULL));
+        CALL(hk_stream_timestamp(g->stream, &g->first_timestamp));
     if (run_record_graph(s, g->stream, m, steps, tail) != 0)
         return -1;
     if (caps.timestamps)
-        CALL(hk_stream_timestamp(g->stream, NULL));
+        CALL(hk_stream_timestamp(g->stream, &g->last_timestamp));
     g->kernels = hk_stream_kernel_count(g->stream);
     g->barriers = hk_stream_barrier_count(g->stream);
     /* the host reads io after the fence: make the graph's writes visible to it */
@@ -582,7 +671,7 @@ int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t 
     }
     if (gpu_ms) {
         *gpu_ms = 0;
-        hk_stream_elapsed_ms(g->stream, 0, 1, gpu_ms);
+        hk_stream_elapsed_ms(g->stream, g->first_timestamp, g->last_timestamp, gpu_ms);
     }
     return 0;
 }

@@ -23,14 +23,25 @@ typedef struct run_slots {
     hk_view tokens, positions, count, pick;
 } run_slots;
 
+/* A graph's calls, each followed by a GPU timestamp (hk-bench --step's breakdown by call): the
+ * call's source text and its timestamp's index, in recording order. */
+typedef struct run_profile {
+    uint32_t capacity, marks;
+    const char **call;
+    uint32_t *timestamp;
+} run_profile;
+
 typedef struct run_state {
     hk_context *ctx;
+    run_profile *profile; /* NULL, or the graph being built records a timestamp after each call */
     const run_model *model;
     uint32_t batch;    /* most tokens a graph takes */
     uint32_t chain;    /* most decode steps one graph chains */
     uint32_t capacity; /* KV cache rows */
     float temperature;
     int f32_activations; /* quantized weights meet f32 (decode) or f16 (prefill GEMM) activations */
+    int separate_quantize; /* a token's RMSNorm / Q8_1 quantization as its own dispatch, not in the matvec
+                            * that reads it (hk_matvec_int8_f32x): for comparisons */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
@@ -76,6 +87,7 @@ typedef struct run_graph {
     hk_stream *stream;
     uint32_t m, steps;
     uint32_t kernels, barriers; /* recorded */
+    uint32_t first_timestamp, last_timestamp;
 } run_graph;
 
 int run_graph_build(run_state *s, run_graph *g, uint32_t m, uint32_t steps, run_tail tail);
