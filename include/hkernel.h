@@ -357,7 +357,7 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
  * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_matvec_int8_f32x, hk_moe_matvec, hk_moe_matvec_int8,
- * hk_moe_matvec_int8_glu,
+ * hk_moe_matvec_int8_glu, hk_moe_matvec_int8_combine,
  * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm,
  * hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows,
  * hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that
@@ -818,6 +818,23 @@ HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_t
 HK_API hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
                                         hk_view w_up, hk_view xq, hk_view ids, hk_view y, const hk_moe_shape *shape,
                                         hk_glu_mode mode);
+
+/* A MoE layer's down projection with the weighted combine and the residual in one dispatch instead
+ * of two: for each token t < slots / top_k and row r < n, y[t, r] = sum over j < top_k of
+ * weights[t, j] * (deq(W[ids[t, j]]) . deq(xq of slot t * top_k + j))[r], j ascending, then
+ * + residual[t, r]. Bit-identical to hk_moe_matvec_int8 into a buffer x [slots, n] followed by
+ * hk_moe_combine(x, weights, residual, y, slots / top_k, top_k, n): each slot's sums are
+ * hk_moe_matvec_int8's (its schedule), and the combine is hk_moe_combine's arithmetic in its order.
+ * An id >= n_experts reads no weights and its product is +0.0, as hk_moe_matvec_int8 writes it.
+ * A workgroup takes a token's group of rows and its subgroups the token's slots. w, xq, ids and
+ * shape as hk_moe_matvec_int8's (x_per_slot: each slot's own x, the down projection's case);
+ * weights f32 [slots] (hk_moe_route's); residual f32 [slots / top_k, n] or {NULL, 0} for none; y
+ * f32 [slots / top_k, n], which may be exactly residual and must overlap nothing else. top_k
+ * 1..64 dividing slots; a NULL shape, a top_k out of range or a residual view of NULL buffer with
+ * an offset is HK_ERROR_INVALID_ARGUMENT; types, limits and other errors as hk_moe_matvec_int8. */
+HK_API hk_status hk_moe_matvec_int8_combine(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w,
+                                            hk_view xq, hk_view ids, hk_view weights, hk_view residual, hk_view y,
+                                            const hk_moe_shape *shape, uint32_t top_k);
 
 /* Fused MoE router: for each token, the softmax of its n_experts logits (f32 [tokens, n_experts]),
  * the top_k experts by logit in descending order (ties: the lower index) into ids (u32

@@ -38,6 +38,12 @@
 //                 pc.rows2) into one y, concatenated: the row groups run over W0's rows, then W1's,
 //                 then W2's, each matrix's rows padded to whole groups, so that a group's rows lie
 //                 in one matrix and each row's sum is the plain kernel's.
+//   HK_MOE_COMBINE  (HK_MOE with HK_INT8) the experts' products of each token weighted, summed and
+//                 added to the residual (hk_moe_matvec_int8_combine: weights binding 4, residual 5):
+//                 y[t, r] = sum_j weights[t, j] * (W[ids[t, j]] . x_(t, j))[r] + residual[t, r]. A
+//                 workgroup takes a token's group of rows; its subgroups the token's slots, each
+//                 slot's sums the plain gather's, through shared memory to the combine, which is
+//                 moe_combine.comp's arithmetic in its order, so the two calls' bits.
 //   HK_XF32       (dense HK_INT8, one token, x resident) x is f32 at binding 1: each workgroup
 //                 quantizes it into its shared memory (q8_1.glsl's rules, so the blocks
 //                 hk_quantize_q8_1 writes), RMSNorm'ed first where pc.norm (the weight at binding
@@ -51,6 +57,9 @@
 #endif
 #if defined(HK_XF32) && (!defined(HK_INT8) || defined(HK_MOE))
 #error "HK_XF32 is the dense int8 kernel's"
+#endif
+#if defined(HK_MOE_COMBINE) && (!defined(HK_MOE) || !defined(HK_INT8) || defined(HK_GLU_SILU) || defined(HK_GLU_GELU))
+#error "HK_MOE_COMBINE is the int8 MoE gather's, without the GLU"
 #endif
 #if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_MULTI)) && defined(HK_MOE)
 #error "the MoE gather takes the GLU epilogue only"
@@ -96,6 +105,10 @@ layout(binding = 4) readonly buffer W2_128 { uvec4 m2_128[]; };
 #ifdef HK_XF32
 layout(binding = 5) readonly buffer Norm { float norm_w[]; };
 #endif
+#ifdef HK_MOE_COMBINE
+layout(binding = 4) readonly buffer SlotWeights { float slot_w[]; };
+layout(binding = 5) readonly buffer Residual { float residual[]; };
+#endif
 
 // Rows per subgroup (subgroup-rows layouts): specialization constant 1.
 layout(constant_id = 1) const uint HK_NROWS = 4;
@@ -136,6 +149,10 @@ HK_PUSH_BEGIN
 #ifdef HK_XF32
     float eps;      // the RMSNorm's
     uint norm;      // 1: x RMSNorm'ed with the weight at binding 5 before it is quantized
+#endif
+#ifdef HK_MOE_COMBINE
+    uint top_k;     // slots per token (pc.rows: tokens * n, the output's rows)
+    uint has_residual;
 #endif
 HK_PUSH_END
 
@@ -502,6 +519,60 @@ void hk_stage_x_f32()
 #endif
 #endif
 
+#ifdef HK_MOE_COMBINE
+// each slot's sums of the workgroup's rows, for the combine (top_k <= 64)
+shared float hk_slot_sums[64u * HK_GROUP_ROWS];
+
+void main()
+{
+    uint x0 = pc.view_offset[1] / 4u, row_bytes = hk_row_u16(pc.k) * 2u, items = hk_items(pc.k);
+    // the host keeps n a multiple of HK_GROUP_ROWS: a group's rows belong to one token
+    uint groups = pc.n / HK_GROUP_ROWS, units = pc.rows / HK_GROUP_ROWS;
+    for (uint unit = hk_group_id(); unit < units; unit += gl_NumWorkGroups.x * gl_NumWorkGroups.y) {
+        uint t = unit / groups, first = (unit - t * groups) * HK_GROUP_ROWS;
+        for (uint j = gl_SubgroupID; j < pc.top_k; j += gl_NumSubgroups) {
+            uint slot = t * pc.top_k + j, expert = ids[pc.view_offset[3] / 4u + slot];
+            x_base = x0 + slot * pc.x_stride;
+            if (expert >= pc.n_experts) { // reads no weights: the gather's zeros
+                if (subgroupElect())
+                    for (uint r = 0; r < HK_GROUP_ROWS; r++)
+                        hk_slot_sums[j * HK_GROUP_ROWS + r] = 0.0;
+                continue;
+            }
+            hk_rows_begin(first, expert * pc.n + first, row_bytes);
+            // the gather's items in the gather's lanes and order (the same sums)
+            for (uint it0 = gl_SubgroupInvocationID; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
+                [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
+                    if (c == 0u || it0 + c * gl_SubgroupSize < items)
+                        hk_load(it0 + c * gl_SubgroupSize, c);
+                [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
+                    if (c == 0u || it0 + c * gl_SubgroupSize < items)
+                        hk_compute(it0 + c * gl_SubgroupSize, c);
+            }
+            for (uint r = 0; r < HK_GROUP_ROWS; r++) {
+                float sum = subgroupAdd(acc[r]);
+                if (subgroupElect())
+                    hk_slot_sums[j * HK_GROUP_ROWS + r] = sum;
+            }
+        }
+        barrier();
+        // moe_combine.comp's sum: slot 0's product, each next one's added, then the residual
+        uint r = gl_LocalInvocationIndex;
+        if (r < HK_GROUP_ROWS) {
+            uint wb = pc.view_offset[4] / 4u + t * pc.top_k, at = t * pc.n + first + r;
+            precise float a = slot_w[wb] * hk_slot_sums[r];
+            for (uint j = 1u; j < pc.top_k; j++) {
+                precise float p = slot_w[wb + j] * hk_slot_sums[j * HK_GROUP_ROWS + r];
+                a = a + p;
+            }
+            if (pc.has_residual != 0u)
+                a = a + residual[pc.view_offset[5] / 4u + at];
+            y[pc.view_offset[2] / 4u + at] = a;
+        }
+        barrier();
+    }
+}
+#else
 void main()
 {
     uint x0 = pc.view_offset[1] / 4u;
@@ -606,6 +677,7 @@ void main()
         hk_rows_end(first, true);
     }
 }
+#endif // HK_MOE_COMBINE
 #else
 void main()
 {

@@ -823,6 +823,46 @@ static void test_moe_glu(hk_buffer *aligned)
 #undef MOE_GLU
 }
 
+/* hk_moe_matvec_int8_combine: every refusal, with its message, and nothing written. w holds 4
+ * experts of 1 Q4_K row of k = 256, xq, ids and the weights in an aligned buffer, y 64 floats
+ * (2 tokens of top-2 into y[0..1], the residual y itself). */
+static void test_moe_combine(hk_buffer *aligned)
+{
+    hk_view wv = {w, 0}, yv = {y, 0}, ids = {aligned, 2048}, xq = {aligned, 1024}, gw = {aligned, 3072};
+    hk_moe_shape shape = {4, 1, 256, 4, 0};
+#define COMBINE(...) hk_moe_matvec_int8_combine(ctx, NULL, HK_TYPE_Q4_K, __VA_ARGS__)
+    poison_y();
+    hk_check_status("valid moe_matvec_int8_combine", COMBINE(wv, xq, ids, gw, yv, yv, &shape, 2), HK_OK, NULL);
+    hk_check_status("valid moe_matvec_int8_combine without a residual",
+                    COMBINE(wv, xq, ids, gw, (hk_view){NULL, 0}, yv, &shape, 2), HK_OK, NULL);
+    EXPECT("combine null context",
+           hk_moe_matvec_int8_combine(NULL, NULL, HK_TYPE_Q4_K, wv, xq, ids, gw, yv, yv, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("combine null shape", COMBINE(wv, xq, ids, gw, yv, yv, NULL, 2), HK_ERROR_INVALID_ARGUMENT,
+           "hk_moe_matvec_int8_combine: shape is NULL");
+    EXPECT("combine top_k zero", COMBINE(wv, xq, ids, gw, yv, yv, &shape, 0), HK_ERROR_INVALID_ARGUMENT,
+           "hk_moe_matvec_int8_combine: top_k=0 must be 1..64 and divide slots=4");
+    EXPECT("combine top_k not dividing", COMBINE(wv, xq, ids, gw, yv, yv, &shape, 3), HK_ERROR_INVALID_ARGUMENT,
+           "top_k=3 must be 1..64 and divide slots=4");
+    EXPECT("combine top_k 65", COMBINE(wv, xq, ids, gw, yv, yv, &(hk_moe_shape){4, 1, 256, 65, 0}, 65),
+           HK_ERROR_INVALID_ARGUMENT, "top_k=65 must be 1..64");
+    EXPECT("combine residual null with an offset", COMBINE(wv, xq, ids, gw, (hk_view){NULL, 4}, yv, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_combine: residual.buffer is NULL with offset 4");
+    EXPECT("combine weights past the end", COMBINE(wv, xq, ids, (hk_view){aligned, 4096 - 8}, yv, yv, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_combine: weights needs 16 bytes at offset 4088");
+    EXPECT("combine residual past the end", COMBINE(wv, xq, ids, gw, (hk_view){y, 252}, yv, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_combine: residual needs 8 bytes at offset 252");
+    EXPECT("combine y past the end", COMBINE(wv, xq, ids, gw, yv, (hk_view){y, 252}, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_combine: y needs 8 bytes at offset 252");
+    EXPECT("combine y overlaps the residual", COMBINE(wv, xq, ids, gw, yv, (hk_view){y, 4}, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_combine: output y overlaps residual");
+    EXPECT("combine y overlaps the weights", COMBINE(wv, xq, ids, (hk_view){y, 0}, (hk_view){NULL, 0}, yv, &shape, 2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_combine: output y overlaps weights");
+    EXPECT("combine f16", hk_moe_matvec_int8_combine(ctx, NULL, HK_TYPE_F16, wv, xq, ids, gw, yv, yv, &shape, 2),
+           HK_ERROR_UNSUPPORTED, "wtype=f16 (5) is not a matvec weight type");
+#undef COMBINE
+}
+
 /* hk_matvec_int8_f32x: every refusal, with its message, and nothing written (4 Q4_K rows of k =
  * 256 in w, 256 floats of x, which also serve as the norm's weight) */
 static void test_matvec_f32x(void)
@@ -1059,6 +1099,7 @@ int main(int argc, char **argv)
     test_matvec_multi();
     test_matvec_f32x();
     test_moe_glu(aligned);
+    test_moe_combine(aligned);
 
     /* shape limits */
     test_gemv_limit();

@@ -1092,6 +1092,160 @@ const hk_case hk_case_moe_matvec_int8_glu = {
     CASE_SHAPES(moe_glu_tests, moe_glu_quick, moe_glu_full),
 };
 
+/* ---- the MoE down projection with the weighted combine (hk_moe_matvec_int8_combine): d =
+ * {n_experts, n, k, slots, top_k}, variant bits COMBINE_* (one x per slot, a residual, in place).
+ * Held to the bits of hk_moe_matvec_int8 then hk_moe_combine, run on the device at prepare, and to
+ * hk_ref_moe_matvec_q8_1 then hk_ref_moe_combine. ---- */
+enum { COMBINE_PER_SLOT = 1, COMBINE_RESIDUAL = 2, COMBINE_IN_PLACE = 4 };
+
+/* The two calls hk_moe_matvec_int8_combine replaces, on the device, into out[tokens * n]. */
+static hk_status unfused_moe_combine(hk_context *ctx, hk_type type, const void *w, const hk_block_q8_1 *xq,
+                                     const uint32_t *ids, const float *weights, const float *residual,
+                                     const hk_moe_shape *sh, uint32_t top_k, float *out)
+{
+    uint32_t tokens = sh->slots / top_k;
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, sh->k) * sh->n * sh->n_experts;
+    uint64_t x_bytes = (uint64_t)sh->k / 32 * 36 * (sh->x_per_slot ? sh->slots : 1), y_bytes = 4ull * tokens * sh->n;
+    uint64_t end = 0, wo = section(&end, w_bytes), xo = section(&end, x_bytes), io = section(&end, 4ull * sh->slots);
+    uint64_t go = section(&end, 4ull * sh->slots), po = section(&end, 4ull * sh->slots * sh->n);
+    uint64_t ro = section(&end, y_bytes), yo = section(&end, y_bytes);
+    hk_buffer *b = NULL;
+    hk_status st = hk_buffer_create(ctx, end, &b);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, wo, w, w_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, xo, xq, x_bytes);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, io, ids, 4ull * sh->slots);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, go, weights, 4ull * sh->slots);
+    if (st == HK_OK && residual)
+        st = hk_buffer_upload(b, ro, residual, y_bytes);
+    if (st == HK_OK)
+        st = hk_moe_matvec_int8(ctx, NULL, type, (hk_view){b, wo}, (hk_view){b, xo}, (hk_view){b, io}, (hk_view){b, po},
+                                sh);
+    if (st == HK_OK)
+        st = hk_moe_combine(ctx, NULL, (hk_view){b, po}, (hk_view){b, go}, residual ? (hk_view){b, ro} : (hk_view){0},
+                            (hk_view){b, yo}, tokens, top_k, sh->n);
+    if (st == HK_OK)
+        st = hk_buffer_download(b, yo, out, y_bytes);
+    hk_buffer_destroy(b);
+    return st;
+}
+
+static hk_status prepare_moe_combine(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t n_experts = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2], slots = run->shape.d[3];
+    uint32_t top_k = run->shape.d[4], tokens = slots / top_k;
+    int variant = run->shape.variant, per_slot = variant & COMBINE_PER_SLOT, has_res = variant & COMBINE_RESIDUAL;
+    int in_place = has_res && (variant & COMBINE_IN_PLACE);
+    hk_rng rng = {seed};
+    uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n, xs = per_slot ? slots : 1;
+    size_t outs = (size_t)tokens * n;
+    fused_state *fs = hk_case_alloc(sizeof *fs + (run->ref_mode != HK_REF_NONE ? outs : 0) * sizeof(float));
+    uint8_t *w = hk_random_weights(&rng, (int)type, (uint64_t)n_experts * n, k, 1);
+    float *x = activations(&rng, xs * k), *weights = hk_case_alloc(4ull * slots);
+    float *res = has_res ? hk_case_alloc(4 * outs) : NULL;
+    hk_block_q8_1 *xq = x ? quantized(x, xs * k) : NULL;
+    uint32_t *ids = hk_case_alloc(4ull * slots);
+    free(x);
+    if (!fs || !w || !xq || !ids || !weights || (has_res && !res)) {
+        free(fs);
+        free(w);
+        free(xq);
+        free(ids);
+        free(weights);
+        free(res);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    fs->routings = 1;
+    run->state = fs;
+    for (uint32_t s = 0; s < slots; s++)
+        ids[s] = (uint32_t)(hk_rng_next(&rng) % n_experts);
+    if (slots > 2) { /* an id out of range and one of 0xFFFFFFFF: no weights read, zero products */
+        ids[1] = n_experts;
+        ids[slots - 1] = 0xFFFFFFFFu;
+    }
+    hk_rng_fill(&rng, weights, slots, 0.0f, 1.0f);
+    if (res)
+        hk_rng_fill(&rng, res, outs, -2.0f, 2.0f);
+    hk_status st = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        float *products = hk_case_alloc(4ull * slots * n);
+        run->ref_count = outs;
+        run->ref = hk_case_alloc(4 * outs);
+        if (!products || !run->ref) {
+            st = HK_ERROR_OUT_OF_MEMORY;
+        } else {
+            hk_moe_shape sh = {n_experts, n, k, slots, per_slot};
+            hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, products, n_experts, n, k, slots);
+            hk_ref_moe_combine(products, weights, res, run->ref, tokens, top_k, n);
+            fs->scale = fmax(max_abs(products, (size_t)slots * n), res ? max_abs(res, outs) : 0.0);
+            st = unfused_moe_combine(run->ctx, type, w, xq, ids, weights, res, &sh, top_k, fs->unfused);
+        }
+        free(products);
+    }
+    hk_case_tensor_add(run, "w", HK_CASE_IN, expert_bytes * n_experts, wide_align(type), 1, w);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, xs * k / 32 * 36, 4, 0, xq);
+    hk_case_tensor_add(run, "ids", HK_CASE_IN, 4ull * slots, 4, 0, ids);
+    hk_case_tensor_add(run, "weights", HK_CASE_IN, 4ull * slots, 4, 0, weights);
+    int ri = res ? hk_case_tensor_add(run, "residual", in_place ? HK_CASE_INOUT : HK_CASE_IN, 4 * outs, 4, 0, res) : -1;
+    if (in_place)
+        hk_case_tensor_alias(run, "y", ri);
+    else
+        hk_case_tensor_add(run, "y", HK_CASE_OUT, 4 * outs, 4, 0, NULL);
+    fs->out = res ? 5 : 4;
+    run->bytes = (double)slots * expert_bytes + 36.0 * k / 32 * xs + 8.0 * slots + (res ? 8.0 : 4.0) * outs;
+    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u/%u%s%s%s", hk_type_name(type), n_experts, n, k, slots,
+             top_k, per_slot ? " per-slot" : "", res ? " +residual" : "", in_place ? " y=residual" : "");
+    return st;
+}
+
+static hk_status record_moe_combine(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const hk_case_shape *sh = &run->shape;
+    hk_moe_shape shape = {sh->d[0], sh->d[1], sh->d[2], sh->d[3], sh->variant & COMBINE_PER_SLOT};
+    int has_res = sh->variant & COMBINE_RESIDUAL;
+    return hk_moe_matvec_int8_combine(run->ctx, s, sh->type, v[0], v[1], v[2], v[3], has_res ? v[4] : (hk_view){0},
+                                      v[has_res ? 5 : 4], &shape, sh->d[4]);
+}
+
+/* {type, {n_experts, n, k, slots, top_k}, variant} of hk_moe_matvec_int8_combine: tails of n (5,
+ * 33) and k, top_k 1 to 8 over 1 to 3 tokens (from 3 slots ids out of range), with and without the
+ * residual, in place, one x or a per-slot x; 4 rows per group (Q6_K from 16384 rows); more slots
+ * than the workgroup's subgroups; Qwen3-30B-A3B's down projection (2048 x 768, 96 experts: all 128
+ * are more than lavapipe's binding range, top-8, into the residual) */
+#define PS COMBINE_PER_SLOT
+#define RES COMBINE_RESIDUAL
+#define IP COMBINE_IN_PLACE
+static const hk_case_shape combine_tests[] = {
+    {Q4, {4, 5, 256, 1, 1}, RES, 0},          {Q5, {6, 5, 512, 3, 3}, PS, 0},
+    {Q6, {8, 33, 256, 8, 8}, PS | RES | IP, 0}, {Q8, {8, 33, 512, 6, 2}, RES, 0},
+    {Q4, {8, 33, 512, 8, 4}, PS | RES, 0},     {Q6, {5, 5, 512, 2, 1}, PS, 0},
+    {Q8, {4, 64, 256, 16, 8}, PS | RES | IP, 0}, {Q5, {8, 1024, 256, 4, 4}, RES | IP, 0},
+    {Q6, {4, 4096, 256, 4, 2}, PS | RES, 0}, {Q6, {96, 2048, 768, 8, 8}, PS | RES | IP, 0},
+};
+#undef PS
+#undef RES
+#undef IP
+static const hk_case_shape combine_quick[] = {
+    {Q6, {16, 2048, 768, 8, 8}, COMBINE_PER_SLOT | COMBINE_RESIDUAL | COMBINE_IN_PLACE, 0}};
+static const hk_case_shape combine_full[] = {
+    {Q6, {128, 2048, 768, 8, 8}, COMBINE_PER_SLOT | COMBINE_RESIDUAL | COMBINE_IN_PLACE, 0},
+    {Q4, {128, 2048, 768, 8, 8}, COMBINE_PER_SLOT | COMBINE_RESIDUAL | COMBINE_IN_PLACE, 0}};
+
+const hk_case hk_case_moe_matvec_int8_combine = {
+    .name = "moe_matvec_int8_combine",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_moe_combine,
+    .record = record_moe_combine,
+    .compare = compare_fused,
+    .tune_family = tune_moe_int8,
+    CASE_SHAPES(combine_tests, combine_quick, combine_full),
+};
+
 /* ---- router: d = {tokens, n_experts, top_k}, variant 1 = renormalised ---- */
 
 /* The logits and the reference ids, for the tie rule of compare_route. */

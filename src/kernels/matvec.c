@@ -155,7 +155,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU)},                               \
         {EPI_SHADERS(MATVEC_##t, PLAIN_F32X), EPI_SHADERS(MATVEC_##t, ADD_F32X),                                       \
          EPI_SHADERS(MATVEC_##t, GLU_SILU_F32X), EPI_SHADERS(MATVEC_##t, GLU_GELU_F32X),                               \
-         EPI_SHADERS(MATVEC_##t, MULTI_F32X)}
+         EPI_SHADERS(MATVEC_##t, MULTI_F32X)},                                                                         \
+        EPI_SHADERS(MOE_MATVEC_##t, COMBINE)
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -167,11 +168,12 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
     , {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}, {                                                 \
         {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER},                      \
             {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}                                                 \
-    }
+    }                                                                                                                  \
+    , {HK_NO_SHADER, HK_NO_SHADER}
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
  * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
-enum { EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU, EPI_MULTI, EPI_COUNT };
+enum { EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU, EPI_MULTI, EPI_COUNT, EPI_COMBINE = EPI_COUNT };
 
 /* A weight type's shaders and what the schedules and the loop count need of it. */
 typedef struct matvec_type {
@@ -182,6 +184,7 @@ typedef struct matvec_type {
     int epi[EPI_COUNT - 1][2]; /* the dense int8 kernel with an epilogue [EPI_* - 1][packed dot, plain arithmetic] */
     int moe_glu[2][2];      /* the int8 MoE gather with the GLU epilogue [EPI_GLU_GELU - EPI_GLU_SILU][as epi] */
     int f32x[EPI_COUNT][2]; /* the dense int8 kernel on f32 x [EPI_*][as epi] */
+    int moe_combine[2];     /* the int8 MoE gather with the weighted combine [as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -789,9 +792,11 @@ typedef struct epilogue {
     const hk_view *w;
     const uint32_t *rows;
     uint32_t n;
-    int f32x;     /* x is f32, quantized by each workgroup (hk_matvec_int8_f32x; kind EPI_NONE allowed) */
-    hk_view norm; /* with f32x: the RMSNorm's weight, buffer NULL for none */
+    int f32x;        /* x is f32, quantized by each workgroup (hk_matvec_int8_f32x; kind EPI_NONE allowed) */
+    hk_view norm;    /* with f32x: the RMSNorm's weight, buffer NULL for none */
     float eps;
+    hk_view weights; /* EPI_COMBINE (the MoE gather): the slots' weights; view: the residual (buffer NULL: none) */
+    uint32_t top_k;
 } epilogue;
 
 /* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
@@ -825,6 +830,21 @@ static hk_status f32x_fits(const hk_context *context, const char *fn, hk_type wt
     return HK_OK;
 }
 
+/* Whether the combine kernel loops under the budget: per workgroup ceil(units / groups) units, each
+ * ceil(top_k / subgroups) row groups of the gather's loop, the slots' sums and the combine. */
+static hk_status combine_fits(const hk_context *context, const char *fn, hk_type wtype, uint64_t units, uint32_t k,
+                              uint32_t top_k, uint32_t nrows, uint32_t items, uint64_t groups)
+{
+    int8_geom one = {context->caps.subgroup_size, 1, nrows, 1, items, 1, 0};
+    uint64_t group = int8_loop_count(nrows, k, wtype, &one);
+    uint64_t loops = (units + groups - 1) / groups *
+                     ((top_k + MATVEC_SUBGROUPS - 1) / MATVEC_SUBGROUPS * (group + 2 * nrows) + top_k + 2);
+    if (loops > MATVEC_LOOP_BUDGET)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "k=%u, top_k=%u loop %llu times, over the budget %u", k, top_k,
+                        (unsigned long long)loops, MATVEC_LOOP_BUDGET);
+    return HK_OK;
+}
+
 /* The dense matvec (moe NULL; epi: hk_matvec_int8's epilogues, NULL for none) and the MoE expert
  * gather (epi: NULL, or the GLU's with W_up's bank after the ids). */
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
@@ -833,9 +853,11 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
 {
     int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI;
     int glu = epi && (epi->kind == EPI_GLU_SILU || epi->kind == EPI_GLU_GELU), f32x = epi && epi->f32x;
-    int has_norm = f32x && epi->norm.buffer;
+    int has_norm = f32x && epi->norm.buffer, combine = epi && epi->kind == EPI_COMBINE;
+    int has_residual = combine && epi->view.buffer;
     const char *names[6] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x", "y",
-                            moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up", moe ? "w_up" : "w[2]"};
+                            moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up",
+                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual"};
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
@@ -858,15 +880,25 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     };
     if (add)
         b[3] = (hk_binding){epi->view, (uint64_t)rows * 4, 4, 0, 0};
+    if (combine) { /* y and the residual: a token's n outputs, not every slot's */
+        uint64_t y_bytes = (uint64_t)slots / epi->top_k * moe->shape->n * 4;
+        b[2].bytes = y_bytes;
+        b[4] = (hk_binding){epi->weights, (uint64_t)slots * 4, 4, 0, 0};
+        b[5] = (hk_binding){has_residual ? epi->view : y, has_residual ? y_bytes : 0, 4, 0, 0};
+    }
     else if (glu)
         b[moe ? 4 : 3] = (hk_binding){epi->view, w_bytes, w_align, 0, 0};
     for (uint32_t i = 1; multi && i < epi->n; i++)
         b[2 + i] = (hk_binding){epi->w[i], row_bytes * epi->rows[i], w_align, 0, 0};
-    uint32_t count = multi ? 2 + epi->n : moe && glu ? 5 : moe || add || glu ? 4 : 3;
+    uint32_t count = multi     ? 2 + epi->n
+                     : combine ? 5u + (uint32_t)has_residual
+                     : moe && glu ? 5
+                     : moe || add || glu ? 4
+                                         : 3;
     /* y may be exactly the residual and overlap nothing else: in place, the residual is checked as y
      * is (the same view and bytes), so an overlap with w or xq is still refused */
-    int in_place = add && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
-    uint32_t checked = in_place ? 3 : count;
+    int in_place = (add || has_residual) && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
+    uint32_t checked = in_place ? (combine ? 5 : 3) : count;
     hk_binding norm_b = has_norm ? (hk_binding){epi->norm, (uint64_t)k * 4, 4, 0, 0} : (hk_binding){x, 0, 4, 0, 0};
     hk_binding check[6];
     memcpy(check, b, sizeof check);
@@ -883,6 +915,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         b[count] = (hk_binding){w, 0, w_align, 0, 0};
     if (f32x)
         b[count++] = norm_b;
+    if (combine)
+        count = 6; /* no residual: bound to y, never read */
     uint32_t sg = context->caps.subgroup_size, wg;
     int rows_layout = rows_layout_ok(context);
     if ((int8 || moe) && !rows_layout) /* no portable twin for these */
@@ -900,8 +934,13 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         params[3] = moe->shape->n_experts;
         params[4] = moe->shape->x_per_slot ? (uint32_t)(x_bytes / 4) : 0;
     }
+    if (combine) { /* the output's rows: the tokens' */
+        params[0] = slots / epi->top_k * moe->shape->n;
+        params[5] = epi->top_k;
+        params[6] = has_residual;
+    }
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params,
-                          .params_bytes = f32x ? sizeof params : 5 * sizeof *params};
+                          .params_bytes = f32x || combine ? sizeof params : 5 * sizeof *params};
     int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
     if (tokens > 1)
         return tokens_dispatch(context, stream, fn, wtype, mode, &d, params, rows, k, tokens, x_bytes);
@@ -955,13 +994,19 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             nrows /= 2;
         wg = sg * MATVEC_SUBGROUPS;
         int dot = mode == MODE_INT8 ? 0 : 1;
-        d.shader = f32x ? mt->f32x[epi->kind][dot]
+        d.shader = combine ? mt->moe_combine[dot]
+                   : f32x ? mt->f32x[epi->kind][dot]
                    : !epi ? mt->rows[moe != NULL][mode]
                    : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
                          : mt->epi[epi->kind - 1][dot];
         d.subgroup_size = sg;
-        /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded */
+        /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded; the
+         * combine's: one workgroup per token's group of rows, its subgroups over the slots */
         d.groups = one_groups(glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows, nrows);
+        if (combine) {
+            uint64_t units = (uint64_t)params[0] / nrows;
+            d.groups = units < MATVEC_MAX_GROUPS ? units : MATVEC_MAX_GROUPS;
+        }
     } else {
         wg = MATVEC_WG;
         d.shader = mt->portable;
@@ -972,6 +1017,11 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     d.spec_count = !d.subgroup_size ? 1 : f32x ? 7 : int8 ? 6 : 2;
     if (f32x) {
         st = f32x_fits(context, fn, wtype, rows, k, nrows, items, d.groups);
+        if (st != HK_OK)
+            return st;
+    }
+    if (combine) {
+        st = combine_fits(context, fn, wtype, params[0] / nrows, k, epi->top_k, nrows, items, d.groups);
         if (st != HK_OK)
             return st;
     }
@@ -998,7 +1048,7 @@ hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type wtype, 
 hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                              hk_view residual, hk_view y, uint32_t rows, uint32_t k)
 {
-    const epilogue epi = {EPI_ADD, residual, NULL, NULL, 0, 0, {0}, 0};
+    const epilogue epi = {.kind = EPI_ADD, .view = residual};
     return matvec(context, stream, "hk_matvec_int8_add", 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
 }
 
@@ -1009,7 +1059,7 @@ hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wty
     hk_status st = hk__check_glu_mode(fn, mode);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0, 0, {0}, 0};
+    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up};
     return matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
 }
 
@@ -1033,7 +1083,7 @@ hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type w
     hk_status st = hk__check_limit(fn, "rows[0]+...+rows[n-1]", total, HK_MATVEC_MAX_ROWS);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {EPI_MULTI, {0}, w, rows, n, 0, {0}, 0};
+    const epilogue epi = {.kind = EPI_MULTI, .w = w, .rows = rows, .n = n};
     return matvec(context, stream, fn, 1, wtype, w[0], xq, y, (uint32_t)total, k, 1, NULL, &epi);
 }
 
@@ -1066,7 +1116,8 @@ hk_status hk_matvec_int8_f32x(hk_context *context, hk_stream *stream, const hk_m
     if (st != HK_OK)
         return st;
     static const int kinds[] = {EPI_NONE, EPI_ADD, EPI_GLU_SILU, EPI_GLU_GELU};
-    epilogue epi = {d->n > 1 ? EPI_MULTI : kinds[d->epilogue], d->operand, d->w, d->rows, d->n, 1, d->norm, d->eps};
+    epilogue epi = {.kind = d->n > 1 ? EPI_MULTI : kinds[d->epilogue], .view = d->operand, .w = d->w,
+                    .rows = d->rows, .n = d->n, .f32x = 1, .norm = d->norm, .eps = d->eps};
     return matvec(context, stream, fn, 1, d->wtype, d->w[0], d->x, d->y, (uint32_t)total, d->k, 1, NULL, &epi);
 }
 
@@ -1166,8 +1217,27 @@ hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type
     hk_status st = hk__check_glu_mode(fn, mode);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, w_up, NULL, NULL, 0, 0, {0}, 0};
+    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up};
     return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, y, shape, &epi);
+}
+
+hk_status hk_moe_matvec_int8_combine(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                                     hk_view ids, hk_view weights, hk_view residual, hk_view y,
+                                     const hk_moe_shape *shape, uint32_t top_k)
+{
+    static const char fn[] = "hk_moe_matvec_int8_combine";
+    hk_status st = check_moe_shape(fn, shape);
+    if (st != HK_OK)
+        return st;
+    if (top_k == 0 || top_k > 64 || shape->slots % top_k)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "top_k=%u must be 1..64 and divide slots=%u", top_k,
+                        shape->slots);
+    if (!residual.buffer && residual.offset)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "residual.buffer is NULL with offset %llu",
+                        (unsigned long long)residual.offset);
+    epilogue epi = {.kind = EPI_COMBINE, .view = residual, .weights = weights, .top_k = top_k};
+    moe_args moe = {ids, shape};
+    return matvec(context, stream, fn, 1, wtype, w, xq, y, shape->slots * shape->n, shape->k, 1, &moe, &epi);
 }
 
 /* ---- autotuner (src/tune) ---- */
@@ -1425,6 +1495,23 @@ static hk_status prepare_moe_any(hk__prep *p, int int8, int glu)
     return HK_OK;
 }
 
+/* hk_moe_matvec_int8_combine: the gather's (n, slots) pairs (its pipelines follow the same rows per
+ * group), one slot per token */
+static hk_status prepare_moe_combine(hk__prep *p)
+{
+    static const uint32_t pairs[][2] = {{1, 1}, {2, 2048}, {4, 4096}, {2, 8192}, {1, 16384}, {4, 1024}};
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(1, 1, types);
+    for (uint32_t t = 0; t < n_types; t++)
+        for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+            hk_moe_shape shape = {1, pairs[i][0], hk_type_block_values(types[t]), pairs[i][1], 0};
+            HK_PREP_TRY(p, hk_moe_matvec_int8_combine(p->ctx, p->s, types[t], hk__prep_view(p, 0), hk__prep_view(p, 1),
+                                                      hk__prep_view(p, 3), hk__prep_view(p, 4), hk__prep_view(p, 5),
+                                                      hk__prep_view(p, 2), &shape, 1));
+        }
+    return HK_OK;
+}
+
 static hk_status prepare_moe(hk__prep *p) { return prepare_moe_any(p, 0, 0); }
 static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1, 0); }
 static hk_status prepare_moe_int8_glu(hk__prep *p) { return prepare_moe_any(p, 1, 1); }
@@ -1441,3 +1528,4 @@ const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
 /* takes hk_moe_matvec_int8's schedules (its tuner family HK_TUNE_MOE_MATVEC_INT8) */
 const hk__family hk__family_moe_matvec_int8_glu = {"hk_moe_matvec_int8_glu", prepare_moe_int8_glu, {NULL}};
+const hk__family hk__family_moe_matvec_int8_combine = {"hk_moe_matvec_int8_combine", prepare_moe_combine, {NULL}};
