@@ -521,8 +521,10 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
             LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, slots, f, f, HK_GLU_SILU));
         }
         LAYER_CALL(hk_quantize_q8_1(c, st, s->ff_a, s->xq, slots * f));
-        LAYER_CALL(hk_moe_matvec_int8(c, st, l->down_exps.type, l->down_exps.view, s->xq, s->expert_ids, s->moe_out,
-                                      &down));
+        /* the down projection with the weighted combine and the residual: the layer's last dispatch */
+        LAYER_CALL(hk_moe_matvec_int8_combine(c, st, l->down_exps.type, l->down_exps.view, s->xq, s->expert_ids,
+                                              s->expert_weights, s->x, s->x, &down, top_k));
+        return 0;
     } else {
         hk_mmq_id_shape up = {n_exp, f, e, slots, top_k}, down = {n_exp, e, f, slots, 1};
         LAYER_CALL(hk_moe_expert_rows(c, st, s->expert_ids, s->expert_offsets, s->expert_slots, s->expert_dropped,
