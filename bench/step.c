@@ -203,6 +203,52 @@ done:
     return rc;
 }
 
+/* The floor a step's dispatches stand on: FLOOR_DISPATCHES one-value hk_add calls in one submit,
+ * each reading the one before (the stream puts a barrier before each), and as many independent
+ * ones (no barrier between them); GPU time per dispatch, median of FLOOR_RUNS submits. */
+#define FLOOR_DISPATCHES 256u
+#define FLOOR_RUNS 16u
+static int dispatch_floor(bench *b)
+{
+    hk_buffer *buf = NULL;
+    hk_stream *st = NULL;
+    double ms[2][FLOOR_RUNS];
+    uint32_t barriers[2] = {0, 0};
+    int rc = -1;
+    if (hk_buffer_create(b->ctx, 4096 * (FLOOR_DISPATCHES + 1), &buf) != HK_OK ||
+        hk_buffer_fill(buf, 0, 4096 * (FLOOR_DISPATCHES + 1), 0) != HK_OK || hk_stream_create(b->ctx, 2, &st) != HK_OK)
+        goto done;
+    for (uint32_t r = 0; r < FLOOR_RUNS + 1; r++)
+        for (int dep = 0; dep < 2; dep++) {
+            hk_view one = {buf, 0};
+            if (hk_stream_timestamp(st, NULL) != HK_OK)
+                goto done;
+            for (uint32_t i = 0; i < FLOOR_DISPATCHES; i++) {
+                /* dependent: y = y + one in one place; independent: each into its own 4 KB */
+                hk_view y = {buf, dep ? 4096 : 4096ull * (i + 1)};
+                if (hk_add(b->ctx, st, dep ? y : one, one, y, 1) != HK_OK)
+                    goto done;
+            }
+            if (hk_stream_timestamp(st, NULL) != HK_OK)
+                goto done;
+            barriers[dep] = hk_stream_barrier_count(st);
+            if (hk_stream_submit(st) != HK_OK || (r && hk_stream_elapsed_ms(st, 0, 1, &ms[dep][r - 1]) != HK_OK))
+                goto done;
+        }
+    for (int dep = 0; dep < 2; dep++)
+        qsort(ms[dep], FLOOR_RUNS, sizeof ms[dep][0], cmp_double);
+    printf("dispatch floor: %u one-value dispatches, %.2f us each with a barrier before each (%u barriers), %.2f us "
+           "each independent (%u barriers)\n\n", FLOOR_DISPATCHES, ms[1][FLOOR_RUNS / 2] * 1e3 / FLOOR_DISPATCHES, barriers[1],
+           ms[0][FLOOR_RUNS / 2] * 1e3 / FLOOR_DISPATCHES, barriers[0]);
+    rc = 0;
+done:
+    if (rc)
+        fprintf(stderr, "hk-bench: --step: the dispatch floor: %s\n", hk_last_error());
+    hk_stream_destroy(st);
+    hk_buffer_destroy(buf);
+    return rc;
+}
+
 int bench_step(bench *b, const char *list)
 {
     static const char *const gpu_default = "llama3-8b:8,llama3-8b:32,qwen3-30b-a3b:8,qwen3-30b-a3b:48";
@@ -211,7 +257,7 @@ int bench_step(bench *b, const char *list)
         return 1;
     if (!list)
         list = b->quick ? cpu_default : gpu_default;
-    int failures = 0;
+    int failures = b->caps.timestamps && dispatch_floor(b) != 0;
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
         char item[64];
