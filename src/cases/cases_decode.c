@@ -439,6 +439,17 @@ const hk_case hk_case_matvec_int8_glu = {
 /* the number of matrices of a multi row */
 static uint32_t multi_n(const hk_case_shape *shape) { return !shape->d[1] ? 1 : !shape->d[2] ? 2 : 3; }
 
+/* "type rows[0]+rows[1]+...xk" and tail: the label of a row of n matrices */
+static void multi_label(hk_case_run *run, uint32_t n, uint32_t k, const char *tail)
+{
+    const uint32_t *rows = run->shape.d;
+    int len = snprintf(run->label, sizeof run->label, "%s %u", hk_type_name(run->shape.type), rows[0]);
+    for (uint32_t i = 1; i < n && len > 0 && (size_t)len < sizeof run->label; i++)
+        len += snprintf(run->label + len, sizeof run->label - (size_t)len, "+%u", rows[i]);
+    if (len > 0 && (size_t)len < sizeof run->label)
+        snprintf(run->label + len, sizeof run->label - (size_t)len, "x%u%s", k, tail);
+}
+
 /* The n hk_matvec_int8 calls hk_matvec_int8_multi replaces, on the device, into out[sum of rows]. */
 static hk_status unfused_multi(hk_context *ctx, hk_type type, uint8_t *const *w, const uint32_t *rows, uint32_t n,
                                const hk_block_q8_1 *xq, uint32_t k, uint32_t total, float *out)
@@ -508,11 +519,7 @@ static hk_status prepare_matvec_multi(hk_case_run *run, uint64_t seed)
     hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
     hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)total * 4, 4, 0, NULL);
     run->bytes = (double)row_bytes * total + 36.0 * k / 32 + 4.0 * total;
-    int len = snprintf(run->label, sizeof run->label, "%s %u", hk_type_name(type), rows[0]);
-    for (uint32_t i = 1; i < n && len > 0 && (size_t)len < sizeof run->label; i++)
-        len += snprintf(run->label + len, sizeof run->label - (size_t)len, "+%u", rows[i]);
-    if (len > 0 && (size_t)len < sizeof run->label)
-        snprintf(run->label + len, sizeof run->label - (size_t)len, "x%u%s", k, raw ? " raw" : "");
+    multi_label(run, n, k, raw ? " raw" : "");
     return st;
 }
 
@@ -703,13 +710,11 @@ static hk_status prepare_matvec_f32x(hk_case_run *run, uint64_t seed)
     if (run->state)
         ((fused_state *)run->state)->out = (int)mats + 1 + (norm != NULL) + (add != 0); /* y, or its alias */
     run->bytes = (double)row_bytes * total * (glu ? 2 : 1) + 4.0 * k * (norm ? 2 : 1) + (add ? 8.0 : 4.0) * total;
-    int len = snprintf(run->label, sizeof run->label, "%s %u", hk_type_name(type), rows[0]);
-    for (uint32_t i = 1; i < n && len > 0 && (size_t)len < sizeof run->label; i++)
-        len += snprintf(run->label + len, sizeof run->label - (size_t)len, "+%u", rows[i]);
     static const char *const epis[] = {"", " add", " silu", " gelu"};
-    if (len > 0 && (size_t)len < sizeof run->label)
-        snprintf(run->label + len, sizeof run->label - (size_t)len, "x%u%s%s%s%s", k, norm ? " norm" : "",
-                 epis[f32x_epilogue(variant)], in_place ? " y=residual" : "", raw ? " raw" : "");
+    char tail[64];
+    snprintf(tail, sizeof tail, "%s%s%s%s", norm ? " norm" : "", epis[f32x_epilogue(variant)],
+             in_place ? " y=residual" : "", raw ? " raw" : "");
+    multi_label(run, n, k, tail);
     return st;
 }
 
