@@ -5,14 +5,20 @@
 // then the G_g in order. Every product and sum is its own f32 operation (precise). Include after
 // the declaration of the buffer `x` the row is read from.
 
-// P_b: the squares of x[base .. base + count) (count <= 32) in order
+// P_b: the squares of x[base .. base + count) (count <= 32) in order. Every load is issued before
+// the first add (a loop of fixed count, unrolled by the compilers): a loop of `count` loads into
+// the running sum waits one memory round trip per value.
 float hk_block_sumsq(uint base, uint count)
 {
+    float v[32];
+    for (uint i = 0; i < 32u; i++)
+        v[i] = i < count ? x[base + i] : 0.0;
     precise float p = 0.0;
-    for (uint i = 0; i < count; i++) {
-        precise float s = x[base + i] * x[base + i];
-        p = p + s;
-    }
+    for (uint i = 0; i < 32u; i++)
+        if (i < count) {
+            precise float s = v[i] * v[i];
+            p = p + s;
+        }
     return p;
 }
 

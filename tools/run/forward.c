@@ -313,7 +313,7 @@ static int fused(const run_state *s, const run_weight *w, uint32_t m)
  * header's rule: 16 + 41 bytes per block of k / 32 rounded up to a power of 2, at least 64). */
 static int in_matvec(const run_state *s, uint32_t m, const run_weight *const *w, uint32_t n)
 {
-    if (s->separate_quantize)
+    if (!s->quantize_in_matvec)
         return 0;
     hk_caps caps;
     hk_context_caps(s->ctx, &caps);

@@ -40,8 +40,9 @@ typedef struct run_state {
     uint32_t capacity; /* KV cache rows */
     float temperature;
     int f32_activations; /* quantized weights meet f32 (decode) or f16 (prefill GEMM) activations */
-    int separate_quantize; /* a token's RMSNorm / Q8_1 quantization as its own dispatch, not in the matvec
-                            * that reads it (hk_matvec_int8_f32x): for comparisons */
+    int quantize_in_matvec; /* a token's RMSNorm / Q8_1 quantization inside each matvec that reads it
+                             * (hk_matvec_int8_f32x), not a dispatch of its own: for comparisons (it
+                             * costs more than the dispatch it saves: docs/perf.md) */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
