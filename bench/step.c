@@ -16,7 +16,6 @@
 #define REPLAYS 128u
 #define WARMUP 16u
 #define PROFILE_REPLAYS 32u
-#define PROFILE_CALLS 4096u
 
 /* llama.cpp-vk b11669 on the H200, all layers on the GPU (tg128), where the project has it */
 static double llama_ms(const char *shape, uint32_t layers)
@@ -32,105 +31,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-/* A call's kind for the breakdown: the function called and, where it names one, the weight it
- * reads ("linear wv", "hk_matvec_int8_multi"). */
-static void call_kind(const char *call, char *kind, size_t size)
-{
-    size_t n = strcspn(call, "(");
-    const char *w = strstr(call, "&l->");
-    w = w ? w + 4 : strstr(call, "&md->") ? strstr(call, "&md->") + 5 : NULL;
-    if (!w && strncmp(call, "hk_", 3)) { /* hk-run's helpers: their third argument is the weight */
-        w = call + n;
-        for (int comma = 0; w && comma < 2; comma++)
-            w = strchr(w + 1, ',');
-        w = w ? w + 1 + strspn(w + 1, " &") : NULL;
-    }
-    if (w && n < 24)
-        snprintf(kind, size, "%.*s %.*s", (int)n, call, (int)strcspn(w, ",)."), w);
-    else
-        snprintf(kind, size, "%.*s", (int)n, call);
-}
-
-typedef struct kind_time {
-    char kind[64];
-    uint32_t calls;
-    double ms;
-} kind_time;
-
-static int cmp_kind(const void *a, const void *b)
-{
-    double x = ((const kind_time *)a)->ms, y = ((const kind_time *)b)->ms;
-    return x > y ? -1 : x < y;
-}
-
-/* The step again with a timestamp after each call: per kind of call, the calls and the GPU time
- * per token (each call's median over the replays: from the timestamp before it, so a call's time
- * includes its wait at the barrier before it). Timestamps between calls let no two calls overlap,
- * so the sum runs above the step's own time. */
-static int profile_step(run_state *s, const run_graph *plain, double median)
-{
-    run_profile p = {PROFILE_CALLS, 0, calloc(PROFILE_CALLS, sizeof(char *)), calloc(PROFILE_CALLS, sizeof(uint32_t))};
-    double *ms = calloc((size_t)PROFILE_REPLAYS * PROFILE_CALLS, sizeof *ms);
-    double *one = calloc(PROFILE_REPLAYS, sizeof *one);
-    kind_time *kinds = calloc(PROFILE_CALLS, sizeof *kinds);
-    run_graph g;
-    memset(&g, 0, sizeof g);
-    int rc = -1;
-    uint32_t token = 1, n_kinds = 0;
-    double total = 0;
-    if (!p.call || !p.timestamp || !ms || !one || !kinds) {
-        fprintf(stderr, "hk-bench: --step: out of memory\n");
-        goto done;
-    }
-    s->profile = &p;
-    int built = run_graph_build(s, &g, 1, 1, RUN_TAIL_ARGMAX);
-    s->profile = NULL;
-    if (built != 0)
-        goto done;
-    for (uint32_t r = 0; r < WARMUP + PROFILE_REPLAYS; r++) {
-        if (run_graph_exec(s, &g, &token, POSITION, NULL) != 0)
-            goto done;
-        for (uint32_t i = 0; r >= WARMUP && i < p.marks; i++) {
-            uint32_t from = i ? p.timestamp[i - 1] : g.first_timestamp;
-            double *t = &ms[(size_t)(r - WARMUP) * PROFILE_CALLS + i];
-            if (hk_stream_elapsed_ms(g.stream, from, p.timestamp[i], t) != HK_OK) {
-                fprintf(stderr, "hk-bench: --step: %s\n", hk_last_error());
-                goto done;
-            }
-        }
-    }
-    for (uint32_t i = 0; i < p.marks; i++) {
-        for (uint32_t r = 0; r < PROFILE_REPLAYS; r++)
-            one[r] = ms[(size_t)r * PROFILE_CALLS + i];
-        qsort(one, PROFILE_REPLAYS, sizeof *one, cmp_double);
-        char kind[64];
-        call_kind(p.call[i], kind, sizeof kind);
-        uint32_t k = 0;
-        while (k < n_kinds && strcmp(kinds[k].kind, kind))
-            k++;
-        if (k == n_kinds)
-            snprintf(kinds[n_kinds++].kind, sizeof kinds->kind, "%s", kind);
-        kinds[k].calls++;
-        kinds[k].ms += one[PROFILE_REPLAYS / 2];
-        total += one[PROFILE_REPLAYS / 2];
-    }
-    qsort(kinds, n_kinds, sizeof *kinds, cmp_kind);
-    printf("  by call, a timestamp after each (%u calls, %u dispatches; sum of medians %.4f ms against the "
-           "step's %.4f):\n", p.marks, plain->kernels, total, median);
-    for (uint32_t k = 0; k < n_kinds; k++)
-        printf("    %-40s %4u calls %9.4f ms %5.1f%%\n", kinds[k].kind, kinds[k].calls, kinds[k].ms,
-               total > 0 ? 100.0 * kinds[k].ms / total : 0.0);
-    rc = 0;
-done:
-    run_graph_free(s, &g);
-    free(p.call);
-    free(p.timestamp);
-    free(ms);
-    free(one);
-    free(kinds);
-    return rc;
 }
 
 /* The step's GPU time per token: the median of REPLAYS replays after WARMUP (ms: REPLAYS scratch) */
@@ -179,7 +79,7 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         printf("; llama.cpp-vk %.2f ms, %.2fx", ref, median > 0 ? ref / median : 0.0);
     printf("\n  ");
     run_print_step(&m, &g, median, copy);
-    if (b->caps.timestamps && profile_step(&s, &g, median) != 0)
+    if (b->caps.timestamps && run_profile(&s, 1, POSITION, PROFILE_REPLAYS, g.kernels, median) != 0)
         goto done;
     if (b->csv)
         fprintf(b->csv, "%s,step,%s/%u,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer, median,

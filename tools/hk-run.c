@@ -39,6 +39,7 @@ typedef struct options {
     uint32_t chain;
     hk_type kv_type;
     int bench;
+    int profile;
     uint32_t reps;
     int device_index;
     const char *device_name;
@@ -66,6 +67,8 @@ static void usage(FILE *f)
             "  --prompt-len P    with --logits (default: every id)\n"
             "  --bench           pp%u and tg%u as llama-bench runs them (warm-up, repetitions, median)\n"
             "  --reps N          repetitions of --bench (default 5)\n"
+            "  --profile         with --bench: the prompt's batch and a decode step again, with a GPU timestamp\n"
+            "                    after every call, their time by kind of call\n"
             "  --ctx N           KV cache rows (default: the model's context length, at most 4096)\n"
             "  --batch N         prompt tokens per batch (default 512)\n"
             "  --chain N         greedy decode steps per submit, each step's pick fed to the next on the\n"
@@ -156,6 +159,8 @@ static int parse(options *o, int argc, char **argv)
         int takes_value = 1;
         if (!strcmp(a, "--bench"))
             o->bench = 1, takes_value = 0;
+        else if (!strcmp(a, "--profile"))
+            o->profile = 1, takes_value = 0;
         else if (!strcmp(a, "--validate"))
             o->validate = 1, takes_value = 0;
         else if (!strcmp(a, "--no-coopmat"))
@@ -254,6 +259,10 @@ static int parse(options *o, int argc, char **argv)
     }
     if (!o->bench && !o->n_tokens) {
         fprintf(stderr, "hk-run: give the prompt's ids with --tokens (or --bench)\n");
+        return 2;
+    }
+    if (o->profile && !o->bench) {
+        fprintf(stderr, "hk-run: --profile goes with --bench\n");
         return 2;
     }
     if (o->bench && (o->logits_path || o->temperature > 0 || o->n_tokens)) {
@@ -534,6 +543,20 @@ static int run_bench(engine *e)
            BENCH_GENERATE, BENCH_GENERATE / tg_ms * 1e3, tg_ms, tg_gpu_ms > 0 ? BENCH_GENERATE / tg_gpu_ms * 1e3 : 0.0,
            tg_gpu_ms, tg_ms / BENCH_GENERATE, tg_gpu_ms / BENCH_GENERATE, g->steps);
     run_print_step(&e->model, &e->decode, tg_gpu_ms / BENCH_GENERATE, copy_bandwidth(e));
+    if (o->profile) {
+        hk_caps caps;
+        hk_context_caps(e->ctx, &caps);
+        if (!caps.timestamps) {
+            fprintf(stderr, "hk-run: --profile needs GPU timestamps, which this device lacks\n");
+            goto done;
+        }
+        printf("pp%u:\n", BENCH_PROMPT);
+        if (run_profile(&e->state, BENCH_PROMPT, 0, o->reps, e->prefill[0].kernels, pp_gpu_ms) != 0)
+            goto done;
+        printf("a decode step at position %u:\n", BENCH_PROMPT);
+        if (run_profile(&e->state, 1, BENCH_PROMPT, 4 * o->reps, e->decode.kernels, tg_gpu_ms / BENCH_GENERATE) != 0)
+            goto done;
+    }
     rc = 0;
 done:
     free(tokens);

@@ -43,7 +43,7 @@ static int quantized(hk_type t) { return t != HK_TYPE_F32 && t != HK_TYPE_F16; }
             return -1;                                                                                                 \
     } while (0)
 
-static int profile_mark(run_profile *p, hk_stream *st, const char *call)
+static int profile_mark(run_profile_marks *p, hk_stream *st, const char *call)
 {
     if (p->marks == p->capacity) {
         fprintf(stderr, "hk-run: the profile holds %u calls\n", p->capacity);
@@ -691,6 +691,120 @@ uint32_t run_next_token(const run_state *s) { return *(const uint32_t *)(s->io_m
 const uint32_t *run_chain_tokens(const run_state *s) { return (const uint32_t *)(s->io_map + s->io_tokens.offset) + 1; }
 
 const float *run_out(const run_state *s) { return (const float *)(s->io_map + s->io_out.offset); }
+
+/* ---- the profile ---- */
+
+/* A call's kind for the breakdown: the function called and, where it names one, the weight it
+ * reads ("linear wv", "hk_matvec_int8_multi"). */
+static void call_kind(const char *call, char *kind, size_t size)
+{
+    size_t n = strcspn(call, "(");
+    const char *w = strstr(call, "&l->");
+    w = w ? w + 4 : strstr(call, "&md->") ? strstr(call, "&md->") + 5 : NULL;
+    if (!w && strncmp(call, "hk_", 3)) { /* hk-run's helpers: their third argument is the weight */
+        w = call + n;
+        for (int comma = 0; w && comma < 2; comma++)
+            w = strchr(w + 1, ',');
+        w = w ? w + 1 + strspn(w + 1, " &") : NULL;
+    }
+    if (w && n < 24)
+        snprintf(kind, size, "%.*s %.*s", (int)n, call, (int)strcspn(w, ",)."), w);
+    else
+        snprintf(kind, size, "%.*s", (int)n, call);
+}
+
+typedef struct kind_time {
+    char kind[64];
+    uint32_t calls;
+    double ms;
+} kind_time;
+
+static int cmp_kind(const void *a, const void *b)
+{
+    double x = ((const kind_time *)a)->ms, y = ((const kind_time *)b)->ms;
+    return x > y ? -1 : x < y;
+}
+
+static int cmp_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The graph of m tokens at position first again, with a GPU timestamp after every call: per kind
+ * of call, the calls and the GPU time (each call's median over the replays, from the timestamp
+ * before it, so a call's time includes its wait at the barrier before it). Timestamps between
+ * calls let no two calls overlap, so the sum runs above the graph's own time (whole_ms). */
+#define PROFILE_CALLS 4096u
+#define PROFILE_WARMUP 4u
+int run_profile(run_state *s, uint32_t m, uint32_t first, uint32_t replays, uint32_t dispatches, double whole_ms)
+{
+    run_profile_marks p = {PROFILE_CALLS, 0, calloc(PROFILE_CALLS, sizeof(char *)),
+                           calloc(PROFILE_CALLS, sizeof(uint32_t))};
+    double *ms = calloc((size_t)replays * PROFILE_CALLS, sizeof *ms);
+    double *one = calloc(replays, sizeof *one);
+    kind_time *kinds = calloc(PROFILE_CALLS, sizeof *kinds);
+    uint32_t *tokens = calloc(m, sizeof *tokens);
+    run_graph g;
+    memset(&g, 0, sizeof g);
+    int rc = -1;
+    uint32_t n_kinds = 0;
+    double total = 0;
+    if (!p.call || !p.timestamp || !ms || !one || !kinds || !tokens || !replays) {
+        fprintf(stderr, "hk-run: the profile: out of memory\n");
+        goto done;
+    }
+    for (uint32_t i = 0; i < m; i++)
+        tokens[i] = 1 + i;
+    s->profile = &p;
+    int built = run_graph_build(s, &g, m, 1, RUN_TAIL_ARGMAX);
+    s->profile = NULL;
+    if (built != 0)
+        goto done;
+    for (uint32_t r = 0; r < PROFILE_WARMUP + replays; r++) {
+        if (run_graph_exec(s, &g, tokens, first, NULL) != 0)
+            goto done;
+        for (uint32_t i = 0; r >= PROFILE_WARMUP && i < p.marks; i++) {
+            uint32_t from = i ? p.timestamp[i - 1] : g.first_timestamp;
+            double *t = &ms[(size_t)(r - PROFILE_WARMUP) * PROFILE_CALLS + i];
+            if (hk_stream_elapsed_ms(g.stream, from, p.timestamp[i], t) != HK_OK) {
+                fprintf(stderr, "hk-run: the profile: %s\n", hk_last_error());
+                goto done;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < p.marks; i++) {
+        for (uint32_t r = 0; r < replays; r++)
+            one[r] = ms[(size_t)r * PROFILE_CALLS + i];
+        qsort(one, replays, sizeof *one, cmp_ms);
+        char kind[64];
+        call_kind(p.call[i], kind, sizeof kind);
+        uint32_t k = 0;
+        while (k < n_kinds && strcmp(kinds[k].kind, kind))
+            k++;
+        if (k == n_kinds)
+            snprintf(kinds[n_kinds++].kind, sizeof kinds->kind, "%s", kind);
+        kinds[k].calls++;
+        kinds[k].ms += one[replays / 2];
+        total += one[replays / 2];
+    }
+    qsort(kinds, n_kinds, sizeof *kinds, cmp_kind);
+    printf("  by call, a timestamp after each (%u calls, %u dispatches; sum of medians %.4f ms against the "
+           "graph's %.4f):\n", p.marks, dispatches, total, whole_ms);
+    for (uint32_t k = 0; k < n_kinds; k++)
+        printf("    %-40s %4u calls %9.4f ms %5.1f%%\n", kinds[k].kind, kinds[k].calls, kinds[k].ms,
+               total > 0 ? 100.0 * kinds[k].ms / total : 0.0);
+    rc = 0;
+done:
+    run_graph_free(s, &g);
+    free(p.call);
+    free(p.timestamp);
+    free(ms);
+    free(one);
+    free(kinds);
+    free(tokens);
+    return rc;
+}
 
 uint64_t run_step_weight_bytes(const run_model *m)
 {

@@ -25,15 +25,15 @@ typedef struct run_slots {
 
 /* A graph's calls, each followed by a GPU timestamp (hk-bench --step's breakdown by call): the
  * call's source text and its timestamp's index, in recording order. */
-typedef struct run_profile {
+typedef struct run_profile_marks {
     uint32_t capacity, marks;
     const char **call;
     uint32_t *timestamp;
-} run_profile;
+} run_profile_marks;
 
 typedef struct run_state {
     hk_context *ctx;
-    run_profile *profile; /* NULL, or the graph being built records a timestamp after each call */
+    run_profile_marks *profile; /* NULL, or the graph being built records a timestamp after each call */
     const run_model *model;
     uint32_t batch;    /* most tokens a graph takes */
     uint32_t chain;    /* most decode steps one graph chains */
@@ -106,6 +106,10 @@ const float *run_out(const run_state *s);
 /* Weight bytes one decode step reads: every matrix and vector of the layers and the head, the routed
  * experts' share of each bank (top-k of n_experts), one embedding row. */
 uint64_t run_step_weight_bytes(const run_model *m);
+/* Prints the GPU time of a graph of m tokens at position first by kind of call (a timestamp after
+ * each call, the median of `replays` replays), beside the graph's own dispatches and time. 0, or
+ * -1 with a message printed. Needs caps.timestamps. */
+int run_profile(run_state *s, uint32_t m, uint32_t first, uint32_t replays, uint32_t dispatches, double whole_ms);
 /* Prints a decode step's dispatches and barriers per token, its weight bytes and, where gpu_ms (per
  * token) and copy_gbs (device-to-device copy, read + write) are known, its share of the roofline. */
 void run_print_step(const run_model *m, const run_graph *step, double gpu_ms, double copy_gbs);
