@@ -80,7 +80,7 @@ fi
 # bench_model SHAPE LAYERS: a synthetic GGUF of that shape, hk-run --bench on it, the file removed
 bench_model() {
     PYTHONPATH=$PWD/py python3 ../tools/make-synthetic-model.py --shape "$1" --layers "$2" --out /tmp/hk-model.gguf &&
-        ./hk-run /tmp/hk-model.gguf --bench 2>&1 | tee -a "$OUT/model.log"
+        ./hk-run /tmp/hk-model.gguf --bench --profile 2>&1 | tee -a "$OUT/model.log"
     rm -f /tmp/hk-model.gguf
 }
 if [[ " $steps " == *" model "* ]]; then
