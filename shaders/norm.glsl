@@ -7,12 +7,16 @@
 
 // P_b: the squares of x[base .. base + count) (count <= 32) in order. Every load is issued before
 // the first add (a loop of fixed count, unrolled by the compilers): a loop of `count` loads into
-// the running sum waits one memory round trip per value.
+// the running sum waits one memory round trip per value. A branch, not a select, guards each load:
+// a select would read past the row's end in a short last block.
 float hk_block_sumsq(uint base, uint count)
 {
     float v[32];
-    for (uint i = 0; i < 32u; i++)
-        v[i] = i < count ? x[base + i] : 0.0;
+    for (uint i = 0; i < 32u; i++) {
+        v[i] = 0.0;
+        if (i < count)
+            v[i] = x[base + i];
+    }
     precise float p = 0.0;
     for (uint i = 0; i < 32u; i++)
         if (i < count) {
