@@ -519,6 +519,22 @@ void hk_stage_x_f32()
 #endif
 #endif
 
+#ifdef HK_INT8
+// A row group's items, unstaged x: each lane's items in the order of the staged loop, so the same
+// sums (item it0 is in range: c = 0 needs no test)
+void hk_rows_items(uint items)
+{
+    for (uint it0 = gl_SubgroupInvocationID; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
+        [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
+            if (c == 0u || it0 + c * gl_SubgroupSize < items)
+                hk_load(it0 + c * gl_SubgroupSize, c);
+        [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
+            if (c == 0u || it0 + c * gl_SubgroupSize < items)
+                hk_compute(it0 + c * gl_SubgroupSize, c);
+    }
+}
+#endif
+
 #ifdef HK_MOE_COMBINE
 // each slot's sums of the workgroup's rows, for the combine (top_k <= 64)
 shared float hk_slot_sums[64u * HK_GROUP_ROWS];
@@ -540,15 +556,7 @@ void main()
                 continue;
             }
             hk_rows_begin(first, expert * pc.n + first, row_bytes);
-            // the gather's items in the gather's lanes and order (the same sums)
-            for (uint it0 = gl_SubgroupInvocationID; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
-                [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
-                    if (c == 0u || it0 + c * gl_SubgroupSize < items)
-                        hk_load(it0 + c * gl_SubgroupSize, c);
-                [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
-                    if (c == 0u || it0 + c * gl_SubgroupSize < items)
-                        hk_compute(it0 + c * gl_SubgroupSize, c);
-            }
+            hk_rows_items(items); // the gather's loop: the same sums
             for (uint r = 0; r < HK_GROUP_ROWS; r++) {
                 float sum = subgroupAdd(acc[r]);
                 if (subgroupElect())
@@ -660,16 +668,7 @@ void main()
 #endif
         hk_rows_begin(first, row0, row_bytes);
 #ifdef HK_INT8
-        // the same items in the same lanes in the same order as the staged loop (item it0 is in
-        // range: c = 0 needs no test)
-        for (uint it0 = gl_SubgroupInvocationID; it0 < items; it0 += gl_SubgroupSize * HK_NITEMS) {
-            [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
-                if (c == 0u || it0 + c * gl_SubgroupSize < items)
-                    hk_load(it0 + c * gl_SubgroupSize, c);
-            [[unroll]] for (uint c = 0; c < HK_NITEMS; c++)
-                if (c == 0u || it0 + c * gl_SubgroupSize < items)
-                    hk_compute(it0 + c * gl_SubgroupSize, c);
-        }
+        hk_rows_items(items);
 #else
         for (uint it = gl_SubgroupInvocationID; it < items; it += gl_SubgroupSize)
             hk_item(it);
