@@ -755,7 +755,7 @@ int run_profile(run_state *s, uint32_t m, uint32_t first, uint32_t replays, uint
         goto done;
     }
     for (uint32_t i = 0; i < m; i++)
-        tokens[i] = 1 + i;
+        tokens[i] = (1 + i) % s->model->hp.n_vocab; /* ids in the vocabulary whatever its size */
     s->profile = &p;
     int built = run_graph_build(s, &g, m, 1, RUN_TAIL_ARGMAX);
     s->profile = NULL;
