@@ -293,3 +293,17 @@ int hk_test_zero_device(const char *path)
     close(fd);
     return 1;
 }
+
+hk_tune_desc hk_test_short_tune(hk_tune_kernel kernel)
+{
+    hk_tune_desc d;
+    hk_tune_desc_init(&d);
+    d.kernel = kernel;
+    d.seed = 5;
+    d.max_measured = 2;
+    d.repeats = 1;
+    d.batch = 1;
+    d.copies = 2;
+    d.no_store = 1;
+    return d;
+}

@@ -93,4 +93,9 @@ void hk_test_out_destroy(hk_test_out *out);
  * (printing why) where this process may not make one or its file system does not open devices. */
 int hk_test_zero_device(const char *path);
 
+/* A tuner descriptor for kernel that searches briefly and stores nothing: seed 5, two schedules
+ * measured (the default and one more: each is a pipeline to build on lavapipe), one repeat of one
+ * op over two copies; the caller sets the shape. */
+hk_tune_desc hk_test_short_tune(hk_tune_kernel kernel);
+
 #endif

@@ -297,16 +297,8 @@ static void test_errors(hk_context *ctx, hk_context *other)
  * own class (kept in the context only). */
 static void test_tune_q5k(hk_context *ctx)
 {
-    hk_tune_desc d;
-    hk_tune_desc_init(&d);
-    d.kernel = HK_TUNE_GEMM_F16;
+    hk_tune_desc d = hk_test_short_tune(HK_TUNE_GEMM_F16);
     d.shape.gemm = (hk_tune_gemm_shape){Q5, 20, 24, 256};
-    d.seed = 5;
-    d.max_measured = 2;
-    d.repeats = 1;
-    d.batch = 1;
-    d.copies = 2;
-    d.no_store = 1;
     hk_tune_report r;
     hk_status st = hk_tune(ctx, &d, &r);
     if (hk_check_status("hk_tune gemm_f16 on q5_k", st, HK_OK, NULL))

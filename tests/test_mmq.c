@@ -695,19 +695,11 @@ static void test_tune_q5k(void)
     } families[] = {{HK_TUNE_MMQ, "mmq", "q5_k:m17-32/n24/k256"},
                     {HK_TUNE_MMQ_ID, "mmq_id", "q5_k:e4/n24/k256/m17-32/x2"}};
     for (int i = 0; i < 2; i++) {
-        hk_tune_desc d;
-        hk_tune_desc_init(&d);
-        d.kernel = families[i].kernel;
+        hk_tune_desc d = hk_test_short_tune(families[i].kernel);
         if (d.kernel == HK_TUNE_MMQ_ID) /* 10 tokens, top-2 of 4 experts, x per token */
             d.shape.mmq_id = (hk_tune_mmq_id_shape){HK_TYPE_Q5_K, {4, 24, 256, 20, 2}, 2};
         else
             d.shape.gemm = (hk_tune_gemm_shape){HK_TYPE_Q5_K, 20, 24, 256};
-        d.seed = 5;
-        d.max_measured = 2;
-        d.repeats = 1;
-        d.batch = 1;
-        d.copies = 2;
-        d.no_store = 1;
         hk_tune_report r;
         hk_status st = hk_tune(ctx, &d, &r);
         char name[80];
