@@ -1068,7 +1068,9 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * read when the kernel runs, so a recorded stream can be replayed for the next token after
  * writing the new count. A counter value of 0 or above kv.capacity (or below n_q when causal) is
  * clamped into range; rows of the cache past the count are never read. The number of splits is
- * fixed when the call is recorded; each split takes its share of whatever count it reads.
+ * fixed when the call is recorded; each split takes its share of whatever count it reads, and at
+ * least a minimum of keys (HK_SDPA_SPLIT_KEYS), so a count well under the capacity leaves the
+ * last splits idle and is combined from fewer partials.
  * Views: q and out 4-byte aligned, the caches at their type's alignment; f16 and f32 caches whose
  * views and strides are multiples of 16 bytes are read 16 bytes at a time (faster). Arithmetic
  * is f32 (softmax in base 2); against a double reference on the dequantized cache the output is

@@ -69,6 +69,7 @@ HK_PUSH_BEGIN
     uint capacity;
     uint n_splits;    // fixed at record time (from kv.capacity), whatever the count
     uint split_align; // a split's keys are a multiple of this (but the last)
+    uint split_min;   // keys a split takes at least, where the count has them: a multiple of split_align
     uint n_chunks;    // row chunks per kv head
     uint k_row, k_head, v_row, v_head; // byte strides (0 where unused)
     float scale_log2; // scale * log2(e)
@@ -85,12 +86,13 @@ uint hk_seq_k()
     return clamp(s, lo, pc.capacity);
 }
 
-// Keys per split: the count shared over the splits, rounded up to split_align. Splits from
-// ceil(seq_k / chunk) on hold no keys; every workgroup agrees on this.
+// Keys per split: the count shared over the splits, rounded up to split_align, and at least
+// split_min, so that a short count wakes few splits and the combine reads few partials. Splits
+// from ceil(seq_k / chunk) on hold no keys; every workgroup agrees on this.
 uint hk_chunk(uint seq_k)
 {
     uint per = (seq_k + pc.n_splits - 1u) / pc.n_splits;
-    return (per + pc.split_align - 1u) / pc.split_align * pc.split_align;
+    return max((per + pc.split_align - 1u) / pc.split_align * pc.split_align, pc.split_min);
 }
 
 // Workspace: acc [rows][splits][d], (max, sum) [rows][splits][2] (rows = n_q * n_heads), then

@@ -413,7 +413,7 @@ static void set_env(const char *name, const char *value)
 }
 
 static const char *const tuning_hooks[] = {"HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE", "HK_SDPA_LPK", "HK_SDPA_WG",
-                                           "HK_SDPA_KB", "HK_SDPA_GROUPS", "HK_SDPA_ROWS"};
+                                           "HK_SDPA_KB", "HK_SDPA_GROUPS", "HK_SDPA_ROWS", "HK_SDPA_SPLIT_KEYS"};
 #define N_HOOKS (sizeof tuning_hooks / sizeof tuning_hooks[0])
 
 static void clear_hooks(void)
@@ -555,10 +555,13 @@ static void test_tuning_hooks(void)
     } settings[] = {
         {"HK_SDPA_SINGLE_PASS=0", 1 | 8},
         {"HK_SDPA_SHUFFLE=0", 1 | 2},
-        {"HK_SDPA_SHUFFLE=0 HK_SDPA_LPK=4 HK_SDPA_GROUPS=4096", 4 | 8},
+        {"HK_SDPA_SHUFFLE=0 HK_SDPA_LPK=4 HK_SDPA_GROUPS=4096 HK_SDPA_SPLIT_KEYS=0", 4 | 8},
         {"HK_SDPA_LPK=1 HK_SDPA_KB=2", 4},
         {"HK_SDPA_LPK=2 HK_SDPA_KB=4 HK_SDPA_ROWS=2", 1 | 2},
-        {"HK_SDPA_WG=256 HK_SDPA_KB=1 HK_SDPA_GROUPS=100000", 4 | 8},
+        {"HK_SDPA_WG=256 HK_SDPA_KB=1 HK_SDPA_GROUPS=100000 HK_SDPA_SPLIT_KEYS=0", 4 | 8},
+        /* many splits planned, a few woken by the count: 700 keys in 3 splits, 333 in 2 */
+        {"HK_SDPA_GROUPS=256 HK_SDPA_SPLIT_KEYS=256", 1 | 2},
+        {"HK_SDPA_GROUPS=256 HK_SDPA_SPLIT_KEYS=256 HK_SDPA_SINGLE_PASS=0", 1},
         {"HK_SDPA_WG=32 HK_SDPA_ROWS=1 HK_SDPA_SINGLE_PASS=0 HK_SDPA_KB=16", 1 | 2},
     };
     static const hk_case_shape shapes[] = {
@@ -600,6 +603,12 @@ static void test_tuning_hooks(void)
     hk_status st = hk_case_prepare(&hk_case_sdpa, &shapes[0], ctx, HK_REF_NONE, 1, &run);
     hk_check_status("sdpa: malformed tuning hook", st, HK_ERROR_INVALID_ARGUMENT,
                     "HK_SDPA_KB=\"3\" is not a power of two in 1..16");
+    if (st == HK_OK)
+        hk_case_release(&run);
+    set_hooks("HK_SDPA_SPLIT_KEYS=4096");
+    st = hk_case_prepare(&hk_case_sdpa, &shapes[0], ctx, HK_REF_NONE, 1, &run);
+    hk_check_status("sdpa: tuning hook out of range", st, HK_ERROR_INVALID_ARGUMENT,
+                    "HK_SDPA_SPLIT_KEYS=\"4096\" is not an integer in 0..2048");
     if (st == HK_OK)
         hk_case_release(&run);
     set_hooks("HK_SDPA_GROUPS=lots");

@@ -205,6 +205,10 @@ _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capaci
  * once (8 kv heads x 32 splits of 64 keys); fewer splits keep the combine (one workgroup reading
  * every split's partial) short. A CPU device runs a few at a time. */
 #define SDPA_GPU_SPLITS_PER_KV_HEAD 32u
+/* Keys a split takes at least where the count has them: a short count (a decode step early in a
+ * long cache) wakes fewer splits, so the combine waits on fewer partials; a count of capacity
+ * keeps every split. */
+#define SDPA_SPLIT_KEYS 128u
 #define SDPA_GPU_GROUPS_MIN 128u
 #define SDPA_GPU_GROUPS_MAX 256u
 #define SDPA_CPU_GROUPS 16u
@@ -218,6 +222,7 @@ typedef struct sdpa_plan {
     uint32_t chunks; /* row chunks per kv head */
     uint32_t splits;
     uint32_t align;  /* keys per workgroup batch: a split's keys are a multiple of it */
+    uint32_t split_min; /* keys a split takes at least (a multiple of align, at most a split's most) */
     int single;      /* the last split combines (one dispatch) */
     int shuffle;     /* the shader variant with subgroup shuffles */
     uint32_t target; /* workgroups the split count aimed for */
@@ -302,8 +307,8 @@ static int sdpa_sched(const hk_context *context, const hk_sdpa_desc *desc, hk__s
     key_decode(key, desc);
     if (hk__tune_lookup((hk_context *)context, &hk__tune_sdpa_decode, key, out, source))
         return 1;
-    static const char *const hooks[] = {"HK_SDPA_GROUPS", "HK_SDPA_WG", "HK_SDPA_LPK", "HK_SDPA_KB", "HK_SDPA_ROWS",
-                                        "HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE"};
+    static const char *const hooks[] = {"HK_SDPA_GROUPS", "HK_SDPA_WG", "HK_SDPA_LPK",         "HK_SDPA_KB",
+                                        "HK_SDPA_ROWS",   "HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE", "HK_SDPA_SPLIT_KEYS"};
     for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
         if (getenv(hooks[i]) && *getenv(hooks[i]))
             *source = HK_SCHED_ENV;
@@ -346,7 +351,7 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
     uint32_t gpu_groups = per_head < SDPA_GPU_GROUPS_MIN   ? SDPA_GPU_GROUPS_MIN
                           : per_head > SDPA_GPU_GROUPS_MAX ? SDPA_GPU_GROUPS_MAX
                                                            : (uint32_t)per_head;
-    uint32_t shuffle, lpk, wg, max_rows, kb, target, single;
+    uint32_t shuffle, lpk, wg, max_rows, kb, target, single, split_keys = SDPA_SPLIT_KEYS;
     hk_status st = HK_OK;
     if (sched) { /* a tuned schedule: no hook is read */
         shuffle = 1;
@@ -372,6 +377,8 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
                          1u << 20, 0, &target);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
+    if (st == HK_OK)
+        st = hk__env_u32(fn, "HK_SDPA_SPLIT_KEYS", SDPA_SPLIT_KEYS, 0, SDPA_MAX_CHUNK, 0, &split_keys);
     if (st != HK_OK)
         return st;
 planned:
@@ -442,6 +449,12 @@ planned:
     p->target = target;
     p->chunks = chunks > UINT32_MAX ? UINT32_MAX : (uint32_t)chunks;
     p->splits = (uint32_t)want;
+    /* max_chunk and align are powers of two, max_chunk >= align */
+    p->split_min = (split_keys + p->align - 1) / p->align * p->align;
+    if (p->split_min < p->align)
+        p->split_min = p->align;
+    if (p->split_min > max_chunk)
+        p->split_min = max_chunk;
     return HK_OK;
 }
 
@@ -460,7 +473,7 @@ hk_status hk__sdpa_decode_workspace(const hk_context *context, const char *fn, c
 }
 
 typedef struct sdpa_params {
-    uint32_t n_q, n_heads, group, seq_k, flags, capacity, n_splits, split_align, n_chunks;
+    uint32_t n_q, n_heads, group, seq_k, flags, capacity, n_splits, split_align, split_min, n_chunks;
     uint32_t k_row, k_head, v_row, v_head;
     float scale_log2;
 } sdpa_params;
@@ -502,6 +515,7 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         .capacity = kv->capacity,
         .n_splits = p.splits,
         .split_align = p.align,
+        .split_min = p.split_min,
         .n_chunks = p.chunks,
         /* strides that are used stay below the views' spans, which the device can bind */
         .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
