@@ -842,7 +842,8 @@ HK_API hk_status hk_moe_matvec_int8_combine(hk_context *context, hk_stream *stre
  * rescales the k weights to sum to 1. NaN logits are never chosen; if fewer than top_k logits are
  * numbers, the remaining ids are 0xFFFFFFFF (which hk_moe_matvec turns into zero outputs) with
  * weight 0. 1 <= top_k <= min(n_experts, 64); n_experts at most 64 x the subgroup size (2048 on a
- * 32-wide subgroup), else HK_ERROR_UNSUPPORTED. */
+ * 32-wide subgroup) and at most the f32 values the device's shared memory per workgroup holds
+ * beside 256 bytes (a token's logits are staged there), else HK_ERROR_UNSUPPORTED. */
 HK_API hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, hk_view ids, hk_view weights,
                               uint32_t tokens, uint32_t n_experts, uint32_t top_k, int renormalize);
 

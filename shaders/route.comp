@@ -4,8 +4,13 @@
 // (ties: the lower index) in descending order, their softmax weights, optionally renormalised to
 // sum to 1 over the k. One subgroup per token (the host makes the workgroup one subgroup): each
 // lane owns experts lane, lane + WG, ...; every round picks the best unchosen expert with two
-// subgroup reductions, so there is no barrier anywhere.
+// subgroup reductions, so there is no barrier anywhere. Each lane copies its logits into shared
+// memory once and reads them back in every round (its own entries only, so no barrier): the rounds
+// wait on no memory round trip.
 #include "common.glsl"
+
+// logits a token stages: a multiple of WG, at least n_experts (the host's)
+layout(constant_id = 1) const uint HK_ROUTE_STAGE = 2048;
 
 layout(binding = 0) readonly buffer Logits { float logits[]; };
 layout(binding = 1) writeonly buffer Ids { uint ids[]; };
@@ -21,6 +26,7 @@ HK_PUSH_END
 #define HK_MAX_TOP_K 64u
 #define HK_NONE 0xFFFFFFFFu
 shared float chosen_w[HK_MAX_TOP_K]; // written and read by the first lane only
+shared float lg[HK_ROUTE_STAGE];      // lg[i] written and read by lane i % WG only
 
 // (va, ia) ranks before (vb, ib): larger logit, then lower index; NaN never ranks
 bool hk_before(float va, uint ia, float vb, uint ib) { return va > vb || (va == vb && ia < ib); }
@@ -37,12 +43,13 @@ void main()
     float m = neg_inf;
     for (uint i = lane; i < E; i += WG) {
         float v = logits[lb + i];
+        lg[i] = v;
         m = isnan(v) ? m : max(m, v);
     }
     m = subgroupMax(m);
     float denom = 0.0;
     for (uint i = lane; i < E; i += WG) {
-        float v = logits[lb + i];
+        float v = lg[i];
         denom += isnan(v) ? 0.0 : exp(v - m);
     }
     denom = subgroupAdd(denom);
@@ -54,7 +61,7 @@ void main()
         float bv = neg_inf;
         uint bi = HK_NONE;
         for (uint i = lane, j = 0u; i < E; i += WG, j++) {
-            float v = logits[lb + i];
+            float v = lg[i];
             if ((taken[j >> 5] & (1u << (j & 31u))) == 0u && hk_before(v, i, bv, bi)) {
                 bv = v;
                 bi = i;

@@ -1338,6 +1338,7 @@ static const hk_case_shape route_tests[] = {
     {F32, {5, 128, 8}, 1, 0}, /* Qwen3-30B-A3B: 128 experts, top-8, renormalised */
     {F32, {33, 128, 8}, 0, 0},
     {F32, {3, 300, 64}, 1, 0}, /* more experts than a subgroup has lanes, the largest top_k */
+    {F32, {4, 256, 16}, 0, 0}, /* 64 staged logits per lane on a 4-wide subgroup */
 };
 static const hk_case_shape route_quick[] = {{F32, {1, 128, 8}, 1, 0}, {F32, {64, 128, 8}, 1, 0}};
 static const hk_case_shape route_full[] = {{F32, {1, 128, 8}, 1, 0}, {F32, {512, 128, 8}, 1, 0}};

@@ -29,8 +29,16 @@ hk_status hk_moe_route(hk_context *context, hk_stream *stream, hk_view logits, h
     if ((uint64_t)n_experts > 64ull * wg)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "n_experts=%u is more than this device's router takes (64 x subgroup %u = %u)",
                         n_experts, wg, 64u * wg);
-    uint32_t params[4] = {tokens, n_experts, top_k, renormalize ? 1u : 0u};
-    hk_dispatch_desc d = {.shader = HK_SHADER_ROUTE, .subgroup_size = control ? wg : 0, .spec = &wg, .spec_count = 1,
+    /* the logits staged in shared memory: 64 per lane, fewer where the device has less shared
+     * memory (a multiple of the subgroup) */
+    uint32_t stage = 64u * wg, room = (context->caps.shared_memory_bytes - 4u * ROUTE_MAX_TOP_K) / 4u / wg * wg;
+    if (stage > room)
+        stage = room;
+    if (n_experts > stage)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "n_experts=%u is more than this device's router takes (%u logits in "
+                        "its shared memory)", n_experts, stage);
+    uint32_t params[4] = {tokens, n_experts, top_k, renormalize ? 1u : 0u}, spec[2] = {wg, stage};
+    hk_dispatch_desc d = {.shader = HK_SHADER_ROUTE, .subgroup_size = control ? wg : 0, .spec = spec, .spec_count = 2,
                           .bindings = b, .binding_count = 3, .params = params, .params_bytes = sizeof params,
                           .groups = tokens};
     return hk__dispatch(context, stream, fn, &d);
