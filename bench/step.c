@@ -84,16 +84,26 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
     if (b->csv)
         fprintf(b->csv, "%s,step,%s/%u,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer, median,
                 g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy, ref);
-    /* the same step with each RMSNorm and quantization inside the matvecs that read it */
-    run_graph_free(&s, &g);
-    s.quantize_in_matvec = 1;
-    if (run_graph_build(&s, &g, 1, 1, RUN_TAIL_ARGMAX) != 0 || time_step(&s, &g, ms, &median) != 0)
-        goto done;
-    printf("  with each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x): %.4f ms per token, %u "
-           "dispatches and %u barriers\n", median, g.kernels, g.barriers);
-    if (b->csv)
-        fprintf(b->csv, "%s,step,%s/%u f32x,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer,
-                median, g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy, 0.0);
+    /* the same step in the forms hk-run does not take, each beside the default */
+    static const struct {
+        const char *what, *tag;
+    } forms[] = {
+        {"each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x)", "f32x"},
+        {"the attention output quantized by a dispatch of its own", "attn-quantize"},
+    };
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        run_graph_free(&s, &g);
+        s.quantize_in_matvec = f == 0;
+        s.attn_quantizer_apart = f == 1;
+        if (run_graph_build(&s, &g, 1, 1, RUN_TAIL_ARGMAX) != 0 || time_step(&s, &g, ms, &median) != 0)
+            goto done;
+        printf("  with %s: %.4f ms per token, %u dispatches and %u barriers\n", forms[f].what, median, g.kernels,
+               g.barriers);
+        if (b->csv)
+            fprintf(b->csv, "%s,step,%s/%u %s,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer,
+                    forms[f].tag, median, g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy,
+                    0.0);
+    }
     rc = 0;
 done:
     run_graph_free(&s, &g);

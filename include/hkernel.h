@@ -1039,6 +1039,13 @@ typedef struct hk_sdpa_desc {
     int causal;          /* nonzero: query i (0-based, of n_q) sees keys 0 .. seq_k - n_q + i (the
                           * queries are the last n_q positions); needs n_q <= seq_k */
     hk_kv_layout kv;
+    hk_type out_type;    /* HK_TYPE_F32 (0, the default): out is f32 [n_q, n_heads, head_dim];
+                          * HK_TYPE_Q8_1: out is those values as Q8_1 blocks, n_q x n_heads x
+                          * head_dim / 32 of them (36 bytes each), bit-identical to hk_quantize_q8_1
+                          * of the f32 output: the decode's input to the int8 O projection without a
+                          * dispatch of its own. Needs head_dim a multiple of 32 (else
+                          * HK_ERROR_INVALID_ARGUMENT, as any other type is) and the flash-decoding
+                          * path (hk_sdpa_path "decode"; else HK_ERROR_UNSUPPORTED) */
 } hk_sdpa_desc;
 
 /* The kernel hk_sdpa_blk runs for this shape on this context: "decode" (flash-decoding),

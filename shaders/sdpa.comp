@@ -26,6 +26,9 @@
 // The number of keys comes from the push constants or from a u32 on the device (replay); the
 // splits divide whatever count is read, and rows at or past it are never read.
 // Softmax in base 2: q is scaled by scale * log2(e) once, so every exponential is an exp2.
+// F_Q8_1: the output rows are written as GGUF Q8_1 blocks (q8_1.glsl, as hk_quantize_q8_1 makes
+// them from the f32 rows): each writer stages its rows' f32 values in shared memory, then an
+// invocation per block quantizes them.
 //
 // Arrival (F_SINGLE): the workspace holds, per (kv head, row chunk), a generation word G, an
 // arrival word W and one flag per split. Every workgroup reads G when it starts; when its partial
@@ -39,6 +42,8 @@
 // partials), a stale flag matches only if it happens to equal flag_of(G, split), which no earlier
 // call of this layout wrote and a uniform fill never equals.
 #include "common.glsl"
+#define HK_Q8_1_BLOCK_ONLY
+#include "q8_1.glsl"
 
 layout(constant_id = 1) const uint HK_D = 128;     // head_dim
 layout(constant_id = 2) const uint HK_R = 4;       // query rows per workgroup: 1, 2, 4 or 8
@@ -56,6 +61,7 @@ layout(binding = 2) readonly buffer V128 { uvec4 v128[]; };
 layout(binding = 2) readonly buffer VF { float vf[]; };
 layout(binding = 2) readonly buffer VF4 { vec4 vf4[]; };
 layout(binding = 3) writeonly buffer Out { float o[]; };
+layout(binding = 3) writeonly buffer OutQ { uint oq[]; }; // F_Q8_1: [rows x head_dim / 32] blocks of 9 words
 layout(binding = 4) coherent buffer Workspace { float ws[]; };
 layout(binding = 4) coherent buffer WorkspaceU { uint wsu[]; };
 layout(binding = 5) readonly buffer Counter { uint counter[]; };
@@ -75,7 +81,7 @@ HK_PUSH_BEGIN
     float scale_log2; // scale * log2(e)
 HK_PUSH_END
 
-const uint F_COUNTER = 1u, F_CAUSAL = 2u, F_DIRECT = 4u, F_SINGLE = 8u;
+const uint F_COUNTER = 1u, F_CAUSAL = 2u, F_DIRECT = 4u, F_SINGLE = 8u, F_Q8_1 = 16u;
 const float NEG = -3.0e38; // the running max before any key: finite, so max - max is never NaN
 
 // The number of keys: the counter (clamped to 1..capacity, and >= n_q when causal) or seq_k.
@@ -120,6 +126,39 @@ uint row_out(uint r)
     return (rr / pc.group) * pc.n_heads + kvh * pc.group + rr % pc.group;
 }
 
+// F_Q8_1: the workgroup's output rows as f32, [HK_R][HK_D] (pass 1 reuses its merge array, free
+// once the key groups are merged)
+#ifndef HK_REDUCE
+shared float merge_sh[HK_WORK]; // HK_WORK >= HK_R * HK_D
+#define out_sh merge_sh
+#else
+shared float out_sh[HK_R * HK_D];
+#endif
+
+// F_Q8_1: after every row of the workgroup is in out_sh (a barrier), its Q8_1 blocks, an
+// invocation per block (HK_D is a multiple of 32 here). Called by every invocation.
+void write_q8_1()
+{
+    barrier();
+    uint per_row = HK_D / 32u;
+    for (uint e = gl_LocalInvocationID.x; e < HK_R * per_row; e += WG) {
+        uint r = e / per_row, blk = e % per_row;
+        if (!row_valid(r))
+            continue;
+        vec4 v[8];
+        for (uint j = 0; j < 8u; j++) {
+            uint c = r * HK_D + blk * 32u + 4u * j;
+            v[j] = vec4(out_sh[c], out_sh[c + 1u], out_sh[c + 2u], out_sh[c + 3u]);
+        }
+        uint quants[8];
+        uint head = hk_q8_1_block(v, quants);
+        uint at = pc.view_offset[3] / 4u + (row_out(r) * per_row + blk) * 9u;
+        oq[at] = head;
+        for (uint j = 0; j < 8u; j++)
+            oq[at + 1u + j] = quants[j];
+    }
+}
+
 // Combines the partials of splits 0 .. n_active-1 into the output rows of this workgroup: an
 // invocation per (row, 4 columns), its splits in batches of SB (the loads of a batch issued
 // together: the last workgroup's combine is the tail of the call, a few L2 round trips).
@@ -156,12 +195,22 @@ void combine(uint n_active)
             m = mb;
         }
         a /= l; // no guard: l >= 1 for finite inputs (split 0 holds key 0), and a NaN l must reach the row
+        if ((pc.flags & F_Q8_1) != 0u) {
+            uint c = r * HK_D + dv * 4u;
+            out_sh[c] = a.x;
+            out_sh[c + 1u] = a.y;
+            out_sh[c + 2u] = a.z;
+            out_sh[c + 3u] = a.w;
+            continue;
+        }
         uint b = pc.view_offset[3] / 4u + row * HK_D + dv * 4u;
         o[b] = a.x;
         o[b + 1u] = a.y;
         o[b + 2u] = a.z;
         o[b + 3u] = a.w;
     }
+    if ((pc.flags & F_Q8_1) != 0u)
+        write_q8_1();
 }
 
 #ifndef HK_REDUCE
@@ -184,7 +233,6 @@ const uint DPT = (HK_D + WG - 1u) / WG;            // output columns per invocat
 
 shared float kg_m[NKG * HK_R]; // per key group and row: running max, sum
 shared float kg_l[NKG * HK_R];
-shared float merge_sh[HK_WORK];
 shared float row_sh[2 * HK_R]; // the workgroup's max and sum per row
 shared uint sync_sh[2];        // G; 1 if some flag is not set
 
@@ -466,7 +514,9 @@ void main()
             uint col = t + j * WG;
             if (col >= HK_D)
                 continue;
-            if (direct)
+            if (direct && (pc.flags & F_Q8_1) != 0u)
+                out_sh[r * HK_D + col] = tot[r * DPT + j] / lw[r];
+            else if (direct)
                 o[pc.view_offset[3] / 4u + row * HK_D + col] = tot[r * DPT + j] / lw[r]; // no guard, as in combine
             else
                 ws[hk_ws_acc(row, split) + col] = tot[r * DPT + j];
@@ -476,6 +526,8 @@ void main()
             ws[hk_ws_ml(row, split) + 1u] = lw[r];
         }
     }
+    if (direct && (pc.flags & F_Q8_1) != 0u)
+        write_q8_1();
     if (direct || !single)
         return;
 

@@ -277,6 +277,21 @@ static void test_errors(void)
         SDPA_EXPECT("sdpa: workspace too small", (void)0, ((hk_view){ws.buffer, 12}), none, HK_ERROR_INVALID_ARGUMENT,
                     "workspace needs");
     }
+    SDPA_EXPECT("sdpa: out_type not f32 or q8_1", d.out_type = HK_TYPE_Q4_K, ws, none, HK_ERROR_INVALID_ARGUMENT,
+                "out_type=q4_k (2) is not f32 or q8_1");
+    SDPA_EXPECT("sdpa: q8_1 out with head_dim off the block", (d.out_type = HK_TYPE_Q8_1, d.head_dim = 48,
+                d.kv.k_row_stride = d.kv.v_row_stride = 96, d.kv.k_head_stride = d.kv.v_head_stride = 96 * CAP), ws,
+                none, HK_ERROR_INVALID_ARGUMENT, "out_type=q8_1 needs head_dim a multiple of 32, got 48");
+    {
+        hk_sdpa_desc pf = good;
+        pf.n_q = 4;
+        const char *path = hk_sdpa_path(ctx, &pf);
+        if (path && strcmp(path, "decode"))
+            SDPA_EXPECT("sdpa: q8_1 out on flash attention", (d.n_q = 4, d.out_type = HK_TYPE_Q8_1), ws, none,
+                        HK_ERROR_UNSUPPORTED, "out_type=q8_1 is written by flash-decoding only");
+        else
+            hk_check(0, "sdpa: q8_1 out on flash attention", "4 queries run on %s here", path ? path : "nothing");
+    }
     SDPA_EXPECT("sdpa: counter misaligned", (void)0, ws, ((hk_view){counter.buffer, 2}), HK_ERROR_INVALID_ARGUMENT,
                 "seq_k_counter.offset=2 is not a multiple of 4");
     SDPA_EXPECT("sdpa: counter past its buffer", (void)0, ws, ((hk_view){counter.buffer, 4}),
@@ -622,6 +637,40 @@ static void test_tuning_hooks(void)
 
 /* ---- non-finite inputs ------------------------------------------------------------------------- */
 
+/* out_type Q8_1 against hk_quantize_q8_1 of the f32 output of the same call (f32: n values),
+ * byte for byte; the fused blocks flush against their buffer's end. */
+static void q8_1_matches(const char *name, const hk_sdpa_desc *d, hk_view q, hk_view k, hk_view v, hk_view ws,
+                         hk_view f32, size_t n)
+{
+    char label[260];
+    snprintf(label, sizeof label, "%s: out_type q8_1 is hk_quantize_q8_1 of the f32 output", name);
+    uint64_t bytes = n / 32 * 36;
+    hk_buffer *b = hk_test_buffer(ctx, 2 * bytes, NULL);
+    uint8_t *want = malloc(bytes), *got = malloc(bytes);
+    hk_sdpa_desc dq = *d;
+    dq.out_type = HK_TYPE_Q8_1;
+    hk_status st = want && got ? hk_buffer_fill(b, 0, 2 * bytes, HK_POISON_WORD) : HK_ERROR_OUT_OF_MEMORY;
+    if (st == HK_OK)
+        st = hk_quantize_q8_1(ctx, NULL, f32, (hk_view){b, 0}, (uint32_t)n);
+    if (st == HK_OK)
+        st = hk_sdpa_blk(ctx, NULL, &dq, q, k, v, (hk_view){b, bytes}, ws, (hk_view){NULL, 0});
+    if (st == HK_OK)
+        st = hk_buffer_download(b, 0, want, bytes);
+    if (st == HK_OK)
+        st = hk_buffer_download(b, bytes, got, bytes);
+    if (st != HK_OK) {
+        hk_check(0, label, "%s", hk_last_error());
+    } else {
+        uint32_t bad = 0;
+        for (uint64_t i = 0; i < bytes; i += 36)
+            bad += memcmp(want + i, got + i, 36) != 0;
+        hk_check(bad == 0, label, "%u of %llu blocks differ", bad, (unsigned long long)(bytes / 36));
+    }
+    free(want);
+    free(got);
+    hk_buffer_destroy(b);
+}
+
 /* One call with NaN and inf planted in q and in K and V rows the queries see (hk_test_sdpa_plant),
  * the cache rows past seq_k NaN: every output as include/hkernel.h's rule says. Returns the
  * workspace bytes the shape needs (~0 if the call could not be made). */
@@ -679,6 +728,8 @@ static uint64_t nonfinite_run(const char *what, hk_type type, uint32_t n_q, uint
         const float *got = hk_test_out_read(&o, name);
         if (got)
             hk_check_sdpa_classes(name, got, ref, cls, n, HK_GATE_F32);
+        if (got && head_dim % 32 == 0)
+            q8_1_matches(name, &d, qv, kv, vv, ws, hk_test_out_view(&o), n);
         /* kv head 1's second query head scores its +inf key -inf: the key left out, the row not
          * NaN (a Q8_0 block with an inf is all NaN instead) */
         const uint8_t *left_out = cls + ((size_t)(n_q - 1) * H + H / HKV + 1) * head_dim;

@@ -119,8 +119,10 @@ int hk_case_kv_pack(const hk_case_kv *c, const uint8_t *k_image, const uint8_t *
 
 /* ---- hk_sdpa_blk: d = {n_q, n_heads, n_kv_heads, head_dim, seq_k, capacity, causal, counter} ----
  * variant: SDPA_TOKEN_MAJOR, SDPA_PAD (16 bytes after every row), SDPA_COUNTER (the count from a
- * device u32 holding d[7], clamped by the kernel). */
-enum { SDPA_TOKEN_MAJOR = 1, SDPA_PAD = 2, SDPA_COUNTER = 4 };
+ * device u32 holding d[7], clamped by the kernel), SDPA_Q8_1 (out_type Q8_1: the blocks'
+ * dequantized values against the reference, within half a quantization step more; bit-identity
+ * with hk_quantize_q8_1 of the f32 output is tests/test_attention.c's). */
+enum { SDPA_TOKEN_MAJOR = 1, SDPA_PAD = 2, SDPA_COUNTER = 4, SDPA_Q8_1 = 8 };
 
 /* Queries the reference covers: all of them, or (HK_REF_SAMPLE, big prefill shapes) this many
  * spread over them, the first and the last among them, which the compare holds to the gate just
@@ -151,7 +153,7 @@ static hk_status prepare_sdpa(hk_case_run *run, uint64_t seed)
     run->state = st;
     st->desc = (hk_sdpa_desc){.n_q = n_q, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
                               .seq_k = counter ? 0 : d[4], .scale = 1.0f / sqrtf((float)dim), .causal = causal,
-                              .kv = cache.kv};
+                              .kv = cache.kv, .out_type = run->shape.variant & SDPA_Q8_1 ? HK_TYPE_Q8_1 : HK_TYPE_F32};
     uint32_t s = counter ? d[7] : d[4], lo = causal ? n_q : 1;
     uint32_t seq = s < lo ? lo : s > capacity ? capacity : s; /* what the kernel attends */
     size_t nq = (size_t)n_q * n_heads * dim;
@@ -188,7 +190,8 @@ static hk_status prepare_sdpa(hk_case_run *run, uint64_t seed)
     hk_case_tensor_add(run, "q", HK_CASE_IN, nq * 4, 4, 0, q);
     hk_case_tensor_add(run, "k_cache", HK_CASE_IN, cache.bytes, align, 1, cache.k);
     hk_case_tensor_add(run, "v_cache", HK_CASE_IN, cache.bytes, align, 1, cache.v);
-    hk_case_tensor_add(run, "out", HK_CASE_OUT, nq * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, "out", HK_CASE_OUT, st->desc.out_type == HK_TYPE_Q8_1 ? nq / 32 * 36 : nq * 4, 4, 0,
+                       NULL);
     hk_case_tensor_add(run, "workspace", HK_CASE_SCRATCH, st->workspace, 4, 0, NULL);
     uint32_t *count = hk_case_alloc(4);
     if (!count)
@@ -204,6 +207,10 @@ static hk_status prepare_sdpa(hk_case_run *run, uint64_t seed)
     snprintf(run->label, sizeof run->label, "%s q%u H%u/%u d%u k%u%s%s%s%s", hk_type_name(type), n_q, n_heads, n_kv,
              dim, seq, capacity != seq ? "" : "", causal ? " causal" : "",
              run->shape.variant & SDPA_TOKEN_MAJOR ? " token-major" : "", counter ? " counter" : "");
+    if (st->desc.out_type == HK_TYPE_Q8_1) {
+        size_t len = strlen(run->label);
+        snprintf(run->label + len, sizeof run->label - len, " out-q8_1");
+    }
     if (capacity != seq) {
         size_t len = strlen(run->label);
         snprintf(run->label + len, sizeof run->label - len, " cap%u", capacity);
@@ -259,25 +266,38 @@ static double compare_sdpa(const hk_case_run *run, char *detail, size_t size)
     const sdpa_state *st = run->state;
     const float *got = run->t[3].got;
     size_t row = (size_t)st->desc.n_heads * st->desc.head_dim;
-    int sampled = st->n_ref_q != st->desc.n_q;
+    int sampled = st->n_ref_q != st->desc.n_q, q8_1 = st->desc.out_type == HK_TYPE_Q8_1;
+    float *deq = q8_1 ? hk_case_alloc((size_t)st->desc.n_q * row * sizeof(float)) : NULL;
     float *g = sampled ? hk_case_alloc(run->ref_count * sizeof(float)) : NULL;
-    if (sampled && !g) {
+    if ((sampled && !g) || (q8_1 && !deq)) {
+        free(g);
+        free(deq);
         snprintf(detail, size, "out of host memory");
         return INFINITY;
+    }
+    if (deq) { /* the blocks' values d * q */
+        hk_dequant_row_q8_1(run->t[3].got, deq, (size_t)st->desc.n_q * row);
+        got = deq;
     }
     for (uint32_t i = 0; g && i < st->n_ref_q; i++)
         memcpy(g + i * row, got + st->ref_q[i] * row, row * sizeof(float));
     double rel = hk_scale_rel(g ? g : got, run->ref, run->ref_count);
     free(g);
-    snprintf(detail, size, "scale_rel=%.3e over %u of %u queries", rel, st->n_ref_q, st->desc.n_q);
+    free(deq);
+    snprintf(detail, size, "scale_rel=%.3e over %u of %u queries%s", rel, st->n_ref_q, st->desc.n_q,
+             q8_1 ? " (Q8_1 blocks dequantized)" : "");
     return rel;
 }
 
-/* matrix-core arms hold f16 inputs: issue 7's 5e-3; f32 arithmetic 1e-4 */
+/* matrix-core arms hold f16 inputs: issue 7's 5e-3; f32 arithmetic 1e-4; Q8_1 output, the
+ * blocks' error more: half a step (a block's step d is its amax / 127, at most the output's scale
+ * / 127) and d's f16 rounding (at most 2^-11 d, times |q| <= 127) */
 static double gate_sdpa(const hk_case_run *run)
 {
     const sdpa_state *st = run->state;
     const char *arm = hk_sdpa_path(run->ctx, &st->desc);
+    if (st->desc.out_type == HK_TYPE_Q8_1)
+        return HK_GATE_F32 + 0.5 / 127 + 1.0 / 2048;
     return arm && !strcmp(arm, "flash-coopmat") ? HK_GATE_SDPA_F16 : HK_GATE_F32;
 }
 
@@ -299,6 +319,10 @@ static const hk_case_shape sdpa_tests[] = {
     {F16, {17, 8, 2, 64, 100, 128, 1, 0}, SDPA_TOKEN_MAJOR, 0},
     {F32, {100, 4, 4, 64, 260, 300, 0, 0}, SDPA_PAD, 0},
     {F16, {1, 8, 2, 128, 0, 64, 0, 45}, SDPA_COUNTER, 0},
+    /* the output as Q8_1 blocks: one split, splits combined by the last, a counter */
+    {F16, {1, 8, 2, 128, 37, 64, 0, 0}, SDPA_Q8_1, 0},
+    {Q80, {1, 8, 1, 64, 900, 1024, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_Q8_1, 0},
+    {F32, {1, 4, 2, 96, 0, 512, 0, 300}, SDPA_COUNTER | SDPA_Q8_1, 0},
     /* decode, GQA 1, 4 and 8 */
     {F32, {1, 4, 4, 64, 5, 40, 0, 0}, SDPA_TOKEN_MAJOR | SDPA_PAD, 0},
     {F16, {1, 8, 2, 128, 37, 64, 0, 0}, 0, 0},

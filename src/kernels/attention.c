@@ -110,6 +110,12 @@ static hk_status check_desc(const char *fn, const hk_context *context, const hk_
     }
     if ((uint64_t)d->n_q * d->n_heads * d->head_dim > UINT32_MAX)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_q x n_heads x head_dim exceeds 2^32 values");
+    if (d->out_type != HK_TYPE_F32 && d->out_type != HK_TYPE_Q8_1)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_type=%s (%d) is not f32 or q8_1", hk_type_name(d->out_type),
+                        (int)d->out_type);
+    if (d->out_type == HK_TYPE_Q8_1 && d->head_dim % 32)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_type=q8_1 needs head_dim a multiple of 32, got %u",
+                        d->head_dim);
     return HK_OK;
 }
 
@@ -160,6 +166,9 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
     if (st != HK_OK)
         return st;
     int flash = use_flash(context, desc);
+    if (flash && desc->out_type == HK_TYPE_Q8_1)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "out_type=q8_1 is written by flash-decoding only, and this shape "
+                        "runs flash attention (hk_sdpa_path: %s)", hk__sdpa_flash_arm(context, desc));
     uint64_t ws = 0;
     if (flash)
         ws = hk__sdpa_flash_workspace(context, desc);
@@ -173,7 +182,8 @@ hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sdpa_desc
     call.b[SDPA_Q] = (hk_binding){q, qo_bytes, 4, 0, 0};
     call.b[SDPA_K] = (hk_binding){k_cache, k_bytes, hk_type_alignment(desc->kv.type), 0, 0};
     call.b[SDPA_V] = (hk_binding){v_cache, v_bytes, hk_type_alignment(desc->kv.type), 0, 0};
-    call.b[SDPA_OUT] = (hk_binding){out, qo_bytes, 4, 1, 0};
+    uint64_t out_bytes = desc->out_type == HK_TYPE_Q8_1 ? qo_bytes / 4 / 32 * 36 : qo_bytes;
+    call.b[SDPA_OUT] = (hk_binding){out, out_bytes, 4, 1, 0};
     call.b[SDPA_WORKSPACE] = ws ? (hk_binding){workspace, ws, 4, 1, 0} : (hk_binding){none, 0, 1, 0, 0};
     call.b[SDPA_COUNTER] = call.has_counter ? (hk_binding){seq_k_counter, 4, 4, 0, 0} : (hk_binding){none, 0, 1, 0, 0};
     call.k_row_bytes = hk_type_bytes(desc->kv.type, desc->head_dim);
@@ -478,7 +488,7 @@ typedef struct sdpa_params {
     float scale_log2;
 } sdpa_params;
 
-enum { SDPA_F_COUNTER = 1, SDPA_F_CAUSAL = 2, SDPA_F_DIRECT = 4, SDPA_F_SINGLE = 8 };
+enum { SDPA_F_COUNTER = 1, SDPA_F_CAUSAL = 2, SDPA_F_DIRECT = 4, SDPA_F_SINGLE = 8, SDPA_F_Q8_1 = 16 };
 
 /* 16-byte loads: the views and every stride in use are multiples of 16 bytes */
 static int wide_ok(const hk_sdpa_call *call)
@@ -511,7 +521,8 @@ hk_status hk__sdpa_decode(hk_context *context, hk_stream *stream, const char *fn
         .group = desc->n_heads / desc->n_kv_heads,
         .seq_k = call->has_counter ? 0 : desc->seq_k,
         .flags = (call->has_counter ? SDPA_F_COUNTER : 0) | (desc->causal ? SDPA_F_CAUSAL : 0) |
-                 (direct ? SDPA_F_DIRECT : 0) | (single ? SDPA_F_SINGLE : 0),
+                 (direct ? SDPA_F_DIRECT : 0) | (single ? SDPA_F_SINGLE : 0) |
+                 (desc->out_type == HK_TYPE_Q8_1 ? SDPA_F_Q8_1 : 0),
         .capacity = kv->capacity,
         .n_splits = p.splits,
         .split_align = p.align,

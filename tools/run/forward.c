@@ -446,12 +446,19 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     hk_view factors = s->model->rope_freqs.present ? s->model->rope_freqs.view : (hk_view){NULL, 0};
     LAYER_CALL(hk_rope(c, st, &rd, q_out, k_out, v_out, io->positions, factors, q_out, s->k_cache[il], s->v_cache[il]));
     hk_sdpa_desc sd = sdpa_desc(s, m);
-    LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], s->attn, s->workspace, io->count));
     const run_weight *wo = &l->wo;
-    if (in_matvec(s, m, &wo, 1))
+    int own_quant = in_matvec(s, m, &wo, 1);
+    /* a token's output straight into the O projection's Q8_1 input (flash-decoding writes it) */
+    int q8_1_out = !own_quant && !s->attn_quantizer_apart && fused(s, wo, m) && hp->head_dim % 32 == 0;
+    if (q8_1_out)
+        sd.out_type = HK_TYPE_Q8_1;
+    LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], q8_1_out ? s->xq : s->attn,
+                           s->workspace, io->count));
+    if (own_quant)
         LAYER_CALL(matvec_f32x(s, st, &wo, 1, s->attn, NULL, HK_MATVEC_ADD, s->x, s->x));
     else {
-        LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
+        if (!q8_1_out)
+            LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
         LAYER_CALL(linear_add(s, st, &l->wo, s->attn, m));
     }
     return 0;

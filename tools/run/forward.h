@@ -43,6 +43,8 @@ typedef struct run_state {
     int quantize_in_matvec; /* a token's RMSNorm / Q8_1 quantization inside each matvec that reads it
                              * (hk_matvec_int8_f32x), not a dispatch of its own: for comparisons (it
                              * costs more than the dispatch it saves: docs/perf.md) */
+    int attn_quantizer_apart; /* a token's attention output quantized by hk_quantize_q8_1, not written
+                               * as Q8_1 by hk_sdpa_blk itself: for comparisons */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
