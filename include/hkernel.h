@@ -356,8 +356,9 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
- * hk_matvec_int8_glu, hk_matvec_int8_multi, hk_matvec_int8_f32x, hk_moe_matvec, hk_moe_matvec_int8,
- * hk_moe_matvec_int8_glu, hk_moe_matvec_int8_combine,
+ * hk_matvec_int8_glu, hk_matvec_int8_glu_q8_1, hk_matvec_int8_multi, hk_matvec_int8_f32x,
+ * hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu, hk_moe_matvec_int8_glu_q8_1,
+ * hk_moe_matvec_int8_combine,
  * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm,
  * hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows,
  * hk_mmq_id, hk_gemm_f16, hk_add (with hk_add_scaled), hk_swiglu, hk_argmax, hk_softmax; a name that
@@ -687,6 +688,17 @@ typedef enum hk_glu_mode { HK_GLU_SILU = 0, HK_GLU_GELU_TANH = 1 } hk_glu_mode;
 HK_API hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
                                     hk_view w_up, hk_view xq, hk_view y, uint32_t rows, uint32_t k, hk_glu_mode mode);
 
+/* hk_matvec_int8_glu with its output as Q8_1 blocks, the down projection's input, without a
+ * quantizer dispatch between them: yq rows / 32 blocks of 36 bytes, bit-identical to
+ * hk_matvec_int8_glu into y followed by hk_quantize_q8_1(y, yq, rows) (each output is that call's,
+ * quantized by the same code). A workgroup takes 32 rows at a time and its subgroups their row
+ * groups in turn, with hk_matvec_int8_glu's rows per subgroup. rows a multiple of 32, else
+ * HK_ERROR_INVALID_ARGUMENT; yq 4-byte aligned, overlapping no input; the rest as
+ * hk_matvec_int8_glu. */
+HK_API hk_status hk_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                         hk_view w_up, hk_view xq, hk_view yq, uint32_t rows, uint32_t k,
+                                         hk_glu_mode mode);
+
 /* The most matrices of one hk_matvec_int8_multi call (Q, K and V). */
 #define HK_MATVEC_MULTI_MAX 3u
 
@@ -818,6 +830,16 @@ HK_API hk_status hk_moe_matvec_int8(hk_context *context, hk_stream *stream, hk_t
 HK_API hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
                                         hk_view w_up, hk_view xq, hk_view ids, hk_view y, const hk_moe_shape *shape,
                                         hk_glu_mode mode);
+
+/* hk_moe_matvec_int8_glu with its output as Q8_1 blocks: yq slots x n / 32 blocks of 36 bytes (slot
+ * s's n / 32 blocks after slot s - 1's: the per-slot x of hk_moe_matvec_int8_combine), bit-identical
+ * to hk_moe_matvec_int8_glu into y followed by hk_quantize_q8_1(y, yq, slots x n); an id out of
+ * range gives its slot all-zero blocks, as those calls do. A workgroup takes 32 rows of a slot at a
+ * time. shape->n a multiple of 32, else HK_ERROR_INVALID_ARGUMENT; yq 4-byte aligned, overlapping
+ * no input; the rest as hk_moe_matvec_int8_glu. */
+HK_API hk_status hk_moe_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                             hk_view w_up, hk_view xq, hk_view ids, hk_view yq,
+                                             const hk_moe_shape *shape, hk_glu_mode mode);
 
 /* A MoE layer's down projection with the weighted combine and the residual in one dispatch instead
  * of two: for each token t < slots / top_k and row r < n, y[t, r] = sum over j < top_k of

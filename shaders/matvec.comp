@@ -44,6 +44,12 @@
 //                 workgroup takes a token's group of rows; its subgroups the token's slots, each
 //                 slot's sums the plain gather's, through shared memory to the combine, which is
 //                 moe_combine.comp's arithmetic in its order, so the two calls' bits.
+//   HK_OUT_Q8_1   (with the GLU, dense or MoE; one token) y as GGUF Q8_1 blocks of 32 rows, the
+//                 next matvec's input (hk_matvec_int8_glu_q8_1): a workgroup takes a block at a
+//                 time and its subgroups the block's row groups in turn; the block's outputs meet
+//                 in shared memory, then one invocation quantizes them (q8_1.glsl, so the blocks
+//                 hk_quantize_q8_1 makes of the f32 outputs). The host keeps rows (the MoE's n) a
+//                 multiple of 32.
 //   HK_XF32       (dense HK_INT8, one token, x resident) x is f32 at binding 1: each workgroup
 //                 quantizes it into its shared memory (q8_1.glsl's rules, so the blocks
 //                 hk_quantize_q8_1 writes), RMSNorm'ed first where pc.norm (the weight at binding
@@ -57,6 +63,9 @@
 #endif
 #if defined(HK_XF32) && (!defined(HK_INT8) || defined(HK_MOE))
 #error "HK_XF32 is the dense int8 kernel's"
+#endif
+#if defined(HK_OUT_Q8_1) && (!defined(HK_MATVEC_GLU) || defined(HK_XF32))
+#error "HK_OUT_Q8_1 is the GLU's on Q8_1 x"
 #endif
 #if defined(HK_MOE_COMBINE) && (!defined(HK_MOE) || !defined(HK_INT8) || defined(HK_GLU_SILU) || defined(HK_GLU_GELU))
 #error "HK_MOE_COMBINE is the int8 MoE gather's, without the GLU"
@@ -82,6 +91,13 @@ layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 1) readonly buffer XQ { uint xq[]; }; // HK_INT8: Q8_1 blocks of 9 words
 layout(binding = 2) writeonly buffer Y { float y[]; };
+#ifdef HK_OUT_Q8_1
+layout(binding = 2) writeonly buffer YQ { uint yq[]; };
+#define HK_Q8_1_BLOCK_ONLY
+#include "q8_1.glsl"
+// the outputs of the workgroup's current block
+shared float hk_out_sh[32];
+#endif
 #ifdef HK_MOE
 layout(binding = 3) readonly buffer Ids { uint ids[]; };
 #endif
@@ -385,6 +401,8 @@ void hk_rows_end(uint first, bool write)
                 // hk_add's sum a + 1 * b with a the residual: 1 * sum is sum, bit for bit
                 precise float s = residual[pc.view_offset[3] / 4u + at] + sum;
                 y[pc.view_offset[2] / 4u + at] = s;
+#elif defined(HK_OUT_Q8_1)
+                hk_out_sh[at & 31u] = hk_glu(sum, up);
 #elif defined(HK_MATVEC_GLU)
                 y[pc.view_offset[2] / 4u + at] = hk_glu(sum, up);
 #else
@@ -535,6 +553,30 @@ void hk_rows_items(uint items)
 }
 #endif
 
+#if defined(HK_MOE) && !defined(HK_MOE_COMBINE)
+// The expert and x of the row group starting at row `first` (the host keeps n a multiple of
+// HK_GROUP_ROWS, so a group's rows belong to one slot): row0 its first weight row. An id out of
+// range reads no weights: the group's outputs are 0 (GLU: act(0) * 0, which is +0 in both modes),
+// written here, and false returned.
+bool hk_moe_group(uint first, uint x0, out uint row0)
+{
+    uint slot = first / pc.n;
+    uint expert = ids[pc.view_offset[3] / 4u + slot];
+    x_base = x0 + slot * pc.x_stride;
+    row0 = expert * pc.n + (first - slot * pc.n);
+    if (expert < pc.n_experts)
+        return true;
+    if (subgroupElect())
+        for (uint r = 0; r < HK_GROUP_ROWS; r++)
+#ifdef HK_OUT_Q8_1
+            hk_out_sh[(first + r) & 31u] = 0.0;
+#else
+            y[pc.view_offset[2] / 4u + first + r] = 0.0;
+#endif
+    return false;
+}
+#endif
+
 #ifdef HK_MOE_COMBINE
 // each slot's sums of the workgroup's rows, for the combine (top_k <= 64)
 shared float hk_slot_sums[64u * HK_GROUP_ROWS];
@@ -645,6 +687,36 @@ void main()
         barrier();
     }
 #endif
+#ifdef HK_OUT_Q8_1
+    // Q8_1 output: a workgroup takes a block of 32 output rows at a time, its subgroups the block's
+    // row groups in turn (the same rows, items and lanes as below, so the same sums); the block's
+    // outputs meet in hk_out_sh, then one invocation quantizes them
+    uint per_block = 32u / HK_GROUP_ROWS;
+    for (uint blk = hk_group_id(); blk < pc.rows / 32u; blk += gl_NumWorkGroups.x * gl_NumWorkGroups.y) {
+        for (uint g = gl_SubgroupID; g < per_block; g += gl_NumSubgroups) {
+            uint first = blk * 32u + g * HK_GROUP_ROWS, row0 = first;
+#ifdef HK_MOE
+            if (!hk_moe_group(first, x0, row0))
+                continue;
+#endif
+            hk_rows_begin(first, row0, row_bytes);
+            hk_rows_items(items);
+            hk_rows_end(first, true);
+        }
+        barrier();
+        if (gl_LocalInvocationIndex == 0u) {
+            vec4 v[8];
+            for (uint j = 0; j < 8u; j++)
+                v[j] = vec4(hk_out_sh[4u * j], hk_out_sh[4u * j + 1u], hk_out_sh[4u * j + 2u], hk_out_sh[4u * j + 3u]);
+            uint quants[8];
+            uint head = hk_q8_1_block(v, quants), at = pc.view_offset[2] / 4u + blk * 9u;
+            yq[at] = head;
+            for (uint j = 0; j < 8u; j++)
+                yq[at + 1u + j] = quants[j];
+        }
+        barrier();
+    }
+#else
     for (uint group = hk_group_id() * gl_NumSubgroups + gl_SubgroupID; group < row_groups; group += stride) {
 #ifdef HK_MATVEC_MULTI
         uint first = hk_group_first(group), row0 = first;
@@ -652,19 +724,8 @@ void main()
         uint first = group * HK_GROUP_ROWS, row0 = first;
 #endif
 #ifdef HK_MOE
-        // the host keeps n a multiple of HK_GROUP_ROWS, so a group's rows belong to one slot
-        uint slot = first / pc.n;
-        uint expert = ids[pc.view_offset[3] / 4u + slot];
-        x_base = x0 + slot * pc.x_stride;
-        // an id out of range reads no weights; its outputs are 0 (GLU: act(0) * 0, which is +0 in
-        // both modes)
-        if (expert >= pc.n_experts) {
-            if (subgroupElect())
-                for (uint r = 0; r < HK_GROUP_ROWS; r++)
-                    y[pc.view_offset[2] / 4u + first + r] = 0.0;
+        if (!hk_moe_group(first, x0, row0))
             continue;
-        }
-        row0 = expert * pc.n + (first - slot * pc.n);
 #endif
         hk_rows_begin(first, row0, row_bytes);
 #ifdef HK_INT8
@@ -675,6 +736,7 @@ void main()
 #endif
         hk_rows_end(first, true);
     }
+#endif
 }
 #endif // HK_MOE_COMBINE
 #else

@@ -823,6 +823,51 @@ static void test_moe_glu(hk_buffer *aligned)
 #undef MOE_GLU
 }
 
+/* hk_matvec_int8_glu_q8_1 and hk_moe_matvec_int8_glu_q8_1: the refusals of their own (rows or n not
+ * a multiple of 32, the blocks' view) with their messages, and nothing written; the rest are the
+ * GLUs' checks (test_matvec_fused, test_moe_glu). wq holds 32 Q8_0 rows of k = 32 (one expert of n
+ * = 32), x a Q8_1 block, the ids and xq of the MoE in an aligned buffer. */
+static void test_glu_q8(hk_buffer *aligned)
+{
+    hk_buffer *wq = hk_test_buffer(ctx, 32 * 34, NULL);
+    hk_view wv = {wq, 0}, xv = {x, 0}, yv = {y, 0}, ids = {aligned, 2048}, xq = {aligned, 1024};
+    hk_moe_shape shape = {1, 32, 32, 1, 0};
+    poison_y();
+    hk_check_status("valid matvec_int8_glu_q8_1",
+                    hk_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, yv, 32, 32, HK_GLU_SILU), HK_OK, NULL);
+    hk_check_status("valid moe_matvec_int8_glu_q8_1",
+                    hk_moe_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xq, ids, yv, &shape, HK_GLU_SILU),
+                    HK_OK, NULL);
+    EXPECT("glu q8_1 rows off the block",
+           hk_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, yv, 16, 32, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_glu_q8_1: rows=16 is not a multiple of 32 (the Q8_1 output's "
+           "blocks)");
+    EXPECT("glu q8_1 mode", hk_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, yv, 32, 32, (hk_glu_mode)2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_glu_q8_1: mode=2 is not an hk_glu_mode");
+    EXPECT("glu q8_1 yq past the end",
+           hk_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, (hk_view){y, Y_FLOATS * 4 - 32}, 32, 32,
+                                   HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "yq needs 36 bytes at offset");
+    EXPECT("glu q8_1 yq misaligned",
+           hk_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xv, (hk_view){y, 2}, 32, 32, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "yq.offset=2 is not a multiple of 4");
+    EXPECT("glu q8_1 yq overlaps xq",
+           hk_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, yv, (hk_view){y, 4}, 32, 32, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "output yq overlaps xq");
+    EXPECT("moe glu q8_1 n off the block",
+           hk_moe_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xq, ids, yv, &(hk_moe_shape){2, 16, 32, 1, 0},
+                                       HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_glu_q8_1: n=16 is not a multiple of 32");
+    EXPECT("moe glu q8_1 null shape",
+           hk_moe_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xq, ids, yv, NULL, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_glu_q8_1: shape is NULL");
+    EXPECT("moe glu q8_1 yq past the end",
+           hk_moe_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xq, ids, (hk_view){y, Y_FLOATS * 4 - 32},
+                                       &shape, HK_GLU_SILU),
+           HK_ERROR_INVALID_ARGUMENT, "yq needs 36 bytes at offset");
+    hk_buffer_destroy(wq);
+}
+
 /* hk_moe_matvec_int8_combine: every refusal, with its message, and nothing written. w holds 4
  * experts of 1 Q4_K row of k = 256, xq, ids and the weights in an aligned buffer, y 64 floats
  * (2 tokens of top-2 into y[0..1], the residual y itself). */
@@ -1099,6 +1144,7 @@ int main(int argc, char **argv)
     test_matvec_multi();
     test_matvec_f32x();
     test_moe_glu(aligned);
+    test_glu_q8(aligned);
     test_moe_combine(aligned);
 
     /* shape limits */

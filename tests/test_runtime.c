@@ -1467,38 +1467,43 @@ static void finish_side_context(hk_context *c, const char *label)
     hk_context_destroy(c);
 }
 
-/* hk_context_prepare of hk_moe_matvec_int8_glu alone builds what the kernel then records at each
- * of its rows-per-subgroup classes (2 slots of 1 row below 4096 rows, of 2 from 4096, 4 slots
- * for Q6_K from 16384), every type and both modes: a call afterwards builds nothing. */
-static void prepare_moe_glu(void)
+/* hk_context_prepare of the GLUs' own entry points alone (hk_moe_matvec_int8_glu and the Q8_1-output
+ * ones) builds what they then record at each rows per subgroup class (dense rows and the MoE's slots
+ * x n: 2 slots of 1 row below 4096, of 2 from 4096, 4 for Q6_K from 16384), every type and both
+ * modes: a call afterwards builds nothing. */
+static void prepare_glus(void)
 {
     static const hk_type types[] = {HK_TYPE_Q8_0, HK_TYPE_Q4_K, HK_TYPE_Q5_K, HK_TYPE_Q6_K};
-    static const uint32_t shapes[][2] = {{5, 1}, {1024, 4}, {4096, 4}}; /* n, slots */
+    static const uint32_t shapes[][2] = {{32, 3}, {1024, 4}, {4096, 4}}; /* n, slots; dense rows n x slots */
+    static const char kernels[] = "hk_moe_matvec_int8_glu,hk_matvec_int8_glu_q8_1,hk_moe_matvec_int8_glu_q8_1";
     hk_context *c = hk_test_context_without(0);
     if (!c)
         return;
-    hk_check_status("prepare hk_moe_matvec_int8_glu", hk_context_prepare(c, "hk_moe_matvec_int8_glu"), HK_OK, NULL);
+    hk_check_status("prepare the GLUs", hk_context_prepare(c, kernels), HK_OK, NULL);
     uint32_t built = hk_context_pipeline_count(c), calls = 0, refused = 0;
-    hk_buffer *buf = hk_test_buffer(c, 6u << 20, NULL);
+    hk_buffer *buf = hk_test_buffer(c, 8u << 20, NULL);
     hk_stream *s = NULL;
     if (buf && hk_stream_create(c, 0, &s) == HK_OK) {
-        hk_view w = {buf, 0}, xq = {buf, 4u << 20}, ids = {buf, (4u << 20) + 4096}, y = {buf, 5u << 20};
+        hk_view w = {buf, 0}, xq = {buf, 6u << 20}, ids = {buf, (6u << 20) + 4096}, y = {buf, 7u << 20};
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
                 for (int m = HK_GLU_SILU; m <= HK_GLU_GELU_TANH; m++) {
                     hk_moe_shape shape = {4, shapes[i][0], 256, shapes[i][1], 0};
-                    refused += hk_moe_matvec_int8_glu(c, s, types[t], w, w, xq, ids, y, &shape, (hk_glu_mode)m) !=
-                               HK_OK;
-                    calls++;
+                    hk_glu_mode mode = (hk_glu_mode)m;
+                    refused += hk_moe_matvec_int8_glu(c, s, types[t], w, w, xq, ids, y, &shape, mode) != HK_OK;
+                    refused += hk_moe_matvec_int8_glu_q8_1(c, s, types[t], w, w, xq, ids, y, &shape, mode) != HK_OK;
+                    refused += hk_matvec_int8_glu_q8_1(c, s, types[t], w, w, xq, y, shapes[i][0] * shapes[i][1], 256,
+                                                       mode) != HK_OK;
+                    calls += 3;
                     hk_stream_reset(s);
                 }
         hk_stream_destroy(s);
     }
     hk_check(calls > 0 && refused == 0 && hk_context_pipeline_count(c) == built,
-             "hk_moe_matvec_int8_glu after its prepare builds nothing", "%u calls, %u refused (%s), %u pipelines built",
-             calls, refused, refused ? hk_last_error() : "", hk_context_pipeline_count(c) - built);
+             "the GLUs after their prepare build nothing", "%u calls, %u refused (%s), %u pipelines built", calls,
+             refused, refused ? hk_last_error() : "", hk_context_pipeline_count(c) - built);
     hk_buffer_destroy(buf);
-    finish_side_context(c, "prepare hk_moe_matvec_int8_glu: no validation messages");
+    finish_side_context(c, "prepare the GLUs: no validation messages");
 }
 
 static void test_prepare(void)
@@ -1514,7 +1519,7 @@ static void test_prepare(void)
     hk_check(hk_context_pipeline_count(c) == 1, "one kernel, its pipeline", "%u", hk_context_pipeline_count(c));
     prepare_case(c, "every feature");
     finish_side_context(c, "prepare: no validation messages");
-    prepare_moe_glu();
+    prepare_glus();
     /* the portable twins: no subgroup size control, no integer dot */
     c = hk_test_context_without(HK_FEATURE_SUBGROUP_SIZE_CONTROL | HK_FEATURE_INTEGER_DOT);
     if (c) {

@@ -199,6 +199,7 @@ enum { FUSED_RAW = 1, FUSED_IN_PLACE = 2 };
 typedef struct fused_state {
     double scale;
     int out;           /* the output's tensor */
+    int q8;            /* the output is Q8_1 blocks: unfused holds the unfused calls' blocks */
     uint32_t routings; /* the MoE GLU's: the routings that the timed ops cycle through */
     float unfused[];
 } fused_state;
@@ -254,6 +255,24 @@ static hk_status unfused(hk_context *ctx, hk_type type, const void *w, const voi
     return st;
 }
 
+/* The device's hk_quantize_q8_1 of the n f32 values v, written over v (n / 32 blocks of 36 bytes:
+ * fewer than v's 4n): the unfused calls' last step for the Q8_1-output GLUs. */
+static hk_status quantize_on_device(hk_context *ctx, float *v, size_t n)
+{
+    uint64_t end = 0, fo = section(&end, 4ull * n), qo = section(&end, n / 32 * 36);
+    hk_buffer *b = NULL;
+    hk_status st = hk_buffer_create(ctx, end, &b);
+    if (st == HK_OK)
+        st = hk_buffer_upload(b, fo, v, 4ull * n);
+    if (st == HK_OK)
+        st = hk_quantize_q8_1(ctx, NULL, (hk_view){b, fo}, (hk_view){b, qo}, (uint32_t)n);
+    if (st == HK_OK)
+        st = hk_buffer_download(b, qo, v, n / 32 * 36);
+    hk_buffer_destroy(b);
+    return st;
+}
+
+/* glu: 0 hk_matvec_int8_add, 1 hk_matvec_int8_glu, 2 hk_matvec_int8_glu_q8_1 */
 static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
 {
     hk_type type = run->shape.type;
@@ -300,7 +319,10 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
                 fs->scale = fmax(max_abs(sum, rows), max_abs(res, rows));
             }
             fs->out = 3;
+            fs->q8 = glu == 2;
             st = unfused(run->ctx, type, w, w_up, xq, res, rows, k, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU, fs->unfused);
+            if (st == HK_OK && fs->q8)
+                st = quantize_on_device(run->ctx, fs->unfused, rows);
         }
         free(sum);
     }
@@ -309,7 +331,8 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
         hk_case_tensor_add(run, "w_up", HK_CASE_IN, w_bytes + row_bytes, wide_align(type), 1, up_tensor);
     hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
     if (glu) {
-        hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
+        hk_case_tensor_add(run, glu == 2 ? "yq" : "y", HK_CASE_OUT, glu == 2 ? (uint64_t)rows / 32 * 36 : rows * 4ull, 4,
+                           0, NULL);
     } else {
         int ri = hk_case_tensor_add(run, "residual", in_place ? HK_CASE_INOUT : HK_CASE_IN, (uint64_t)rows * 4, 4, 0,
                                     res);
@@ -319,14 +342,16 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
             hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
     }
     /* the weights, x, and per row the residual (add) and the output */
-    run->bytes = (glu ? 2.0 : 1.0) * (double)w_bytes + 36.0 * k / 32 + (glu ? 4.0 : 8.0) * rows;
-    snprintf(run->label, sizeof run->label, "%s %ux%u%s%s%s", hk_type_name(type), rows, k,
-             glu ? (gelu ? " gelu" : " silu") : "", in_place ? " y=residual" : "", raw ? " raw" : "");
+    run->bytes = (glu ? 2.0 : 1.0) * (double)w_bytes + 36.0 * k / 32 + (glu == 2 ? 1.125 : glu ? 4.0 : 8.0) * rows;
+    snprintf(run->label, sizeof run->label, "%s %ux%u%s%s%s%s", hk_type_name(type), rows, k,
+             glu ? (gelu ? " gelu" : " silu") : "", glu == 2 ? " q8_1" : "", in_place ? " y=residual" : "",
+             raw ? " raw" : "");
     return st;
 }
 
 static hk_status prepare_matvec_add(hk_case_run *run, uint64_t seed) { return prepare_fused(run, seed, 0); }
 static hk_status prepare_matvec_glu(hk_case_run *run, uint64_t seed) { return prepare_fused(run, seed, 1); }
+static hk_status prepare_matvec_glu_q8(hk_case_run *run, uint64_t seed) { return prepare_fused(run, seed, 2); }
 
 static hk_status record_matvec_add(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
 {
@@ -334,13 +359,24 @@ static hk_status record_matvec_add(const hk_case_run *run, hk_stream *s, const h
     return hk_matvec_int8_add(run->ctx, s, run->shape.type, v[0], v[1], v[2], v[3], run->shape.d[0], run->shape.d[1]);
 }
 
+static hk_status record_glu_any(const hk_case_run *run, hk_stream *s, const hk_view *v, int q8)
+{
+    hk_glu_mode mode = run->shape.d[2] ? HK_GLU_GELU_TANH : HK_GLU_SILU;
+    hk_view up = {v[1].buffer, v[1].offset + hk_ref_row_bytes((int)run->shape.type, run->shape.d[1])};
+    return (q8 ? hk_matvec_int8_glu_q8_1 : hk_matvec_int8_glu)(run->ctx, s, run->shape.type, v[0], up, v[2], v[3],
+                                                               run->shape.d[0], run->shape.d[1], mode);
+}
+
 static hk_status record_matvec_glu(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
 {
     (void)op;
-    hk_glu_mode mode = run->shape.d[2] ? HK_GLU_GELU_TANH : HK_GLU_SILU;
-    hk_view up = {v[1].buffer, v[1].offset + hk_ref_row_bytes((int)run->shape.type, run->shape.d[1])};
-    return hk_matvec_int8_glu(run->ctx, s, run->shape.type, v[0], up, v[2], v[3], run->shape.d[0], run->shape.d[1],
-                              mode);
+    return record_glu_any(run, s, v, 0);
+}
+
+static hk_status record_matvec_glu_q8(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    return record_glu_any(run, s, v, 1);
 }
 
 /* The unfused calls' bits, every output; then the composed reference, within the int8 matvec's
@@ -363,6 +399,36 @@ static double compare_fused(const hk_case_run *run, char *detail, size_t size)
                  (double)want[first], rel);
     else
         snprintf(detail, size, "the unfused calls' bits, %.3e of the operands' scale", rel);
+    return differ ? INFINITY : rel;
+}
+
+/* Q8_1 outputs: the blocks of the unfused calls and hk_quantize_q8_1, byte for byte; then each
+ * dequantized value against the composed reference, less its block's own quantization error (half
+ * a step d, and d's f16 rounding: at most 2^-11 d times |q| <= 127), within the int8 gate of the
+ * operands' scale (fused_state). */
+static double compare_fused_q8(const hk_case_run *run, char *detail, size_t size)
+{
+    const fused_state *fs = run->state;
+    const uint8_t *got = run->t[fs->out].got, *want = (const uint8_t *)fs->unfused;
+    size_t blocks = run->ref_count / 32, differ = 0, first = 0;
+    double err = 0.0;
+    for (size_t b = 0; b < blocks; b++) {
+        if (memcmp(got + 36 * b, want + 36 * b, 36) && !differ++)
+            first = b;
+        hk_block_q8_1 blk;
+        memcpy(&blk, got + 36 * b, sizeof blk);
+        double d = hk_f16_to_f32(blk.d), allow = fabs(d) * (0.5 + 127.0 / 2048);
+        for (int i = 0; i < 32; i++) {
+            double v = d * blk.qs[i];
+            err = isfinite(v) ? fmax(err, fabs(v - run->ref[32 * b + i]) - allow) : INFINITY;
+        }
+    }
+    double rel = err / (fs->scale > 1e-30 ? fs->scale : 1e-30);
+    if (differ)
+        snprintf(detail, size, "%zu of %zu blocks differ from the unfused calls' bytes, the first %zu; %.3e of the "
+                 "operands' scale past the blocks' rounding", differ, blocks, first, rel);
+    else
+        snprintf(detail, size, "the unfused calls' bytes, %.3e of the operands' scale past the blocks' rounding", rel);
     return differ ? INFINITY : rel;
 }
 
@@ -419,6 +485,28 @@ const hk_case hk_case_matvec_int8_add = {
     .compare = compare_fused,
     .tune_family = tune_fused,
     CASE_SHAPES(add_tests, add_quick, add_full),
+};
+
+/* {type, {rows, k, gelu}, variant} of hk_matvec_int8_glu_q8_1: one block and several, 2 slots of 1 row
+ * and of 2 (from 4096), 4 (Q6_K from 16384), more blocks than workgroups; Qwen3's gate and up */
+static const hk_case_shape glu_q8_tests[] = {
+    {Q4, {32, 256, 0}, 0, 0},     {Q5, {64, 512, 1}, FUSED_RAW, 0}, {Q6, {96, 768, 0}, 0, 0}, {Q8, {160, 256, 1}, 0, 0},
+    {Q4, {4128, 256, 1}, 0, 0},   {Q6, {16416, 256, 0}, 0, 0}, {Q8, {40000, 32, 1}, 0, 0},
+    {Q4, {6144, 2048, 0}, 0, 0},  {Q5, {6144, 2048, 1}, 0, 0}, {Q6, {6144, 2048, 0}, 0, 0},
+    {Q8, {6144, 2048, 0}, FUSED_RAW, 0},
+};
+static const hk_case_shape glu_q8_quick[] = {{Q4, {6144, 2048, 0}, 0, 0}, {Q8, {6144, 2048, 0}, 0, 0}};
+static const hk_case_shape glu_q8_full[] = {FUSED_GLU_FULL(Q4), FUSED_GLU_FULL(Q5), FUSED_GLU_FULL(Q6),
+                                            FUSED_GLU_FULL(Q8)};
+
+const hk_case hk_case_matvec_int8_glu_q8_1 = {
+    .name = "matvec_int8_glu_q8_1",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_matvec_glu_q8,
+    .record = record_matvec_glu_q8,
+    .compare = compare_fused_q8,
+    .tune_family = tune_fused,
+    CASE_SHAPES(glu_q8_tests, glu_q8_quick, glu_q8_full),
 };
 
 const hk_case hk_case_matvec_int8_glu = {
@@ -900,6 +988,7 @@ static hk_status unfused_moe_glu(hk_context *ctx, hk_type type, const void *w, c
     return st;
 }
 
+/* glu: 0 the plain gather, 1 hk_moe_matvec_int8_glu, 2 hk_moe_matvec_int8_glu_q8_1 */
 static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int glu)
 {
     hk_type type = run->shape.type;
@@ -965,11 +1054,12 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
     else
         hk_case_tensor_add(run, "x", HK_CASE_IN, xs * k * 4, 16, 0, x);
     hk_case_tensor_add(run, "ids", HK_CASE_IN, (uint64_t)routings * slots * 4, 4, 0, ids);
-    hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)slots * n * 4, 4, 0, NULL);
+    hk_case_tensor_add(run, glu == 2 ? "yq" : "y", HK_CASE_OUT,
+                       glu == 2 ? (uint64_t)slots * n / 32 * 36 : (uint64_t)slots * n * 4, 4, 0, NULL);
     run->bytes = (glu ? 2.0 : 1.0) * slots * expert_bytes + (int8 ? 36.0 * k / 32 : 4.0 * k) * xs +
-                 4.0 * slots * (n + 1);
-    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s%s", hk_type_name(type), n_experts, n, k, slots,
-             per_slot ? " per-slot" : "", glu ? (gelu ? " gelu" : " silu") : "");
+                 (glu == 2 ? 1.125 : 4.0) * slots * n + 4.0 * slots;
+    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s%s%s", hk_type_name(type), n_experts, n, k, slots,
+             per_slot ? " per-slot" : "", glu ? (gelu ? " gelu" : " silu") : "", glu == 2 ? " q8_1" : "");
     hk_status st = HK_OK;
     if (run->ref_mode != HK_REF_NONE) {
         run->ref_count = outs;
@@ -985,6 +1075,9 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
             fs->scale = max_abs(sums, outs) * max_abs(sums + outs, outs);
             st = unfused_moe_glu(run->ctx, type, w, up_bank, xq, ids, &sh, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU,
                                  fs->unfused);
+            fs->q8 = glu == 2;
+            if (st == HK_OK && fs->q8)
+                st = quantize_on_device(run->ctx, fs->unfused, outs);
         } else if (int8)
             hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, run->ref, n_experts, n, k, slots);
         else
@@ -998,6 +1091,7 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
 static hk_status prepare_moe(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 0, 0); }
 static hk_status prepare_moe_int8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 0); }
 static hk_status prepare_moe_glu(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 1); }
+static hk_status prepare_moe_glu_q8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 2); }
 
 static hk_status record_moe_any(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op, int int8)
 {
@@ -1010,7 +1104,7 @@ static hk_status record_moe_any(const hk_case_run *run, hk_stream *s, const hk_v
                 : hk_moe_matvec(run->ctx, s, sh->type, v[0], v[1], ids, v[3], &shape);
 }
 
-static hk_status record_moe_glu(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+static hk_status record_moe_glu_any(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op, int q8)
 {
     const fused_state *fs = run->state;
     const hk_case_shape *sh = &run->shape;
@@ -1018,8 +1112,19 @@ static hk_status record_moe_glu(const hk_case_run *run, hk_stream *s, const hk_v
     hk_view ids = v[3], up = v[1];
     ids.offset += (uint64_t)(op % fs->routings) * sh->d[3] * 4;
     up.offset += hk_ref_row_bytes((int)sh->type, sh->d[2]) * sh->d[1]; /* past the leading expert */
-    return hk_moe_matvec_int8_glu(run->ctx, s, sh->type, v[0], up, v[2], ids, v[4], &shape,
-                                  sh->d[4] ? HK_GLU_GELU_TANH : HK_GLU_SILU);
+    return (q8 ? hk_moe_matvec_int8_glu_q8_1 : hk_moe_matvec_int8_glu)(run->ctx, s, sh->type, v[0], up, v[2], ids,
+                                                                       v[4], &shape,
+                                                                       sh->d[4] ? HK_GLU_GELU_TANH : HK_GLU_SILU);
+}
+
+static hk_status record_moe_glu(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    return record_moe_glu_any(run, s, v, op, 0);
+}
+
+static hk_status record_moe_glu_q8(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    return record_moe_glu_any(run, s, v, op, 1);
 }
 
 static hk_status record_moe(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
@@ -1086,6 +1191,25 @@ static const hk_case_shape moe_glu_tests[] = {
 static const hk_case_shape moe_glu_quick[] = {{Q4, {16, 768, 2048, 8, 0}, 0, 0}, {Q5, {16, 768, 2048, 8, 0}, 0, 0}};
 static const hk_case_shape moe_glu_full[] = {{Q4, {128, 768, 2048, 8, 0}, 0, 0}, {Q5, {128, 768, 2048, 8, 0}, 0, 0},
                                              {Q6, {128, 768, 2048, 8, 0}, 0, 0}, {Q8, {128, 768, 2048, 8, 0}, 0, 0}};
+
+/* {type, {n_experts, n, k, slots, gelu}, per-slot x} of hk_moe_matvec_int8_glu_q8_1: n of one block
+ * and of several, 1 to 8 slots (ids out of range from 3 slots), both modes, a per-slot x, 2 slots of
+ * 2 rows (from 4096 rows) and 4 (Q6_K from 16384); Qwen3-30B-A3B's gate and up */
+static const hk_case_shape moe_glu_q8_tests[] = {
+    {Q4, {4, 32, 256, 1, 0}, 0, 0},   {Q5, {6, 64, 512, 3, 1}, 0, 0},    {Q6, {8, 96, 256, 8, 0}, 1, 0},
+    {Q8, {8, 32, 512, 5, 1}, 0, 0},   {Q5, {8, 1024, 256, 4, 0}, 0, 0}, {Q6, {4, 4096, 256, 4, 1}, 0, 0},
+    {Q4, {128, 768, 2048, 8, 0}, 0, 0}, {Q5, {96, 768, 2048, 8, 1}, 0, 0},
+};
+
+const hk_case hk_case_moe_matvec_int8_glu_q8_1 = {
+    .name = "moe_matvec_int8_glu_q8_1",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_moe_glu_q8,
+    .record = record_moe_glu_q8,
+    .compare = compare_fused_q8,
+    .tune_family = tune_moe_int8,
+    CASE_SHAPES(moe_glu_q8_tests, moe_glu_quick, moe_glu_full),
+};
 
 const hk_case hk_case_moe_matvec_int8_glu = {
     .name = "moe_matvec_int8_glu",

@@ -156,7 +156,9 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {EPI_SHADERS(MATVEC_##t, PLAIN_F32X), EPI_SHADERS(MATVEC_##t, ADD_F32X),                                       \
          EPI_SHADERS(MATVEC_##t, GLU_SILU_F32X), EPI_SHADERS(MATVEC_##t, GLU_GELU_F32X),                               \
          EPI_SHADERS(MATVEC_##t, MULTI_F32X)},                                                                         \
-        EPI_SHADERS(MOE_MATVEC_##t, COMBINE)
+        EPI_SHADERS(MOE_MATVEC_##t, COMBINE),                                                                         \
+        {{EPI_SHADERS(MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MATVEC_##t, GLU_GELU_Q8)},                                \
+         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8)}}
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -169,7 +171,11 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER},                      \
             {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}                                                 \
     }                                                                                                                  \
-    , {HK_NO_SHADER, HK_NO_SHADER}
+    , {HK_NO_SHADER, HK_NO_SHADER},                                                                                    \
+    {                                                                                                                  \
+        {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}},                                                  \
+        {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}                                                   \
+    }
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
  * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
@@ -185,6 +191,7 @@ typedef struct matvec_type {
     int moe_glu[2][2];      /* the int8 MoE gather with the GLU epilogue [EPI_GLU_GELU - EPI_GLU_SILU][as epi] */
     int f32x[EPI_COUNT][2]; /* the dense int8 kernel on f32 x [EPI_*][as epi] */
     int moe_combine[2];     /* the int8 MoE gather with the weighted combine [as epi] */
+    int glu_q8[2][2][2];    /* the int8 GLU with its output as Q8_1 blocks [moe][EPI_GLU_* - EPI_GLU_SILU][as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -797,6 +804,7 @@ typedef struct epilogue {
     float eps;
     hk_view weights; /* EPI_COMBINE (the MoE gather): the slots' weights; view: the residual (buffer NULL: none) */
     uint32_t top_k;
+    int q8_1;        /* the GLU's output as Q8_1 blocks of 32 rows (y: rows / 32 blocks) */
 } epilogue;
 
 /* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
@@ -845,6 +853,33 @@ static hk_status combine_fits(const hk_context *context, const char *fn, hk_type
     return HK_OK;
 }
 
+/* Subgroups of the GLU's Q8_1-output workgroup: up to Q8_SUBGROUPS, no more than a block's row
+ * groups (32 / (nrows / 2)) and the device's workgroup takes. Each subgroup runs its share of a
+ * block's row groups in turn, so more subgroups keep more loads in flight. */
+#define Q8_SUBGROUPS 16u
+static uint32_t q8_subgroups(const hk_context *context, uint32_t nrows)
+{
+    uint32_t n = Q8_SUBGROUPS, per_block = 32 / (nrows / 2);
+    while (n > 1 && (n > per_block || n * context->caps.subgroup_size > context->caps.max_workgroup_size))
+        n /= 2;
+    return n;
+}
+
+/* Whether the Q8_1-output GLU loops under the budget: per subgroup ceil(blocks / groups) blocks,
+ * each ceil(row groups of a block / subgroups) row groups of the one-token loop and the block's
+ * quantization. */
+static hk_status q8_fits(const hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
+                         uint32_t nrows, uint32_t items, uint32_t subgroups, uint64_t groups)
+{
+    int8_geom one = {context->caps.subgroup_size, 1, nrows, 1, items, 1, 0};
+    uint64_t group = int8_loop_count(nrows, k, wtype, &one), per_block = 32 / (nrows / 2);
+    uint64_t loops = (rows / 32 + groups - 1) / groups * ((per_block + subgroups - 1) / subgroups * group + 20);
+    if (loops > MATVEC_LOOP_BUDGET)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "rows=%u, k=%u loop %llu times, over the budget %u", rows, k,
+                        (unsigned long long)loops, MATVEC_LOOP_BUDGET);
+    return HK_OK;
+}
+
 /* The dense matvec (moe NULL; epi: hk_matvec_int8's epilogues, NULL for none) and the MoE expert
  * gather (epi: NULL, or the GLU's with W_up's bank after the ids). */
 static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, int int8, hk_type wtype, hk_view w,
@@ -855,12 +890,17 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int glu = epi && (epi->kind == EPI_GLU_SILU || epi->kind == EPI_GLU_GELU), f32x = epi && epi->f32x;
     int has_norm = f32x && epi->norm.buffer, combine = epi && epi->kind == EPI_COMBINE;
     int has_residual = combine && epi->view.buffer;
-    const char *names[6] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x", "y",
+    const char *names[6] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
+                            glu && epi->q8_1 ? "yq" : "y",
                             moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up",
                             combine ? "weights" : moe ? "w_up" : "w[2]", "residual"};
+    int q8 = glu && epi->q8_1;
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
+    if (q8 && (moe ? moe->shape->n : rows) % 32)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=%u is not a multiple of 32 (the Q8_1 output's blocks)",
+                        moe ? "n" : "rows", moe ? moe->shape->n : rows);
     const matvec_type *mt = &matvec_types[wtype];
     uint32_t block = hk_type_block_values(wtype);
     uint32_t w_align = weight_align(int8, moe != NULL, wtype);
@@ -873,7 +913,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     hk_binding b[6] = {
         {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
-        {y, (uint64_t)rows * tokens * 4, 4, 1, 0},
+        {y, q8 ? (uint64_t)rows / 32 * 36 : (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
         {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
@@ -995,6 +1035,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         wg = sg * MATVEC_SUBGROUPS;
         int dot = mode == MODE_INT8 ? 0 : 1;
         d.shader = combine ? mt->moe_combine[dot]
+                   : q8 ? mt->glu_q8[moe != NULL][epi->kind - EPI_GLU_SILU][dot]
                    : f32x ? mt->f32x[epi->kind][dot]
                    : !epi ? mt->rows[moe != NULL][mode]
                    : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
@@ -1006,6 +1047,11 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         if (combine) {
             uint64_t units = (uint64_t)params[0] / nrows;
             d.groups = units < MATVEC_MAX_GROUPS ? units : MATVEC_MAX_GROUPS;
+        }
+        if (q8) { /* a workgroup per block of 32 outputs at a time, its subgroups the block's row groups */
+            uint64_t blocks = rows / 32;
+            d.groups = blocks < MATVEC_MAX_GROUPS ? blocks : MATVEC_MAX_GROUPS;
+            wg = sg * q8_subgroups(context, nrows);
         }
     } else {
         wg = MATVEC_WG;
@@ -1022,6 +1068,11 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     }
     if (combine) {
         st = combine_fits(context, fn, wtype, params[0] / nrows, k, epi->top_k, nrows, items, d.groups);
+        if (st != HK_OK)
+            return st;
+    }
+    if (q8) {
+        st = q8_fits(context, fn, wtype, rows, k, nrows, items, wg / sg, d.groups);
         if (st != HK_OK)
             return st;
     }
@@ -1061,6 +1112,17 @@ hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wty
         return st;
     const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up};
     return matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
+}
+
+hk_status hk_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                  hk_view w_up, hk_view xq, hk_view yq, uint32_t rows, uint32_t k, hk_glu_mode mode)
+{
+    static const char fn[] = "hk_matvec_int8_glu_q8_1";
+    hk_status st = hk__check_glu_mode(fn, mode);
+    if (st != HK_OK)
+        return st;
+    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up, .q8_1 = 1};
+    return matvec(context, stream, fn, 1, wtype, w_gate, xq, yq, rows, k, 1, NULL, &epi);
 }
 
 hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n, const hk_view *w,
@@ -1219,6 +1281,18 @@ hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type
         return st;
     const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up};
     return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, y, shape, &epi);
+}
+
+hk_status hk_moe_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                      hk_view w_up, hk_view xq, hk_view ids, hk_view yq, const hk_moe_shape *shape,
+                                      hk_glu_mode mode)
+{
+    static const char fn[] = "hk_moe_matvec_int8_glu_q8_1";
+    hk_status st = hk__check_glu_mode(fn, mode);
+    if (st != HK_OK)
+        return st;
+    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up, .q8_1 = 1};
+    return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, yq, shape, &epi);
 }
 
 hk_status hk_moe_matvec_int8_combine(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
@@ -1512,6 +1586,31 @@ static hk_status prepare_moe_combine(hk__prep *p)
     return HK_OK;
 }
 
+/* hk_matvec_int8_glu_q8_1 and hk_moe_matvec_int8_glu_q8_1: every type and both modes at the row
+ * classes of prepare_matvec_any (the MoE's rows as slots of 32; its nrows never halve then) */
+static hk_status prepare_glu_q8(hk__prep *p, int moe)
+{
+    static const uint32_t rows[] = {32, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS};
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(1, moe, types);
+    hk_view w = hk__prep_view(p, 0), x = hk__prep_view(p, 1), y = hk__prep_view(p, 2), v3 = hk__prep_view(p, 3);
+    hk_view up = hk__prep_view(p, 4);
+    for (uint32_t t = 0; t < n_types; t++) {
+        uint32_t k = hk_type_block_values(types[t]);
+        for (int r = 0; r < 3; r++)
+            for (int m = HK_GLU_SILU; m <= HK_GLU_GELU_TANH; m++) {
+                hk_moe_shape shape = {1, 32, k, rows[r] / 32, 0};
+                HK_PREP_TRY(p, moe ? hk_moe_matvec_int8_glu_q8_1(p->ctx, p->s, types[t], w, up, x, v3, y, &shape,
+                                                                 (hk_glu_mode)m)
+                                   : hk_matvec_int8_glu_q8_1(p->ctx, p->s, types[t], w, v3, x, y, rows[r], k,
+                                                             (hk_glu_mode)m));
+            }
+    }
+    return HK_OK;
+}
+static hk_status prepare_matvec_int8_glu_q8(hk__prep *p) { return prepare_glu_q8(p, 0); }
+static hk_status prepare_moe_int8_glu_q8(hk__prep *p) { return prepare_glu_q8(p, 1); }
+
 static hk_status prepare_moe(hk__prep *p) { return prepare_moe_any(p, 0, 0); }
 static hk_status prepare_moe_int8(hk__prep *p) { return prepare_moe_any(p, 1, 0); }
 static hk_status prepare_moe_int8_glu(hk__prep *p) { return prepare_moe_any(p, 1, 1); }
@@ -1522,10 +1621,13 @@ const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepa
 /* the epilogues and the multi take hk_matvec_int8's schedules (its tuner family HK_TUNE_MATVEC_INT8) */
 const hk__family hk__family_matvec_int8_add = {"hk_matvec_int8_add", prepare_matvec_int8_add, {NULL}};
 const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_matvec_int8_glu, {NULL}};
+const hk__family hk__family_matvec_int8_glu_q8_1 = {"hk_matvec_int8_glu_q8_1", prepare_matvec_int8_glu_q8, {NULL}};
 const hk__family hk__family_matvec_int8_multi = {"hk_matvec_int8_multi", prepare_matvec_int8_multi, {NULL}};
 const hk__family hk__family_matvec_int8_f32x = {"hk_matvec_int8_f32x", prepare_f32x, {NULL}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
 /* takes hk_moe_matvec_int8's schedules (its tuner family HK_TUNE_MOE_MATVEC_INT8) */
 const hk__family hk__family_moe_matvec_int8_glu = {"hk_moe_matvec_int8_glu", prepare_moe_int8_glu, {NULL}};
+const hk__family hk__family_moe_matvec_int8_glu_q8_1 = {"hk_moe_matvec_int8_glu_q8_1", prepare_moe_int8_glu_q8,
+                                                        {NULL}};
 const hk__family hk__family_moe_matvec_int8_combine = {"hk_moe_matvec_int8_combine", prepare_moe_combine, {NULL}};

@@ -227,6 +227,7 @@ int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t
     rc |= run_pack_add(&s->pack, &s->ff_a, b * ff * 4);
     rc |= run_pack_add(&s->pack, &s->ff_b, b * ff * 4);
     rc |= run_pack_add(&s->pack, &s->xq, b * widest / 32 * Q8_1_BLOCK_BYTES);
+    rc |= run_pack_add(&s->pack, &s->ff_q, ff / 32 * Q8_1_BLOCK_BYTES);
     rc |= run_pack_add(&s->pack, &s->logits, (uint64_t)hp->n_vocab * 4);
     rc |= run_pack_add(&s->pack, &s->workspace, workspace);
     if (hp->n_expert) {
@@ -343,12 +344,12 @@ static hk_status matvec_f32x(run_state *s, hk_stream *st, const run_weight *cons
     return hk_matvec_int8_f32x(s->ctx, st, &d);
 }
 
-/* x (the residual stream) += W . a: the int8 matvec's residual epilogue for a token (the same bits
- * as the product and hk_add), else the product into tmp and hk_add */
-static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk_view a, uint32_t m)
+/* x (the residual stream) += W . a: the int8 matvec's residual epilogue for a token on aq, a as Q8_1
+ * (the same bits as the product and hk_add), else the product into tmp and hk_add */
+static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk_view a, hk_view aq, uint32_t m)
 {
     if (fused(s, w, m))
-        return hk_matvec_int8_add(s->ctx, st, w->type, w->view, s->xq, s->x, s->x, w->rows, w->k);
+        return hk_matvec_int8_add(s->ctx, st, w->type, w->view, aq, s->x, s->x, w->rows, w->k);
     hk_status r = linear(s, st, w, a, s->tmp, m);
     return r != HK_OK ? r : hk_add(s->ctx, st, s->x, s->tmp, s->x, m * w->rows);
 }
@@ -459,7 +460,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     else {
         if (!q8_1_out)
             LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
-        LAYER_CALL(linear_add(s, st, &l->wo, s->attn, m));
+        LAYER_CALL(linear_add(s, st, &l->wo, s->attn, s->xq, m));
     }
     return 0;
 }
@@ -472,11 +473,17 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     uint32_t e = hp->n_embd, f = hp->n_ff;
     const run_weight *gate = &l->gate, *down = &l->down;
     int own_norm = l->up.type == l->gate.type && in_matvec(s, m, &gate, 1);
+    /* a token's gate and up writing the down projection's Q8_1 input themselves */
+    int glu_q8 = !own_norm && !s->glu_quantizer_apart && fused(s, gate, m) && l->up.type == l->gate.type &&
+                 fused(s, down, m) && f % 32 == 0 && !in_matvec(s, m, &down, 1);
     if (own_norm)
         LAYER_CALL(matvec_f32x(s, st, &gate, 1, s->x, &l->ffn_norm, HK_MATVEC_GLU_SILU, l->up.view, s->ff_a));
     else {
         LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
-        if (fused(s, &l->gate, m) && l->up.type == l->gate.type)
+        if (glu_q8)
+            LAYER_CALL(hk_matvec_int8_glu_q8_1(c, st, l->gate.type, l->gate.view, l->up.view, s->xq, s->ff_q, f, e,
+                                               HK_GLU_SILU));
+        else if (fused(s, &l->gate, m) && l->up.type == l->gate.type)
             LAYER_CALL(
                 hk_matvec_int8_glu(c, st, l->gate.type, l->gate.view, l->up.view, s->xq, s->ff_a, f, e, HK_GLU_SILU));
         else {
@@ -485,11 +492,13 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
             LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, m, f, f, HK_GLU_SILU));
         }
     }
-    if (in_matvec(s, m, &down, 1))
+    if (glu_q8)
+        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->ff_q, m));
+    else if (in_matvec(s, m, &down, 1))
         LAYER_CALL(matvec_f32x(s, st, &down, 1, s->ff_a, NULL, HK_MATVEC_ADD, s->x, s->x));
     else {
         LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
-        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, m));
+        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->xq, m));
     }
     return 0;
 }
@@ -517,7 +526,12 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
         }
     } else if (m == 1) {
         hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
-        if (l->up_exps.type == l->gate_exps.type)
+        /* the experts' gate and up writing the down projection's Q8_1 input themselves */
+        int glu_q8 = !s->glu_quantizer_apart && l->up_exps.type == l->gate_exps.type && f % 32 == 0;
+        if (glu_q8)
+            LAYER_CALL(hk_moe_matvec_int8_glu_q8_1(c, st, l->gate_exps.type, l->gate_exps.view, l->up_exps.view,
+                                                   s->xq, s->expert_ids, s->ff_q, &up, HK_GLU_SILU));
+        else if (l->up_exps.type == l->gate_exps.type)
             LAYER_CALL(hk_moe_matvec_int8_glu(c, st, l->gate_exps.type, l->gate_exps.view, l->up_exps.view, s->xq,
                                               s->expert_ids, s->ff_a, &up, HK_GLU_SILU));
         else {
@@ -527,10 +541,11 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
                                           &up));
             LAYER_CALL(hk_swiglu(c, st, s->ff_a, s->ff_b, s->ff_a, slots, f, f, HK_GLU_SILU));
         }
-        LAYER_CALL(hk_quantize_q8_1(c, st, s->ff_a, s->xq, slots * f));
+        if (!glu_q8)
+            LAYER_CALL(hk_quantize_q8_1(c, st, s->ff_a, s->xq, slots * f));
         /* the down projection with the weighted combine and the residual: the layer's last dispatch */
-        LAYER_CALL(hk_moe_matvec_int8_combine(c, st, l->down_exps.type, l->down_exps.view, s->xq, s->expert_ids,
-                                              s->expert_weights, s->x, s->x, &down, top_k));
+        LAYER_CALL(hk_moe_matvec_int8_combine(c, st, l->down_exps.type, l->down_exps.view, glu_q8 ? s->ff_q : s->xq,
+                                              s->expert_ids, s->expert_weights, s->x, s->x, &down, top_k));
         return 0;
     } else {
         hk_mmq_id_shape up = {n_exp, f, e, slots, top_k}, down = {n_exp, e, f, slots, 1};

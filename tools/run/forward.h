@@ -45,10 +45,13 @@ typedef struct run_state {
                              * costs more than the dispatch it saves: docs/perf.md) */
     int attn_quantizer_apart; /* a token's attention output quantized by hk_quantize_q8_1, not written
                                * as Q8_1 by hk_sdpa_blk itself: for comparisons */
+    int glu_quantizer_apart;  /* a token's gated activation quantized by hk_quantize_q8_1, not written as
+                               * Q8_1 by its GLU (hk_matvec_int8_glu_q8_1 and the MoE's): for comparisons */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
     hk_view x, xn, q, k, v, attn, tmp, ff_a, ff_b, moe_out, xq /* Q8_1 */, router_logits, logits, workspace;
+    hk_view ff_q; /* a token's gated activation as Q8_1, written by the GLU that reads xq */
     hk_view expert_ids, expert_weights, expert_offsets, expert_slots, expert_dropped;
     run_pack pack;
     /* host-visible inputs and outputs */
