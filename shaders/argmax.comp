@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // Argmax over rows of logits: ids[r] = the lowest index of the largest x[r, i]; NaN never chosen
 // (0xFFFFFFFF when the row has no number). One workgroup per row: each invocation scans its
 // strided share in ascending order, then subgroup and shared-memory rounds keep the larger value,
@@ -16,6 +17,7 @@ HK_PUSH_BEGIN
 HK_PUSH_END
 
 #define HK_NONE 0xFFFFFFFFu
+#define HK_LOADS 8u // loads an invocation issues before it compares
 shared float best_v[WG]; // per subgroup (at most WG of them)
 shared uint best_i[WG];
 
@@ -28,8 +30,21 @@ void main()
     const float neg_inf = -1.0 / 0.0;
     float bv = neg_inf;
     uint bi = HK_NONE;
-    // ascending i: strictly larger replaces, so of equal values the first stays
-    for (uint i = lid; i < pc.n; i += WG) {
+    // ascending i: strictly larger replaces, so of equal values the first stays. A row is long (a
+    // vocabulary) and one workgroup reads it: each invocation issues HK_LOADS loads before it
+    // compares any, so that the workgroup keeps many loads in flight, then the tail one by one.
+    uint i0 = lid;
+    for (; i0 + (HK_LOADS - 1u) * WG < pc.n; i0 += HK_LOADS * WG) {
+        float v[HK_LOADS];
+        [[unroll]] for (uint u = 0; u < HK_LOADS; u++)
+            v[u] = x[xb + i0 + u * WG];
+        [[unroll]] for (uint u = 0; u < HK_LOADS; u++)
+            if (!isnan(v[u]) && (bi == HK_NONE || v[u] > bv)) {
+                bv = v[u];
+                bi = i0 + u * WG;
+            }
+    }
+    for (uint i = i0; i < pc.n; i += WG) {
         float v = x[xb + i];
         if (!isnan(v) && (bi == HK_NONE || v > bv)) {
             bv = v;
