@@ -488,10 +488,11 @@ const hk_case hk_case_matvec_int8_add = {
 };
 
 /* {type, {rows, k, gelu}, variant} of hk_matvec_int8_glu_q8_1: one block and several, 2 slots of 1 row
- * and of 2 (from 4096), 4 (Q6_K from 16384), more blocks than workgroups; Qwen3's gate and up */
+ * and of 2 (from 4096), 4 (Q6_K from 16384), more blocks than workgroups (8193 blocks); Qwen3's gate
+ * and up */
 static const hk_case_shape glu_q8_tests[] = {
     {Q4, {32, 256, 0}, 0, 0},     {Q5, {64, 512, 1}, FUSED_RAW, 0}, {Q6, {96, 768, 0}, 0, 0}, {Q8, {160, 256, 1}, 0, 0},
-    {Q4, {4128, 256, 1}, 0, 0},   {Q6, {16416, 256, 0}, 0, 0}, {Q8, {40000, 32, 1}, 0, 0},
+    {Q4, {4128, 256, 1}, 0, 0},   {Q6, {16416, 256, 0}, 0, 0}, {Q8, {40000, 32, 1}, 0, 0}, {Q8, {262176, 32, 0}, 0, 0},
     {Q4, {6144, 2048, 0}, 0, 0},  {Q5, {6144, 2048, 1}, 0, 0}, {Q6, {6144, 2048, 0}, 0, 0},
     {Q8, {6144, 2048, 0}, FUSED_RAW, 0},
 };
