@@ -91,12 +91,16 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         {"each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x)", "f32x"},
         {"the attention output quantized by a dispatch of its own", "attn-quantize"},
         {"the gated activation quantized by a dispatch of its own", "glu-quantize"},
+        {"the q and k norms as dispatches of their own", "qk-norm"},
     };
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
         run_graph_free(&s, &g);
         s.quantize_in_matvec = f == 0;
         s.attn_quantizer_apart = f == 1;
         s.glu_quantizer_apart = f == 2;
+        s.qk_norm_apart = f == 3;
+        if (f == 3 && !m.layers[0].q_norm.present)
+            continue; /* no q and k norms in this shape */
         if (run_graph_build(&s, &g, 1, 1, RUN_TAIL_ARGMAX) != 0 || time_step(&s, &g, ms, &median) != 0)
             goto done;
         printf("  with %s: %.4f ms per token, %u dispatches and %u barriers\n", forms[f].what, median, g.kernels,

@@ -952,7 +952,8 @@ HK_API hk_status hk_gemv_f32_tokens(hk_context *context, hk_stream *stream, hk_v
 /* RMSNorm over rows of n: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * weight[i]. eps > 0
  * and finite; 1 <= n <= 1048576; y may equal x (in place). Qwen3's per-head q/k norm is this call
  * with rows = heads (times tokens: the projection's [tokens, heads, head_dim] as it is) and
- * n = head_dim, weight the head_dim values of q_norm (k_norm), in place on the projection. */
+ * n = head_dim, weight the head_dim values of q_norm (k_norm), in place on the projection; hk_rope
+ * runs it on each head before it rotates, with the same bits (hk_rope_desc.q_norm, k_norm). */
 HK_API hk_status hk_rmsnorm(hk_context *context, hk_stream *stream, hk_view x, hk_view weight, hk_view y,
                             uint32_t rows, uint32_t n, float eps);
 
@@ -1167,6 +1168,11 @@ typedef struct hk_rope_desc {
     float theta_base;    /* pair i turns by pos * freq_scale * theta_base^(-2i/rot_dim) / factor_i */
     float freq_scale;    /* linear position scaling; 1 for none */
     hk_kv_layout kv;
+    hk_view q_norm;      /* f32 [head_dim]: each q head is RMSNorm'ed with this weight before it rotates
+                          * (Qwen3's q_norm), bit-identical to hk_rmsnorm over the heads (rows =
+                          * n_tokens x n_heads, n = head_dim) before hk_rope; {NULL, 0}: none */
+    hk_view k_norm;      /* the same for each k head (Qwen3's k_norm), before it rotates into the cache */
+    float norm_eps;      /* their epsilon: positive and finite where either is given */
 } hk_rope_desc;
 
 /* q f32 [n_tokens, n_heads, head_dim] and k f32 [n_tokens, n_kv_heads, head_dim] are rotated by
@@ -1180,10 +1186,12 @@ typedef struct hk_rope_desc {
  * q = round(x/d), as hk_quant_row_q8_0 up to the device's division (a q may differ by one, d by
  * one f16 step, rarely). Angles: the frequencies are formed in double-float precision and
  * position x frequency is reduced modulo a turn in integers, so the angle error is about
- * 1e-13 x position x frequency: ~1e-7 rad at position 2^20 and ~2e-6 at 2^24 for frequencies
+ * 2e-13 x position x frequency: ~2e-7 rad at position 2^20 and ~4e-6 at 2^24 for frequencies
  * up to 1 rad per position, whatever the device's sin/cos precision. theta_base and
  * freq_scale positive; n_heads and n_kv_heads at most 65535; n_tokens x n_heads x head_dim below
- * 2^32. */
+ * 2^32. desc->q_norm and desc->k_norm: {NULL, 0} or 4-byte aligned views of head_dim floats that no
+ * output overlaps; a NULL buffer with an offset, or norm_eps not positive and finite where a norm is
+ * given, is HK_ERROR_INVALID_ARGUMENT. */
 HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k,
                          hk_view v, hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
                          hk_view v_cache);

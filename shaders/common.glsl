@@ -8,8 +8,8 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 
 // The runtime binds each view at an aligned base and passes the view's byte offset past that
-// base here (src/runtime/internal.h, HK_MAX_BINDINGS = 8); kernel parameters follow.
-#define HK_PUSH_BEGIN layout(push_constant) uniform Push { uint view_offset[8];
+// base here (src/runtime/internal.h, HK_MAX_BINDINGS = 10); kernel parameters follow.
+#define HK_PUSH_BEGIN layout(push_constant) uniform Push { uint view_offset[10];
 #define HK_PUSH_END } pc;
 
 // Large row counts are spread over x and y (65535 groups each); groups past the end exit.

@@ -3,7 +3,11 @@
 // matvec on f32 x, matvec.comp HK_XF32): the row in blocks of 32 values, each block's squares
 // summed in index order (P_b), the blocks in groups of 32, each group's P_b summed in order (G_g),
 // then the G_g in order. Every product and sum is its own f32 operation (precise). Include after
-// the declaration of the buffer `x` the row is read from.
+// the declaration of the buffer `x` the row is read from, or define HK_NORM_X(i) (the value at
+// index i) to read it from elsewhere (rope.comp: a head staged in shared memory).
+#ifndef HK_NORM_X
+#define HK_NORM_X(i) x[i]
+#endif
 
 // P_b: the squares of x[base .. base + count) (count <= 32) in order. Every load is issued before
 // the first add (a loop of fixed count, unrolled by the compilers): a loop of `count` loads into
@@ -15,7 +19,7 @@ float hk_block_sumsq(uint base, uint count)
     for (uint i = 0; i < 32u; i++) {
         v[i] = 0.0;
         if (i < count)
-            v[i] = x[base + i];
+            v[i] = HK_NORM_X(base + i);
     }
     precise float p = 0.0;
     for (uint i = 0; i < 32u; i++)

@@ -5,17 +5,19 @@
 // v heads: q is rotated into q_out, k rotated and v copied into the caches at row positions[t],
 // converted to the cache type (HK_F32, HK_F16: round to nearest even; HK_Q8_0: d = amax/127,
 // q = round(x/d)). The row is staged in shared memory first, so q_out may be q itself.
+// F_Q_NORM, F_K_NORM: each q (k) head is RMSNorm'ed with the weight at binding 8 (9) before it
+// rotates (Qwen3's q and k norms), in norm.glsl's order and with its code, so hk_rmsnorm's bits.
 //
 // Angles: pair i turns by pos * f_i turns, f_i = freq_scale/(2 pi) * theta^(-2i/rot_dim) /
-// factor_i. f_i is formed as a double-float (about 48 bits): the host passes freq_scale/(2 pi) and
-// theta^(-2 * 2^b / rot_dim) (b = 0..6) as float pairs, and the shader multiplies the powers
-// named by the bits of i (Dekker products: exact without a fused multiply-add, kept exact by
-// `precise`). pos * f_i mod 1 is then taken in integers: each float of the pair is
+// factor_i. f_i is formed as a double-float (about 46 bits): the host passes freq_scale/(2 pi) and
+// theta^(-2 * 2^b / rot_dim) (b = 0..3) as float pairs, the shader squares the last for b = 4..6
+// and multiplies the powers named by the bits of i (Dekker products: exact without a fused
+// multiply-add, kept exact by `precise`). pos * f_i mod 1 is then taken in integers: each float of the pair is
 // mantissa * 2^e, the 32x24-bit product is exact, and its bits below the binary point give the
 // turn as a 32-bit fraction, so the integer part drops out however large pos is. Sine and
 // cosine of the remainder come from polynomials on a quarter turn (Vulkan only promises 2^-11
-// for sin/cos). The angle error is about 1e-13 * pos * |f_i| turns: ~6e-8 rad at pos 2^20 and
-// ~1e-6 rad at pos 2^24 for frequencies up to 1 rad per position.
+// for sin/cos). The angle error is about 2e-13 * pos * |f_i| turns: ~1e-7 rad at pos 2^20 and
+// ~2e-6 rad at pos 2^24 for frequencies up to 1 rad per position.
 #include "common.glsl"
 #include "f16.glsl"
 
@@ -31,6 +33,8 @@ layout(binding = 6) writeonly buffer KCache { float kc[]; };
 layout(binding = 6) writeonly buffer KCache16 { uint16_t kc16[]; };
 layout(binding = 7) writeonly buffer VCache { float vc[]; };
 layout(binding = 7) writeonly buffer VCache16 { uint16_t vc16[]; };
+layout(binding = 8) readonly buffer QNorm { float q_norm_w[]; };
+layout(binding = 9) readonly buffer KNorm { float k_norm_w[]; };
 
 HK_PUSH_BEGIN
     uint n_tokens;
@@ -39,10 +43,11 @@ HK_PUSH_BEGIN
     uint capacity;
     uint k_row, k_head, v_row, v_head; // byte strides (0 where unused)
     vec2 turns;    // freq_scale / (2 pi), double-float
-    vec2 pow2[7];  // theta^(-2 * 2^b / rot_dim), double-float
+    vec2 pow2[4];  // theta^(-2 * 2^b / rot_dim), b = 0..3, double-float
+    float eps;     // the q and k norms'
 HK_PUSH_END
 
-const uint F_NEOX = 1u, F_FACTORS = 2u;
+const uint F_NEOX = 1u, F_FACTORS = 2u, F_Q_NORM = 4u, F_K_NORM = 8u;
 
 // ---- double-float arithmetic (value = x + y, |y| <= ulp(x)/2) ----
 vec2 quick_two_sum(float a, float b)
@@ -130,10 +135,15 @@ vec2 cos_sin_turns(uint u)
 
 vec2 pair_cos_sin(uint pos, uint i)
 {
-    vec2 f = pc.turns;
-    for (uint b = 0; b < 7u; b++)
+    vec2 f = pc.turns, p = pc.pow2[3];
+    for (uint b = 0; b < 7u; b++) {
+        if (b < 4u)
+            p = pc.pow2[b];
+        else
+            p = df_mul(p, p); // theta^(-2 * 2^b / rot_dim) from b - 1's
         if (((i >> b) & 1u) != 0u)
-            f = df_mul(f, pc.pow2[b]);
+            f = df_mul(f, p);
+    }
     if (((pc.rot >> 16) & F_FACTORS) != 0u)
         f = df_div(f, factors[pc.view_offset[4] / 4u + i]);
     return cos_sin_turns(turn_fraction(pos, f.x) + turn_fraction(pos, f.y));
@@ -142,6 +152,30 @@ vec2 pair_cos_sin(uint pos, uint i)
 shared float row_sh[HK_D];
 shared float out_sh[HK_D];    // HK_Q8_0: the row to quantize
 shared vec2 cs_sh[HK_D / 2u]; // (cos, sin) per pair
+shared float ss_sh[8];        // the norm's block sums of squares (head_dim <= 256)
+#define HK_NORM_X(i) row_sh[i]
+#include "norm.glsl"
+
+// The staged head RMSNorm'ed in place with weight w (binding 8 or 9): norm.glsl's order, as
+// rmsnorm.comp runs it for a row of HK_D values (the blocks' P_b, one group, the total). Every
+// invocation calls it (it has barriers).
+void norm_row(bool is_q)
+{
+    uint t = gl_LocalInvocationID.x, nb = (HK_D + 31u) / 32u;
+    for (uint b = t; b < nb; b += WG)
+        ss_sh[b] = hk_block_sumsq(32u * b, min(32u, HK_D - 32u * b));
+    barrier();
+    precise float g = 0.0;
+    for (uint b = 0; b < nb; b++)
+        g = g + ss_sh[b];
+    precise float total = 0.0;
+    total = total + g;
+    float scale = hk_norm_scale(total, HK_D, pc.eps);
+    uint wb = pc.view_offset[is_q ? 8 : 9] / 4u;
+    for (uint d = t; d < HK_D; d += WG)
+        row_sh[d] = hk_norm_apply(row_sh[d], scale, is_q ? q_norm_w[wb + d] : k_norm_w[wb + d]);
+    barrier();
+}
 
 void main()
 {
@@ -167,6 +201,9 @@ void main()
                   : is_v ? v[pc.view_offset[2] / 4u + src + d]
                          : k[pc.view_offset[1] / 4u + src + d];
     barrier();
+    uint norm_flag = is_q ? F_Q_NORM : F_K_NORM;
+    if (!is_v && ((pc.rot >> 16) & norm_flag) != 0u)
+        norm_row(is_q);
     uint rb = is_v ? pc.view_offset[7] + head * pc.v_head + pos * pc.v_row
                    : pc.view_offset[6] + head * pc.k_head + pos * pc.k_row;
     for (uint d = t; d < HK_D; d += WG) {

@@ -360,6 +360,29 @@ static void test_errors(void)
     ROPE_EXPECT("rope: cache view too short",
                 (r.kv.capacity = 33, r.kv.k_head_stride = r.kv.v_head_stride = 33 * 128), (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv),
                 HK_ERROR_INVALID_ARGUMENT, "k_cache needs");
+    /* the q and k norms' weights: 64 floats each from offset 4096 of `in` */
+    hk_view rqn = {in, 4096}, rkn = {in, 4352};
+    ROPE_EXPECT("rope: norm eps zero", (r.q_norm = rqn, r.k_norm = rkn, r.norm_eps = 0.0f),
+                (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_INVALID_ARGUMENT,
+                "norm_eps=0 must be positive and finite");
+    ROPE_EXPECT("rope: norm eps NaN with k's norm alone", (r.k_norm = rkn, r.norm_eps = NAN),
+                (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_INVALID_ARGUMENT, "norm_eps=nan");
+    ROPE_EXPECT("rope: q_norm NULL with an offset", (r.q_norm = (hk_view){NULL, 8}, r.norm_eps = 1e-6f),
+                (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_INVALID_ARGUMENT,
+                "desc->q_norm.buffer is NULL but its offset is 8");
+    ROPE_EXPECT("rope: k_norm misaligned", (r.k_norm = (hk_view){in, 4354}, r.norm_eps = 1e-6f),
+                (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_INVALID_ARGUMENT,
+                "desc->k_norm.offset=4354 is not a multiple of 4");
+    ROPE_EXPECT("rope: q_norm past its buffer", (r.q_norm = (hk_view){in, 8000}, r.norm_eps = 1e-6f),
+                (ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_INVALID_ARGUMENT,
+                "desc->q_norm needs 256 bytes at offset 8000");
+    ROPE_EXPECT("rope: q_out on the q norm", (r.q_norm = rqn, r.norm_eps = 1e-6f),
+                (ctx, NULL, &r, rq, rk, rv, rpos, rff, (hk_view){in, 4096}, kv, vv), HK_ERROR_INVALID_ARGUMENT,
+                "output q_out overlaps");
+    hk_check_status("rope: with both norms", (r = rg, r.q_norm = rqn, r.k_norm = rkn, r.norm_eps = 1e-6f,
+                                              hk_rope(ctx, NULL, &r, rq, rk, rv, rpos, rff, ov, kv, vv)),
+                    HK_OK, NULL);
+    hk_test_out_poison(&err_out);
     expect("rope: desc NULL", hk_rope(ctx, NULL, NULL, rq, rk, rv, rpos, rff, ov, kv, vv), HK_ERROR_INVALID_ARGUMENT,
            "desc is NULL");
     /* q_out exactly on k (same bytes when n_heads == n_kv_heads) is not "in place" */

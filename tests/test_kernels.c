@@ -75,7 +75,7 @@ static void run_case(const hk_case *kc, uint32_t max_shapes, int all_placements,
         hk_case_run run;
         hk_status st = hk_case_prepare(kc, &kc->tests[i], ctx, HK_REF_ALL, 1000 + 17 * i, &run);
         if (st != HK_OK) {
-            hk_check(0, kc->name, "shape %u: prepare failed (%s)", i, hk_status_name(st));
+            hk_check(0, kc->name, "shape %u: prepare failed (%s: %s)", i, hk_status_name(st), hk_last_error());
             continue;
         }
         uint64_t bytes = 0;

@@ -57,7 +57,7 @@ typedef struct hk_case_run {
     void *state;        /* the case's own (freed with free()) */
     double bytes;       /* bytes one op must move, counted on the real storage */
     double flops;       /* useful operations of one op (0: a bandwidth case) */
-    char label[64];     /* the shape in words, for reports */
+    char label[96];     /* the shape in words, for reports */
 } hk_case_run;
 
 typedef struct hk_case {

@@ -384,8 +384,11 @@ const hk_case hk_case_sdpa = {
 };
 
 /* ---- hk_rope: d = {n_tokens, n_heads, n_kv_heads, head_dim, rot_dim, capacity, first position,
- * theta base} ---- variant: ROPE_* below. */
-enum { ROPE_NEOX = 1, ROPE_FACTORS = 2, ROPE_TOKEN_MAJOR = 4, ROPE_IN_PLACE = 8, ROPE_SCALED = 16 };
+ * theta base} ---- variant: ROPE_* below; ROPE_QK_NORM: q and k heads RMSNorm'ed first
+ * (desc->q_norm, k_norm), held to the bits of hk_rmsnorm over the heads and hk_rope, run on the
+ * device at prepare, and to hk_ref_rmsnorm before hk_ref_rope. */
+enum { ROPE_NEOX = 1, ROPE_FACTORS = 2, ROPE_TOKEN_MAJOR = 4, ROPE_IN_PLACE = 8, ROPE_SCALED = 16, ROPE_QK_NORM = 32 };
+#define ROPE_NORM_EPS 1e-6f
 
 
 /* One allocation: the arrays follow the struct. */
@@ -394,8 +397,59 @@ typedef struct rope_state {
     hk_case_kv cache; /* layout only: the images are the run's k_cache / v_cache tensors */
     uint32_t *positions;
     float *k_ref, *v; /* rotated k and the raw v, [n_tokens, n_kv_heads, d] */
-    int q_out, k_cache, v_cache; /* tensor indices */
+    int q_out, k_cache, v_cache, q_norm; /* tensor indices (q_norm: k_norm follows; -1: none) */
+    /* ROPE_QK_NORM: the unfused calls' q_out and cache images, in the state's allocation */
+    float *unfused_q;
+    uint8_t *unfused_k, *unfused_v;
+    int unfused_ran;
 } rope_state;
+
+/* ROPE_QK_NORM's unfused calls on the device: hk_rmsnorm over the q heads and over the k heads (in
+ * place), then hk_rope without norms, from the same inputs and cache images; their q_out and
+ * cache images into st->unfused_* (then st->unfused_ran). */
+static hk_status rope_unfused(hk_context *ctx, rope_state *st, const float *q, const float *k, const float *v,
+                              const float *factors, const float *qn, const float *kn, const uint8_t *k_img,
+                              const uint8_t *v_img)
+{
+    const hk_rope_desc *d = &st->desc;
+    uint64_t nq = (uint64_t)d->n_tokens * d->n_heads * d->head_dim * 4, nk = (uint64_t)d->n_tokens * d->n_kv_heads *
+                                                                               d->head_dim * 4;
+    uint64_t rot = d->rot_dim ? d->rot_dim : d->head_dim, cb = st->cache.bytes, end = 0;
+    uint64_t at[10];
+    const uint64_t sizes[10] = {nq, nk, nk, 4ull * d->n_tokens, rot / 2 * 4, 4ull * d->head_dim, 4ull * d->head_dim,
+                                cb, cb, nq};
+    for (int i = 0; i < 10; i++) {
+        at[i] = end;
+        end += (sizes[i] + 255) / 256 * 256;
+    }
+    const void *src[9] = {q, k, v, st->positions, factors, qn, kn, k_img, v_img};
+    hk_buffer *b = NULL;
+    hk_status s = hk_buffer_create(ctx, end, &b);
+    for (int i = 0; i < 9 && s == HK_OK; i++)
+        if (src[i]) /* no factors: none */
+            s = hk_buffer_upload(b, at[i], src[i], sizes[i]);
+    hk_view vw[10];
+    for (int i = 0; i < 10; i++)
+        vw[i] = (hk_view){b, at[i]};
+    hk_rope_desc plain = *d;
+    plain.q_norm = plain.k_norm = (hk_view){NULL, 0};
+    if (s == HK_OK)
+        s = hk_rmsnorm(ctx, NULL, vw[0], vw[5], vw[0], d->n_tokens * d->n_heads, d->head_dim, d->norm_eps);
+    if (s == HK_OK)
+        s = hk_rmsnorm(ctx, NULL, vw[1], vw[6], vw[1], d->n_tokens * d->n_kv_heads, d->head_dim, d->norm_eps);
+    if (s == HK_OK)
+        s = hk_rope(ctx, NULL, &plain, vw[0], vw[1], vw[2], vw[3], factors ? vw[4] : (hk_view){NULL, 0}, vw[9], vw[7],
+                    vw[8]);
+    if (s == HK_OK)
+        s = hk_buffer_download(b, at[9], st->unfused_q, nq);
+    if (s == HK_OK)
+        s = hk_buffer_download(b, at[7], st->unfused_k, cb);
+    if (s == HK_OK)
+        s = hk_buffer_download(b, at[8], st->unfused_v, cb);
+    st->unfused_ran = s == HK_OK;
+    hk_buffer_destroy(b);
+    return s;
+}
 
 static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
 {
@@ -405,16 +459,28 @@ static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
     hk_type type = run->shape.type;
     hk_rng rng = {seed};
     size_t nq = (size_t)n_tokens * n_heads * dim, nk = (size_t)n_tokens * n_kv * dim;
-    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + n_tokens) * 4);
-    if (!st)
+    hk_case_kv cache;
+    if (!hk_case_kv_create(&cache, type, capacity, n_kv, dim, variant & ROPE_TOKEN_MAJOR, 0))
         return HK_ERROR_OUT_OF_MEMORY;
+    /* one allocation: the arrays follow the struct, ROPE_QK_NORM's unfused q_out and images last */
+    size_t unfused = variant & ROPE_QK_NORM ? nq * 4 + 2 * cache.bytes : 0;
+    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + n_tokens) * 4 + unfused);
+    if (!st) {
+        hk_case_kv_destroy(&cache);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
     memset(st, 0, sizeof *st);
+    st->q_norm = -1;
     run->state = st;
+    st->cache = cache;
     st->k_ref = (float *)(st + 1);
     st->v = st->k_ref + nk;
     st->positions = (uint32_t *)(st->v + nk);
-    if (!hk_case_kv_create(&st->cache, type, capacity, n_kv, dim, variant & ROPE_TOKEN_MAJOR, 0))
-        return HK_ERROR_OUT_OF_MEMORY;
+    if (unfused) {
+        st->unfused_q = (float *)(st->positions + n_tokens);
+        st->unfused_k = (uint8_t *)(st->unfused_q + nq);
+        st->unfused_v = st->unfused_k + cache.bytes;
+    }
     st->desc = (hk_rope_desc){.n_tokens = n_tokens, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
                               .rot_dim = d[4], .neox = variant & ROPE_NEOX, .theta_base = (float)d[7],
                               .freq_scale = variant & ROPE_SCALED ? 0.25f : 1.0f, .kv = st->cache.kv};
@@ -447,11 +513,29 @@ static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
     memcpy(st->k_ref, k, nk * 4);
     memcpy(st->v, v, nk * 4);
     const float *ff = variant & ROPE_FACTORS ? factors : NULL;
+    /* the norms' weights around 1, as trained ones are */
+    float *qn = variant & ROPE_QK_NORM ? hk_case_alloc(2 * (size_t)dim * 4) : NULL, *kn = qn ? qn + dim : NULL;
+    if ((variant & ROPE_QK_NORM) && !qn) {
+        free(q), free(k), free(v), free(factors), free(positions);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    if (qn) {
+        hk_rng_fill(&rng, qn, 2 * (size_t)dim, 0.5f, 1.5f);
+        st->desc.norm_eps = ROPE_NORM_EPS;
+    }
+    hk_status status = HK_OK;
     if (run->ref_mode != HK_REF_NONE) {
         run->ref_count = nq;
-        if (!(run->ref = hk_case_alloc(nq * 4)))
+        if (!(run->ref = hk_case_alloc(nq * 4))) {
+            free(qn);
             return HK_ERROR_OUT_OF_MEMORY;
+        }
         memcpy(run->ref, q, nq * 4);
+        if (qn) {
+            hk_ref_rmsnorm(run->ref, qn, run->ref, (size_t)n_tokens * n_heads, dim, ROPE_NORM_EPS);
+            hk_ref_rmsnorm(st->k_ref, kn, st->k_ref, (size_t)n_tokens * n_kv, dim, ROPE_NORM_EPS);
+            status = rope_unfused(run->ctx, st, q, k, v, ff, qn, kn, st->cache.k, st->cache.v);
+        }
         hk_ref_rope(run->ref, positions, n_tokens, n_heads, dim, rot, st->desc.neox, st->desc.theta_base,
                     st->desc.freq_scale, ff);
         hk_ref_rope(st->k_ref, positions, n_tokens, n_kv, dim, rot, st->desc.neox, st->desc.theta_base,
@@ -468,12 +552,20 @@ static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
     st->k_cache = hk_case_tensor_add(run, "k_cache", HK_CASE_INOUT, st->cache.bytes, align, 0, st->cache.k);
     st->v_cache = hk_case_tensor_add(run, "v_cache", HK_CASE_INOUT, st->cache.bytes, align, 0, st->cache.v);
     st->cache.k = st->cache.v = NULL; /* the tensors own the images now */
+    if (qn) {
+        st->q_norm = hk_case_tensor_add(run, "q_norm", HK_CASE_IN, (uint64_t)dim * 4, 4, 0, qn);
+        float *kn_own = hk_case_alloc((size_t)dim * 4);
+        if (!kn_own)
+            return HK_ERROR_OUT_OF_MEMORY;
+        memcpy(kn_own, kn, (size_t)dim * 4);
+        hk_case_tensor_add(run, "k_norm", HK_CASE_IN, (uint64_t)dim * 4, 4, 0, kn_own);
+    }
     run->bytes = 8.0 * nq + 8.0 * nk + 2.0 * n_tokens * n_kv * (double)hk_type_bytes(type, dim);
-    snprintf(run->label, sizeof run->label, "%s T%u H%u/%u d%u rot%u %s cap%u%s%s%s", hk_type_name(type), n_tokens,
+    snprintf(run->label, sizeof run->label, "%s T%u H%u/%u d%u rot%u %s cap%u%s%s%s%s", hk_type_name(type), n_tokens,
              n_heads, n_kv, dim, rot, variant & ROPE_NEOX ? "neox" : "normal", capacity,
              variant & ROPE_FACTORS ? " factors" : "", variant & ROPE_TOKEN_MAJOR ? " token-major" : "",
-             variant & ROPE_IN_PLACE ? " in-place" : "");
-    return HK_OK;
+             variant & ROPE_IN_PLACE ? " in-place" : "", qn ? " qk-norm" : "");
+    return status;
 }
 
 static hk_status record_rope(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
@@ -481,7 +573,12 @@ static hk_status record_rope(const hk_case_run *run, hk_stream *s, const hk_view
     (void)op;
     const rope_state *st = run->state;
     hk_view none = {NULL, 0};
-    return hk_rope(run->ctx, s, &st->desc, v[0], v[1], v[2], v[3], run->shape.variant & ROPE_FACTORS ? v[4] : none,
+    hk_rope_desc d = st->desc;
+    if (st->q_norm >= 0) {
+        d.q_norm = v[st->q_norm];
+        d.k_norm = v[st->q_norm + 1];
+    }
+    return hk_rope(run->ctx, s, &d, v[0], v[1], v[2], v[3], run->shape.variant & ROPE_FACTORS ? v[4] : none,
                    v[st->q_out], v[st->k_cache], v[st->v_cache]);
 }
 
@@ -569,9 +666,14 @@ static double compare_rope(const hk_case_run *run, char *detail, size_t size)
     int same = !memcmp(k_want, kt->got, kt->bytes) && !memcmp(v_want, vt->got, vt->bytes);
     free(k_want);
     free(v_want);
-    snprintf(detail, size, "q_out scale_rel=%.3e; %u cache rows, %u values off; other cache bytes %s", rel, rows, bad,
-             same ? "untouched" : "CHANGED");
-    return bad || !same ? INFINITY : rel;
+    /* ROPE_QK_NORM: the unfused calls' bits, q_out and both caches */
+    int unfused_same = !st->unfused_ran || (!memcmp(st->unfused_q, run->t[st->q_out].got, run->ref_count * 4) &&
+                                            !memcmp(st->unfused_k, kt->got, kt->bytes) &&
+                                            !memcmp(st->unfused_v, vt->got, vt->bytes));
+    snprintf(detail, size, "q_out scale_rel=%.3e; %u cache rows, %u values off; other cache bytes %s%s", rel, rows, bad,
+             same ? "untouched" : "CHANGED",
+             !st->unfused_ran ? "" : unfused_same ? "; the unfused calls' bits" : "; NOT the unfused calls' bits");
+    return bad || !same || !unfused_same ? INFINITY : rel;
 }
 
 static const hk_case_shape rope_tests[] = {
@@ -585,11 +687,18 @@ static const hk_case_shape rope_tests[] = {
     {F16, {2, 6, 3, 80, 0, 8, 6, 10000}, ROPE_NEOX, 0},
     {F16, {1, 32, 8, 128, 0, 40000, 32767, 1000000}, ROPE_NEOX | ROPE_TOKEN_MAJOR, 0},
     {F32, {4, 2, 1, 16, 0, 4, 1, 10000}, 0, 0},
+    /* q and k norms first (Qwen3): its decode; several tokens, partial rotation, Q8_0; head_dim 80
+     * (a last block of 16) */
+    {F16, {1, 8, 2, 128, 0, 64, 17, 1000000}, ROPE_NEOX | ROPE_TOKEN_MAJOR | ROPE_IN_PLACE | ROPE_QK_NORM, 0},
+    {Q80, {5, 4, 1, 128, 64, 32, 0, 1000000}, ROPE_NEOX | ROPE_QK_NORM, 0},
+    {F32, {2, 6, 3, 80, 0, 8, 6, 10000}, ROPE_QK_NORM | ROPE_IN_PLACE, 0},
 };
 static const hk_case_shape rope_quick[] = {{F16, {1, 32, 8, 128, 0, 4096, 100, 1000000}, ROPE_NEOX, 0},
-                                           {F16, {64, 32, 8, 128, 0, 4096, 100, 1000000}, ROPE_NEOX, 0}};
+                                           {F16, {64, 32, 8, 128, 0, 4096, 100, 1000000}, ROPE_NEOX, 0},
+                                           {F16, {1, 32, 4, 128, 0, 4096, 100, 1000000}, ROPE_NEOX | ROPE_QK_NORM, 0}};
 static const hk_case_shape rope_full[] = {{F16, {1, 32, 8, 128, 0, 32768, 100, 1000000}, ROPE_NEOX, 0},
-                                          {F16, {512, 32, 8, 128, 0, 32768, 100, 1000000}, ROPE_NEOX, 0}};
+                                          {F16, {512, 32, 8, 128, 0, 32768, 100, 1000000}, ROPE_NEOX, 0},
+                                          {F16, {1, 32, 4, 128, 0, 4096, 512, 1000000}, ROPE_NEOX | ROPE_QK_NORM, 0}};
 
 const hk_case hk_case_rope = {
     .name = "rope",

@@ -8,7 +8,19 @@
 /* n_heads and n_kv_heads share one push-constant word */
 #define ROPE_MAX_HEADS 65535u
 
-enum { ROPE_Q, ROPE_K, ROPE_V, ROPE_POSITIONS, ROPE_FACTORS, ROPE_Q_OUT, ROPE_K_CACHE, ROPE_V_CACHE, ROPE_BINDINGS };
+enum {
+    ROPE_Q,
+    ROPE_K,
+    ROPE_V,
+    ROPE_POSITIONS,
+    ROPE_FACTORS,
+    ROPE_Q_OUT,
+    ROPE_K_CACHE,
+    ROPE_V_CACHE,
+    ROPE_Q_NORM,
+    ROPE_K_NORM,
+    ROPE_BINDINGS
+};
 
 /* the shader per KV-cache type */
 typedef struct rope_type {
@@ -25,7 +37,8 @@ typedef struct rope_params {
     uint32_t n_tokens, heads, rot, capacity;
     uint32_t k_row, k_head, v_row, v_head;
     float turns[2];   /* freq_scale / (2 pi) as a double-float */
-    float pow2[7][2]; /* theta^(-2 * 2^b / rot_dim) as double-floats */
+    float pow2[4][2]; /* theta^(-2 * 2^b / rot_dim), b = 0..3, as double-floats (the shader squares on) */
+    float eps;        /* the q and k norms' */
 } rope_params;
 
 static void split_double(double x, float out[2])
@@ -38,8 +51,9 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
                   hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache, hk_view v_cache)
 {
     static const char fn[] = "hk_rope";
-    static const char *const names[ROPE_BINDINGS] = {"q",     "k",     "v",       "positions",
-                                                     "freq_factors", "q_out", "k_cache", "v_cache"};
+    static const char *const names[ROPE_BINDINGS] = {"q",       "k",       "v",           "positions",
+                                                     "freq_factors", "q_out", "k_cache", "v_cache",
+                                                     "desc->q_norm", "desc->k_norm"};
     if (!context)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
     if (!desc)
@@ -71,10 +85,16 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     if (q_values > UINT32_MAX || kv_values > UINT32_MAX)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens x heads x head_dim exceeds 2^32 values");
     uint32_t align = hk_type_alignment(d->kv.type);
-    int factors;
+    int factors, q_norm, k_norm;
     st = hk__optional_view(fn, "freq_factors", freq_factors, &factors);
+    if (st == HK_OK)
+        st = hk__optional_view(fn, "desc->q_norm", d->q_norm, &q_norm);
+    if (st == HK_OK)
+        st = hk__optional_view(fn, "desc->k_norm", d->k_norm, &k_norm);
     if (st != HK_OK)
         return st;
+    if ((q_norm || k_norm) && (!(d->norm_eps > 0.0f) || !isfinite(d->norm_eps)))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "norm_eps=%g must be positive and finite", (double)d->norm_eps);
     hk_view none = {q.buffer, q.offset};
     hk_binding b[ROPE_BINDINGS] = {
         [ROPE_Q] = {q, q_values * 4, 4, 0, 0},
@@ -86,12 +106,18 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
         [ROPE_Q_OUT] = {q_out, q_values * 4, 4, 1, 1},
         [ROPE_K_CACHE] = {k_cache, k_bytes, align, 1, 0},
         [ROPE_V_CACHE] = {v_cache, v_bytes, align, 1, 0},
+        [ROPE_Q_NORM] = q_norm ? (hk_binding){d->q_norm, (uint64_t)d->head_dim * 4, 4, 0, 0}
+                               : (hk_binding){none, 0, 1, 0, 0},
+        [ROPE_K_NORM] = k_norm ? (hk_binding){d->k_norm, (uint64_t)d->head_dim * 4, 4, 0, 0}
+                               : (hk_binding){none, 0, 1, 0, 0},
     };
     st = hk__check_bindings(context, stream, fn, names, b, ROPE_BINDINGS);
     if (st != HK_OK)
         return st;
     /* in place means q itself: q_out exactly on another input would be read after it is written */
-    for (int i = ROPE_K; i <= ROPE_FACTORS; i++) {
+    for (int i = ROPE_K; i < ROPE_BINDINGS; i++) {
+        if (i == ROPE_Q_OUT || i == ROPE_K_CACHE || i == ROPE_V_CACHE)
+            continue;
         const hk_binding *o = &b[ROPE_Q_OUT], *in = &b[i];
         if (in->view.buffer->buffer == o->view.buffer->buffer && in->view.offset < o->view.offset + o->bytes &&
             o->view.offset < in->view.offset + in->bytes)
@@ -101,7 +127,8 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     rope_params params = {
         .n_tokens = d->n_tokens,
         .heads = d->n_heads | d->n_kv_heads << 16,
-        .rot = rot / 2 | (d->neox ? 1u : 0u) << 16 | (factors ? 2u : 0u) << 16,
+        .rot = rot / 2 | (d->neox ? 1u : 0u) << 16 | (factors ? 2u : 0u) << 16 | (q_norm ? 4u : 0u) << 16 |
+               (k_norm ? 8u : 0u) << 16,
         .capacity = kv->capacity,
         /* strides in use stay below the cache spans, which the device can bind */
         .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
@@ -111,8 +138,9 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     };
     /* the frequencies in double (as the reference), handed over as float pairs */
     split_double((double)d->freq_scale / (2.0 * 3.14159265358979323846), params.turns);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 4; i++)
         split_double(pow((double)d->theta_base, -2.0 * (double)(1u << i) / (double)rot), params.pow2[i]);
+    params.eps = d->norm_eps;
     uint32_t spec[2] = {ROPE_WG, d->head_dim};
     hk_dispatch_desc dd = {.shader = rope_types[kv->type].shader, .spec = spec, .spec_count = 2, .bindings = b,
                            .binding_count = ROPE_BINDINGS, .params = &params, .params_bytes = sizeof params,

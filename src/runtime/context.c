@@ -542,6 +542,22 @@ static void probe_caps(hk_context *context, int has_coop_khr)
     dev->slow_unrolled_loops = dev->arch == HK_ARCH_CPU;
     caps->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
+    const struct {
+        const char *name;
+        uint32_t value, need;
+    } limits[] = {
+        {"maxPerStageDescriptorStorageBuffers", p->limits.maxPerStageDescriptorStorageBuffers, HK_MAX_BINDINGS},
+        {"maxDescriptorSetStorageBuffers", p->limits.maxDescriptorSetStorageBuffers, HK_MAX_BINDINGS},
+        {"maxPerStageResources", p->limits.maxPerStageResources, HK_MAX_BINDINGS},
+        {"maxPushConstantsSize", p->limits.maxPushConstantsSize, HK_PUSH_BYTES},
+    };
+    context->short_limit = NULL;
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0] && !context->short_limit; i++)
+        if (limits[i].value < limits[i].need) {
+            context->short_limit = limits[i].name;
+            context->short_limit_value = limits[i].value;
+            context->short_limit_need = limits[i].need;
+        }
     caps->min_storage_offset_alignment = p->limits.minStorageBufferOffsetAlignment;
     /* only the bits kernels use; a required subgroup size needs compute among the stages it
      * applies to (a property, not a feature) */
@@ -605,6 +621,10 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
     if (!context->subgroup_arithmetic)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" lacks subgroup arithmetic in compute shaders",
                         context->caps.device_name);
+    if (context->short_limit)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "device \"%s\" has %s = %u, below the %u the kernels need",
+                        context->caps.device_name, context->short_limit, context->short_limit_value,
+                        context->short_limit_need);
     hk__mutex_init(&context->pipeline_lock);
     hk__mutex_init(&context->queue_lock);
     hk__mutex_init(&context->immediate_lock);

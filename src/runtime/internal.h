@@ -51,7 +51,7 @@ typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
 /* Every kernel binds at most this many storage buffers. The push-constant block of every shader
  * starts with uint view_offset[HK_MAX_BINDINGS]: the byte offset of each view past the aligned
  * descriptor base (shaders/common.glsl); kernel parameters follow at HK_PUSH_PARAMS_OFFSET. */
-#define HK_MAX_BINDINGS 8
+#define HK_MAX_BINDINGS 10
 #define HK_PUSH_PARAMS_OFFSET (HK_MAX_BINDINGS * 4)
 #define HK_PUSH_BYTES 128
 #define HK_MAX_SPEC 8
@@ -106,6 +106,10 @@ struct hk_context {
     struct VolkDeviceTable vk;
     uint32_t features; /* HK_FEATURE_* enabled on the device */
     int subgroup_arithmetic; /* subgroup arithmetic in compute shaders: every kernel needs it */
+    /* what the device's limits fall short of (NULL: none): the storage buffers a kernel binds
+     * (HK_MAX_BINDINGS) and the push-constant block (HK_PUSH_BYTES) */
+    const char *short_limit;
+    uint32_t short_limit_value, short_limit_need;
     hk_caps caps;
     hk_device_profile profile;
     VkPhysicalDeviceMemoryProperties memory;

@@ -431,11 +431,17 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
         LAYER_CALL(add_bias(s, st, k_out, &l->bk, m));
         LAYER_CALL(add_bias(s, st, v_out, &l->bv, m));
     }
-    if (l->q_norm.present) {
+    /* Qwen3's q and k norms: inside the rope (the same bits), or dispatches of their own */
+    if (l->q_norm.present && s->qk_norm_apart) {
         LAYER_CALL(hk_rmsnorm(c, st, q_out, l->q_norm.view, q_out, m * hp->n_head, hp->head_dim, hp->eps));
         LAYER_CALL(hk_rmsnorm(c, st, k_out, l->k_norm.view, k_out, m * hp->n_head_kv, hp->head_dim, hp->eps));
     }
     hk_rope_desc rd = {0};
+    if (l->q_norm.present && !s->qk_norm_apart) {
+        rd.q_norm = l->q_norm.view;
+        rd.k_norm = l->k_norm.view;
+        rd.norm_eps = hp->eps;
+    }
     rd.n_tokens = m;
     rd.n_heads = hp->n_head;
     rd.n_kv_heads = hp->n_head_kv;

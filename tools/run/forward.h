@@ -47,6 +47,8 @@ typedef struct run_state {
                                * as Q8_1 by hk_sdpa_blk itself: for comparisons */
     int glu_quantizer_apart;  /* a token's gated activation quantized by hk_quantize_q8_1, not written as
                                * Q8_1 by its GLU (hk_matvec_int8_glu_q8_1 and the MoE's): for comparisons */
+    int qk_norm_apart;        /* Qwen3's q and k norms as hk_rmsnorm dispatches, not inside hk_rope: for
+                               * comparisons */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
