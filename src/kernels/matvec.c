@@ -1103,26 +1103,33 @@ hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wty
     return matvec(context, stream, "hk_matvec_int8_add", 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
 }
 
+/* The GLU's epilogue for mode (checked) and its output: y f32, or Q8_1 blocks (q8_1) */
+static hk_status glu_epilogue(const char *fn, hk_glu_mode mode, hk_view w_up, int q8_1, epilogue *epi)
+{
+    *epi = (epilogue){.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up, .q8_1 = q8_1};
+    return hk__check_glu_mode(fn, mode);
+}
+
+/* hk_matvec_int8_glu and hk_matvec_int8_glu_q8_1 */
+static hk_status dense_glu(hk_context *context, hk_stream *stream, const char *fn, int q8_1, hk_type wtype,
+                           hk_view w_gate, hk_view w_up, hk_view xq, hk_view y, uint32_t rows, uint32_t k,
+                           hk_glu_mode mode)
+{
+    epilogue epi;
+    hk_status st = glu_epilogue(fn, mode, w_up, q8_1, &epi);
+    return st != HK_OK ? st : matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
+}
+
 hk_status hk_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate, hk_view w_up,
                              hk_view xq, hk_view y, uint32_t rows, uint32_t k, hk_glu_mode mode)
 {
-    static const char fn[] = "hk_matvec_int8_glu";
-    hk_status st = hk__check_glu_mode(fn, mode);
-    if (st != HK_OK)
-        return st;
-    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up};
-    return matvec(context, stream, fn, 1, wtype, w_gate, xq, y, rows, k, 1, NULL, &epi);
+    return dense_glu(context, stream, "hk_matvec_int8_glu", 0, wtype, w_gate, w_up, xq, y, rows, k, mode);
 }
 
 hk_status hk_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
                                   hk_view w_up, hk_view xq, hk_view yq, uint32_t rows, uint32_t k, hk_glu_mode mode)
 {
-    static const char fn[] = "hk_matvec_int8_glu_q8_1";
-    hk_status st = hk__check_glu_mode(fn, mode);
-    if (st != HK_OK)
-        return st;
-    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up, .q8_1 = 1};
-    return matvec(context, stream, fn, 1, wtype, w_gate, xq, yq, rows, k, 1, NULL, &epi);
+    return dense_glu(context, stream, "hk_matvec_int8_glu_q8_1", 1, wtype, w_gate, w_up, xq, yq, rows, k, mode);
 }
 
 hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n, const hk_view *w,
@@ -1276,11 +1283,9 @@ hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, hk_type
                                  hk_view xq, hk_view ids, hk_view y, const hk_moe_shape *shape, hk_glu_mode mode)
 {
     static const char fn[] = "hk_moe_matvec_int8_glu";
-    hk_status st = hk__check_glu_mode(fn, mode);
-    if (st != HK_OK)
-        return st;
-    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up};
-    return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, y, shape, &epi);
+    epilogue epi;
+    hk_status st = glu_epilogue(fn, mode, w_up, 0, &epi);
+    return st != HK_OK ? st : moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, y, shape, &epi);
 }
 
 hk_status hk_moe_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
@@ -1288,11 +1293,9 @@ hk_status hk_moe_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk
                                       hk_glu_mode mode)
 {
     static const char fn[] = "hk_moe_matvec_int8_glu_q8_1";
-    hk_status st = hk__check_glu_mode(fn, mode);
-    if (st != HK_OK)
-        return st;
-    const epilogue epi = {.kind = mode == HK_GLU_GELU_TANH ? EPI_GLU_GELU : EPI_GLU_SILU, .view = w_up, .q8_1 = 1};
-    return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, yq, shape, &epi);
+    epilogue epi;
+    hk_status st = glu_epilogue(fn, mode, w_up, 1, &epi);
+    return st != HK_OK ? st : moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, yq, shape, &epi);
 }
 
 hk_status hk_moe_matvec_int8_combine(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
