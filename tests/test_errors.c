@@ -962,6 +962,41 @@ static void test_matvec_f32x(void)
 #undef F32X
 }
 
+/* The one-type matvec entry points are hk_matvec with their type: the same bytes out, every row
+ * written. */
+typedef hk_status (*matvec_of_type)(hk_context *, hk_stream *, hk_view, hk_view, hk_view, uint32_t, uint32_t);
+static void check_type_wrappers(hk_rng *rng)
+{
+    static const struct {
+        hk_type type;
+        matvec_of_type call;
+        const char *name;
+    } wrappers[] = {{HK_TYPE_Q8_0, hk_matvec_q8_0, "hk_matvec_q8_0"},
+                    {HK_TYPE_Q4_K, hk_matvec_q4k, "hk_matvec_q4k"},
+                    {HK_TYPE_Q5_K, hk_matvec_q5k, "hk_matvec_q5k"},
+                    {HK_TYPE_Q6_K, hk_matvec_q6k, "hk_matvec_q6k"}};
+    for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++) {
+        uint8_t *wdata = hk_random_weights(rng, wrappers[i].type, rows, k, 0);
+        hk_buffer *wt = hk_test_buffer(ctx, rows * hk_type_bytes(wrappers[i].type, k), wdata);
+        free(wdata);
+        uint32_t want[4], got[4];
+        poison_y();
+        hk_status st = hk_matvec(ctx, NULL, wrappers[i].type, (hk_view){wt, 0}, (hk_view){x, 0}, (hk_view){y, 0}, rows, k);
+        hk_buffer_download(y, 0, want, sizeof want);
+        poison_y();
+        if (st == HK_OK)
+            st = wrappers[i].call(ctx, NULL, (hk_view){wt, 0}, (hk_view){x, 0}, (hk_view){y, 0}, rows, k);
+        hk_buffer_download(y, 0, got, sizeof got);
+        uint32_t unwritten = 0;
+        for (uint32_t r = 0; r < rows; r++)
+            unwritten += want[r] == HK_POISON_WORD;
+        hk_check(st == HK_OK && unwritten == 0 && memcmp(want, got, sizeof want) == 0, wrappers[i].name,
+                 "status %d, %u rows unwritten, outputs %s hk_matvec's", (int)st, unwritten,
+                 memcmp(want, got, sizeof want) ? "differ from" : "equal");
+        hk_buffer_destroy(wt);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-driver") == 0)
@@ -981,6 +1016,7 @@ int main(int argc, char **argv)
     /* the valid call works, so every failure below is down to its one bad argument */
     poison_y();
     hk_check_status("valid matvec", hk_matvec_q4k(ctx, NULL, wv, xv, yv, rows, k), HK_OK, NULL);
+    check_type_wrappers(&rng);
 
     EXPECT("null context", hk_matvec_q4k(NULL, NULL, wv, xv, yv, rows, k), HK_ERROR_INVALID_ARGUMENT, "context is NULL");
     EXPECT("null buffer", hk_matvec_q4k(ctx, NULL, (hk_view){NULL, 0}, xv, yv, rows, k), HK_ERROR_INVALID_ARGUMENT,
