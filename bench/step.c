@@ -89,17 +89,21 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         const char *what, *tag;
     } forms[] = {
         {"each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x)", "f32x"},
-        {"the attention output quantized by a dispatch of its own", "attn-quantize"},
-        {"the gated activation quantized by a dispatch of its own", "glu-quantize"},
+        {"the attention output written as Q8_1 by hk_sdpa_blk", "attn-q8_1"},
+        {"the dense gated activation written as Q8_1 by its GLU", "glu-q8_1"},
+        {"the experts' gated activation quantized by a dispatch of its own", "moe-glu-quantize"},
         {"the q and k norms as dispatches of their own", "qk-norm"},
     };
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
         run_graph_free(&s, &g);
         s.quantize_in_matvec = f == 0;
-        s.attn_quantizer_apart = f == 1;
-        s.glu_quantizer_apart = f == 2;
-        s.qk_norm_apart = f == 3;
-        if (f == 3 && !m.layers[0].q_norm.present)
+        s.attn_q8_1_out = f == 1;
+        s.dense_glu_q8_1_out = f == 2;
+        s.moe_glu_quantizer_apart = f == 3;
+        s.qk_norm_apart = f == 4;
+        if ((f == 2 && m.hp.n_expert) || (f == 3 && !m.hp.n_expert))
+            continue; /* no dense (experts') GLU in this shape */
+        if (f == 4 && !m.layers[0].q_norm.present)
             continue; /* no q and k norms in this shape */
         if (run_graph_build(&s, &g, 1, 1, RUN_TAIL_ARGMAX) != 0 || time_step(&s, &g, ms, &median) != 0)
             goto done;

@@ -455,8 +455,8 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     hk_sdpa_desc sd = sdpa_desc(s, m);
     const run_weight *wo = &l->wo;
     int own_quant = in_matvec(s, m, &wo, 1);
-    /* a token's output straight into the O projection's Q8_1 input (flash-decoding writes it) */
-    int q8_1_out = !own_quant && !s->attn_quantizer_apart && fused(s, wo, m) && hp->head_dim % 32 == 0;
+    /* the comparison form: a token's output straight into the O projection's Q8_1 input */
+    int q8_1_out = !own_quant && s->attn_q8_1_out && fused(s, wo, m) && hp->head_dim % 32 == 0;
     if (q8_1_out)
         sd.out_type = HK_TYPE_Q8_1;
     LAYER_CALL(hk_sdpa_blk(c, st, &sd, s->q, s->k_cache[il], s->v_cache[il], q8_1_out ? s->xq : s->attn,
@@ -479,8 +479,8 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     uint32_t e = hp->n_embd, f = hp->n_ff;
     const run_weight *gate = &l->gate, *down = &l->down;
     int own_norm = l->up.type == l->gate.type && in_matvec(s, m, &gate, 1);
-    /* a token's gate and up writing the down projection's Q8_1 input themselves */
-    int glu_q8 = !own_norm && !s->glu_quantizer_apart && fused(s, gate, m) && l->up.type == l->gate.type &&
+    /* the comparison form: a token's gate and up writing the down projection's Q8_1 input */
+    int glu_q8 = !own_norm && s->dense_glu_q8_1_out && fused(s, gate, m) && l->up.type == l->gate.type &&
                  fused(s, down, m) && f % 32 == 0 && !in_matvec(s, m, &down, 1);
     if (own_norm)
         LAYER_CALL(matvec_f32x(s, st, &gate, 1, s->x, &l->ffn_norm, HK_MATVEC_GLU_SILU, l->up.view, s->ff_a));
@@ -533,7 +533,7 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     } else if (m == 1) {
         hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
         /* the experts' gate and up writing the down projection's Q8_1 input themselves */
-        int glu_q8 = !s->glu_quantizer_apart && l->up_exps.type == l->gate_exps.type && f % 32 == 0;
+        int glu_q8 = !s->moe_glu_quantizer_apart && l->up_exps.type == l->gate_exps.type && f % 32 == 0;
         if (glu_q8)
             LAYER_CALL(hk_moe_matvec_int8_glu_q8_1(c, st, l->gate_exps.type, l->gate_exps.view, l->up_exps.view,
                                                    s->xq, s->expert_ids, s->ff_q, &up, HK_GLU_SILU));

@@ -43,10 +43,15 @@ typedef struct run_state {
     int quantize_in_matvec; /* a token's RMSNorm / Q8_1 quantization inside each matvec that reads it
                              * (hk_matvec_int8_f32x), not a dispatch of its own: for comparisons (it
                              * costs more than the dispatch it saves: docs/perf.md) */
-    int attn_quantizer_apart; /* a token's attention output quantized by hk_quantize_q8_1, not written
-                               * as Q8_1 by hk_sdpa_blk itself: for comparisons */
-    int glu_quantizer_apart;  /* a token's gated activation quantized by hk_quantize_q8_1, not written as
-                               * Q8_1 by its GLU (hk_matvec_int8_glu_q8_1 and the MoE's): for comparisons */
+    int attn_q8_1_out; /* hk_sdpa_blk writes a token's attention output as the O projection's Q8_1
+                        * input itself (out_type Q8_1), not f32 for hk_quantize_q8_1: for
+                        * comparisons (slower on the H200: docs/perf.md) */
+    int dense_glu_q8_1_out; /* a token's dense gate and up write the down projection's Q8_1 input
+                             * themselves (hk_matvec_int8_glu_q8_1), not f32 for hk_quantize_q8_1:
+                             * for comparisons (slower on the H200: docs/perf.md) */
+    int moe_glu_quantizer_apart; /* a token's experts' gated activation quantized by
+                                  * hk_quantize_q8_1, not written as Q8_1 by
+                                  * hk_moe_matvec_int8_glu_q8_1: for comparisons */
     int qk_norm_apart;        /* Qwen3's q and k norms as hk_rmsnorm dispatches, not inside hk_rope: for
                                * comparisons */
     hk_kv_layout kv;
