@@ -436,21 +436,34 @@ void main()
                 acc[r * NCL * CV + j] *= alpha;
         }
         // a key a row does not see (past its causal limit, or a re-read past the split) must not
-        // reach its acc even with weight 0: 0 x NaN is NaN. Batches of keys every row sees skip
-        // the test.
-        bool seen = first + HK_KB <= lmin;
-        for (uint b = 0; b < HK_KB; b++)
-            for (uint i = 0; i < NCL; i++) {
-                vec4 x[CV];
-                float d = unpack(vr[b * NCL + i], x);
-                for (uint r = 0; r < HK_R; r++) {
-                    if (!seen && first + b >= lim[r])
-                        continue;
-                    float p = s[b * HK_R + r] * d;
-                    for (uint u = 0; u < CV; u++)
-                        acc[(r * NCL + i) * CV + u] += p * x[u];
+        // reach its acc even with weight 0: 0 x NaN is NaN. Batches of keys every row sees (all
+        // but a split's last) run a copy of the loop without the test, whose branches would
+        // keep the compiler from interleaving the products.
+        if (first + HK_KB <= lmin) {
+            for (uint b = 0; b < HK_KB; b++)
+                for (uint i = 0; i < NCL; i++) {
+                    vec4 x[CV];
+                    float d = unpack(vr[b * NCL + i], x);
+                    for (uint r = 0; r < HK_R; r++) {
+                        float p = s[b * HK_R + r] * d;
+                        for (uint u = 0; u < CV; u++)
+                            acc[(r * NCL + i) * CV + u] += p * x[u];
+                    }
                 }
-            }
+        } else {
+            for (uint b = 0; b < HK_KB; b++)
+                for (uint i = 0; i < NCL; i++) {
+                    vec4 x[CV];
+                    float d = unpack(vr[b * NCL + i], x);
+                    for (uint r = 0; r < HK_R; r++) {
+                        if (first + b >= lim[r])
+                            continue;
+                        float p = s[b * HK_R + r] * d;
+                        for (uint u = 0; u < CV; u++)
+                            acc[(r * NCL + i) * CV + u] += p * x[u];
+                    }
+                }
+        }
     }
 
     // merge the key groups: the workgroup's max and sum per row, every key group's acc rescaled
