@@ -75,7 +75,7 @@ HK_PUSH_BEGIN
     uint capacity;
     uint n_splits;    // fixed at record time (from kv.capacity), whatever the count
     uint split_align; // a split's keys are a multiple of this (but the last)
-    uint split_min;   // keys a split takes at least, where the count has them: a multiple of split_align
+    uint split_min;   // keys a split may be raised to, where that keeps the active splits within SB
     uint n_chunks;    // row chunks per kv head
     uint k_row, k_head, v_row, v_head; // byte strides (0 where unused)
     float scale_log2; // scale * log2(e)
@@ -92,13 +92,18 @@ uint hk_seq_k()
     return clamp(s, lo, pc.capacity);
 }
 
-// Keys per split: the count shared over the splits, rounded up to split_align, and at least
-// split_min, so that a short count wakes few splits and the combine reads few partials. Splits
-// from ceil(seq_k / chunk) on hold no keys; every workgroup agrees on this.
+// Splits whose partials the combine reads with one batch of loads.
+const uint SB = 16u;
+
+// Keys per split: the count shared over the splits, raised toward split_min only as far as keeps
+// the splits that hold keys within one combine batch (SB), then rounded up to split_align. A short
+// count so wakes few splits, each running few key batches. Splits from ceil(seq_k / chunk) on hold
+// no keys; every workgroup agrees on this.
 uint hk_chunk(uint seq_k)
 {
-    uint per = (seq_k + pc.n_splits - 1u) / pc.n_splits;
-    return max((per + pc.split_align - 1u) / pc.split_align * pc.split_align, pc.split_min);
+    uint per = (seq_k + pc.n_splits - 1u) / pc.n_splits, few = (seq_k + SB - 1u) / SB;
+    uint keys = max(per, min(few, pc.split_min));
+    return (keys + pc.split_align - 1u) / pc.split_align * pc.split_align;
 }
 
 // Workspace: acc [rows][splits][d], (max, sum) [rows][splits][2] (rows = n_q * n_heads), then
@@ -162,7 +167,6 @@ void write_q8_1()
 // Combines the partials of splits 0 .. n_active-1 into the output rows of this workgroup: an
 // invocation per (row, 4 columns), its splits in batches of SB (the loads of a batch issued
 // together: the last workgroup's combine is the tail of the call, a few L2 round trips).
-const uint SB = 16u;
 void combine(uint n_active)
 {
     for (uint e = gl_LocalInvocationID.x; e < HK_R * (HK_D / 4u); e += WG) {

@@ -215,9 +215,9 @@ _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capaci
  * once (8 kv heads x 32 splits of 64 keys); fewer splits keep the combine (one workgroup reading
  * every split's partial) short. A CPU device runs a few at a time. */
 #define SDPA_GPU_SPLITS_PER_KV_HEAD 32u
-/* Keys a split takes at least where the count has them: a short count (a decode step early in a
- * long cache) wakes fewer splits, so the combine waits on fewer partials; a count of capacity
- * keeps every split. */
+/* Keys a split may be raised to where that keeps the splits holding keys within one batch of the
+ * combine's loads: a short count (a decode step early in a long cache) then wakes fewer splits
+ * while each runs at most two key batches; a count of capacity keeps every split. */
 #define SDPA_SPLIT_KEYS 128u
 #define SDPA_GPU_GROUPS_MIN 128u
 #define SDPA_GPU_GROUPS_MAX 256u
@@ -232,7 +232,7 @@ typedef struct sdpa_plan {
     uint32_t chunks; /* row chunks per kv head */
     uint32_t splits;
     uint32_t align;  /* keys per workgroup batch: a split's keys are a multiple of it */
-    uint32_t split_min; /* keys a split takes at least (a multiple of align, at most a split's most) */
+    uint32_t split_min; /* keys a split may be raised to (a multiple of align, at most a split's most) */
     int single;      /* the last split combines (one dispatch) */
     int shuffle;     /* the shader variant with subgroup shuffles */
     uint32_t target; /* workgroups the split count aimed for */
