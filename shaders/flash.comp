@@ -299,14 +299,21 @@ OCT finite_v(OCT v, uint key, uint c8)
 }
 #endif
 
-void store_tile(uint j)
+// seen: the keys every row of the workgroup sees. Only a tile holding a key past it needs V
+// checked: a non-finite value of a key every row sees reaches every row through P V as it should.
+void store_tile(uint j, uint seen)
 {
+    bool check = (j + 1u) * BKV > seen;
     [[unroll]] for (uint i = 0; i < KV_PER; i++) {
         uint e = gl_LocalInvocationIndex + i * WG;
         if (e < KV8) {
             uint at = ((e / (D / 8)) * STR8 + e % (D / 8)) * OCTW;
             HK_PUT8(K_BASE + at, kreg[i]);
-            HK_PUT8(V_BASE + at, finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u));
+            if (check) {
+                HK_PUT8(V_BASE + at, finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u));
+            } else {
+                HK_PUT8(V_BASE + at, vreg[i]);
+            }
         }
     }
 }
@@ -420,7 +427,7 @@ void main()
     uint urow0 = r0 + u * UR;
     uint row = min(urow0 + r, n_rows - 1u);
     uint lim = row_lim(row, sk);
-    uint kend = row_lim(min(r0 + BR - 1u, n_rows - 1u), sk);
+    uint kend = row_lim(min(r0 + BR - 1u, n_rows - 1u), sk), seen = row_lim(r0, sk);
     uint j0 = split * pc.split_tiles;
     uint j1 = min(j0 + pc.split_tiles, (kend + BKV - 1u) / BKV);
 #ifdef HK_UNIT_SUBGROUP
@@ -473,7 +480,7 @@ void main()
         oreg[i] = vec4(0.0);
 #endif
     barrier(); // vbad set before any store_tile
-    store_tile(j0);
+    store_tile(j0, seen);
     barrier(); // Q and the first tile staged
 
     // finite start: 2^(m_old - m) is 0, not NaN, when the first keys arrive
@@ -564,7 +571,7 @@ void main()
             barrier(); // every unit is done with tile j
             if (PREFETCH == 0u)
                 load_tile(kvh, j + 1u, sk);
-            store_tile(j + 1u);
+            store_tile(j + 1u, seen);
             barrier(); // tile j + 1 staged
         }
     }
