@@ -308,12 +308,10 @@ void store_tile(uint j, uint seen)
         uint e = gl_LocalInvocationIndex + i * WG;
         if (e < KV8) {
             uint at = ((e / (D / 8)) * STR8 + e % (D / 8)) * OCTW;
+            // one finite_v per oct: the twin's HK_PUT8 reads its argument twice
+            OCT v = check ? finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u) : vreg[i];
             HK_PUT8(K_BASE + at, kreg[i]);
-            if (check) {
-                HK_PUT8(V_BASE + at, finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u));
-            } else {
-                HK_PUT8(V_BASE + at, vreg[i]);
-            }
+            HK_PUT8(V_BASE + at, v);
         }
     }
 }
