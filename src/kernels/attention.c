@@ -379,7 +379,7 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_WG", SDPA_WG, 32, 1024, 1, &wg);
     if (st == HK_OK)
-        st = hk__env_u32(fn, "HK_SDPA_ROWS", SDPA_MAX_ROWS, 1, SDPA_MAX_ROWS, 1, &max_rows);
+        st = hk__env_u32(fn, "HK_SDPA_ROWS", 0, 1, SDPA_MAX_ROWS, 1, &max_rows);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_KB", 0, 1, 16, 1, &kb);
     if (st == HK_OK)
@@ -407,10 +407,14 @@ planned:
     uint64_t rows_per_kv = (uint64_t)desc->n_q * group;
     uint32_t ncl = (nc + p->lpk - 1) / p->lpk;
     /* q and the accumulators of a lane's chunks stay in registers: at most 64 floats each
-     * (rows x chunks per lane x values per chunk), e.g. 8 rows of a 128-wide f16 row over 16
-     * lanes, 4 rows of a 256-wide one (larger arrays also take lavapipe's compiler minutes) */
-    uint32_t rows = 1, lane_values = ncl * chunk_values(desc->kv.type);
-    while (rows < max_rows && rows < rows_per_kv && 2 * rows * lane_values <= 64)
+     * (rows x chunks per lane x values per chunk; larger arrays also take lavapipe's compiler
+     * minutes). Unless a hook or the tuner asks for more rows, 32: at 64 the batch's loads no
+     * longer fit beside them in NVIDIA's 255 registers a lane (docs/perf.md), e.g. 4 rows of a
+     * 128-wide f16 row over 16 lanes, 2 of a 256-wide one. */
+    uint32_t rows = 1, lane_values = ncl * chunk_values(desc->kv.type), lane_floats = max_rows ? 64 : 32;
+    if (!max_rows)
+        max_rows = SDPA_MAX_ROWS;
+    while (rows < max_rows && rows < rows_per_kv && 2 * rows * lane_values <= lane_floats)
         rows *= 2;
     /* the batch's loads and scores stay in registers: about 32 (key, row, chunk) triples */
     if (!kb) {
