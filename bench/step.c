@@ -14,11 +14,7 @@
 #define CAPACITY 4096u
 #define POSITION 512u
 #define REPLAYS 128u
-#define WARMUP 16u
-/* GPU clocks fall while the host uploads a model or builds a graph: the untimed replays go on
- * until the device has been busy this long (at most WARMUP_MAX of them; WARMUP without timestamps) */
-#define WARM_MS 150.0
-#define WARMUP_MAX 4096u
+#define WARMUP 16u /* replays at least, before timing (run_graph_warm) */
 #define PROFILE_REPLAYS 32u
 
 /* llama.cpp-vk b11669 on the H200, all layers on the GPU (tg128), where the project has it */
@@ -42,13 +38,8 @@ static int cmp_double(const void *a, const void *b)
 static int time_step(run_state *s, run_graph *g, double *ms, double *median)
 {
     uint32_t token = 1;
-    double busy = 0;
-    for (uint32_t i = 0; i < WARMUP || (busy > 0 && busy < WARM_MS && i < WARMUP_MAX); i++) {
-        double t;
-        if (run_graph_exec(s, g, &token, POSITION, &t) != 0)
-            return -1;
-        busy += t;
-    }
+    if (run_graph_warm(s, g, &token, POSITION, WARMUP) != 0)
+        return -1;
     for (uint32_t i = 0; i < REPLAYS; i++)
         if (run_graph_exec(s, g, &token, POSITION, &ms[i]) != 0)
             return -1;

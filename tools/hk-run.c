@@ -507,19 +507,21 @@ static int run_bench(engine *e)
     }
     for (uint32_t i = 0; i < BENCH_PROMPT; i++)
         tokens[i] = (uint32_t)(next_random(&e->rng) % n_vocab);
-    /* a warm-up run of each, then the repetitions */
-    for (uint32_t r = 0; r <= o->reps; r++) {
+    /* a warm-up of each, then the repetitions */
+    if (run_graph_warm(&e->state, &e->prefill[0], tokens, 0, 1) != 0)
+        goto done;
+    for (uint32_t r = 0; r < o->reps; r++) {
         double gpu, t0 = now_ms();
         if (run_graph_exec(&e->state, &e->prefill[0], tokens, 0, &gpu) != 0)
             goto done;
-        if (r) {
-            pp[r - 1] = now_ms() - t0;
-            pp_gpu[r - 1] = gpu;
-        }
+        pp[r] = now_ms() - t0;
+        pp_gpu[r] = gpu;
     }
     /* generation as llama-bench runs it: from an empty cache, greedy, chained where --chain */
     run_graph *g = e->chain.steps ? &e->chain : &e->decode;
-    for (uint32_t r = 0; r <= o->reps; r++) {
+    if (run_graph_warm(&e->state, g, tokens, 0, 1) != 0)
+        goto done;
+    for (uint32_t r = 0; r < o->reps; r++) {
         uint32_t token = tokens[0];
         double gpu_sum = 0, t0 = now_ms();
         for (uint32_t i = 0; i < BENCH_GENERATE; i += g->steps) {
@@ -529,10 +531,8 @@ static int run_bench(engine *e)
             gpu_sum += gpu;
             token = g->steps > 1 ? run_chain_tokens(&e->state)[g->steps - 1] : run_next_token(&e->state);
         }
-        if (r) {
-            tg[r - 1] = now_ms() - t0;
-            tg_gpu[r - 1] = gpu_sum;
-        }
+        tg[r] = now_ms() - t0;
+        tg_gpu[r] = gpu_sum;
     }
     double pp_ms = median(pp, o->reps), pp_gpu_ms = median(pp_gpu, o->reps);
     double tg_ms = median(tg, o->reps), tg_gpu_ms = median(tg_gpu, o->reps);

@@ -706,6 +706,18 @@ int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t 
     return 0;
 }
 
+int run_graph_warm(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, uint32_t at_least)
+{
+    double busy = 0;
+    for (uint32_t i = 0; i < at_least || (busy > 0 && busy < RUN_WARM_MS && i < RUN_WARM_MAX); i++) {
+        double t;
+        if (run_graph_exec(s, g, tokens, first, &t) != 0)
+            return -1;
+        busy += t;
+    }
+    return 0;
+}
+
 void run_graph_free(run_state *s, run_graph *g)
 {
     hk_stream_destroy(g->stream);

@@ -107,6 +107,12 @@ int run_graph_build(run_state *s, run_graph *g, uint32_t m, uint32_t steps, run_
 /* Runs the graph once and waits: a batch for tokens[0 .. m) at positions first .., a chain from
  * tokens[0] at position first. gpu_ms, if not NULL, gets the GPU time of the whole graph. */
 int run_graph_exec(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, double *gpu_ms);
+/* GPU clocks fall while the host uploads a model or builds a graph: runs the graph as
+ * run_graph_exec does, at least at_least times and until the device has been busy RUN_WARM_MS
+ * (at most RUN_WARM_MAX runs; at_least where the device has no timestamps), before timing it. */
+#define RUN_WARM_MS 150.0
+#define RUN_WARM_MAX 4096u
+int run_graph_warm(run_state *s, run_graph *g, const uint32_t *tokens, uint32_t first, uint32_t at_least);
 void run_graph_free(run_state *s, run_graph *g);
 
 /* The outputs after run_graph_exec: a batch's or single step's greedy pick, a chain's picks
