@@ -92,6 +92,7 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         {"the dense gated activation written as Q8_1 by its GLU", "glu-q8_1"},
         {"the experts' gated activation quantized by a dispatch of its own", "moe-glu-quantize"},
         {"the q and k norms as dispatches of their own", "qk-norm"},
+        {"the experts' GLU ranking its experts from the logits, the routing beside it", "moe-glu-ranked"},
     };
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
         run_graph_free(&s, &g);
@@ -100,7 +101,8 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         s.dense_glu_q8_1_out = f == 2;
         s.moe_glu_quantizer_apart = f == 3;
         s.qk_norm_apart = f == 4;
-        if ((f == 2 && m.hp.n_expert) || (f == 3 && !m.hp.n_expert))
+        s.moe_glu_ranked = f == 5;
+        if ((f == 2 && m.hp.n_expert) || ((f == 3 || f == 5) && !m.hp.n_expert))
             continue; /* no dense (experts') GLU in this shape */
         if (f == 4 && !m.layers[0].q_norm.present)
             continue; /* no q and k norms in this shape */

@@ -357,7 +357,8 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
  * hk_matvec_int8_glu, hk_matvec_int8_glu_q8_1, hk_matvec_int8_multi, hk_matvec_int8_f32x,
- * hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu, hk_moe_matvec_int8_glu_q8_1,
+ * hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu, hk_moe_matvec_int8_glu_q8_1 (with
+ * hk_moe_matvec_int8_glu_q8_1_ranked),
  * hk_moe_matvec_int8_combine,
  * hk_moe_route, hk_moe_combine, hk_get_rows, hk_gemv_f32 (with hk_gemv_f32_tokens), hk_rmsnorm,
  * hk_rmsnorm_q8_1, hk_quantize_q8_1, hk_copy, hk_sdpa_blk, hk_rope, hk_mmq, hk_moe_expert_rows,
@@ -840,6 +841,21 @@ HK_API hk_status hk_moe_matvec_int8_glu(hk_context *context, hk_stream *stream, 
 HK_API hk_status hk_moe_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
                                              hk_view w_up, hk_view xq, hk_view ids, hk_view yq,
                                              const hk_moe_shape *shape, hk_glu_mode mode);
+
+/* hk_moe_matvec_int8_glu_q8_1 with each slot's expert ranked from the router's logits inside the
+ * kernel, instead of read from ids: slot t * top_k + j takes the j-th expert of token t in
+ * hk_moe_route's order (larger logit first, ties to the lower index, NaN never chosen; a slot past
+ * the logits that are numbers gets none, so all-zero blocks). So yq is bit-identical to
+ * hk_moe_route(logits, ids, ...) followed by hk_moe_matvec_int8_glu_q8_1(..., ids, ...), and
+ * hk_moe_route, which the weighted combine still needs, can run beside this call instead of
+ * before it: both only read the logits, so the stream puts no barrier between them. logits f32
+ * [slots / top_k, n_experts], 4-byte aligned; top_k 1..min(n_experts, 64) dividing slots, else
+ * HK_ERROR_INVALID_ARGUMENT; n_experts at most 64 x the subgroup size, else HK_ERROR_UNSUPPORTED;
+ * the rest as hk_moe_matvec_int8_glu_q8_1. */
+HK_API hk_status hk_moe_matvec_int8_glu_q8_1_ranked(hk_context *context, hk_stream *stream, hk_type wtype,
+                                                    hk_view w_gate, hk_view w_up, hk_view xq, hk_view logits,
+                                                    hk_view yq, const hk_moe_shape *shape, uint32_t top_k,
+                                                    hk_glu_mode mode);
 
 /* A MoE layer's down projection with the weighted combine and the residual in one dispatch instead
  * of two: for each token t < slots / top_k and row r < n, y[t, r] = sum over j < top_k of

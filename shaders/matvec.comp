@@ -50,6 +50,10 @@
 //                 in shared memory, then one invocation quantizes them (q8_1.glsl, so the blocks
 //                 hk_quantize_q8_1 makes of the f32 outputs). The host keeps rows (the MoE's n) a
 //                 multiple of 32.
+//   HK_MOE_RANK   (the MoE GLU with HK_OUT_Q8_1) binding 3 holds the router's logits [tokens,
+//                 n_experts] instead of the ids: each subgroup ranks its slot's expert itself
+//                 (route.glsl's rounds, so the ids hk_moe_route writes; slot t * top_k + j takes
+//                 round j's expert of token t), so the routing need not run before it.
 //   HK_XF32       (dense HK_INT8, one token, x resident) x is f32 at binding 1: each workgroup
 //                 quantizes it into its shared memory (q8_1.glsl's rules, so the blocks
 //                 hk_quantize_q8_1 writes), RMSNorm'ed first where pc.norm (the weight at binding
@@ -69,6 +73,9 @@
 #endif
 #if defined(HK_MOE_COMBINE) && (!defined(HK_MOE) || !defined(HK_INT8) || defined(HK_GLU_SILU) || defined(HK_GLU_GELU))
 #error "HK_MOE_COMBINE is the int8 MoE gather's, without the GLU"
+#endif
+#if defined(HK_MOE_RANK) && (!defined(HK_MOE) || !defined(HK_OUT_Q8_1))
+#error "HK_MOE_RANK is the MoE GLU's with Q8_1 output"
 #endif
 #if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_MULTI)) && defined(HK_MOE)
 #error "the MoE gather takes the GLU epilogue only"
@@ -98,7 +105,10 @@ layout(binding = 2) writeonly buffer YQ { uint yq[]; };
 // the outputs of the workgroup's current block
 shared float hk_out_sh[32];
 #endif
-#ifdef HK_MOE
+#if defined(HK_MOE_RANK)
+layout(binding = 3) readonly buffer Logits { float logits[]; };
+#include "route.glsl"
+#elif defined(HK_MOE)
 layout(binding = 3) readonly buffer Ids { uint ids[]; };
 #endif
 #ifdef HK_MATVEC_ADD
@@ -169,6 +179,9 @@ HK_PUSH_BEGIN
 #ifdef HK_MOE_COMBINE
     uint top_k;     // slots per token (pc.rows: tokens * n, the output's rows)
     uint has_residual;
+#endif
+#ifdef HK_MOE_RANK
+    uint top_k;     // slots per token
 #endif
 HK_PUSH_END
 
@@ -558,10 +571,45 @@ void hk_rows_items(uint items)
 // HK_GROUP_ROWS, so a group's rows belong to one slot): row0 its first weight row. An id out of
 // range reads no weights: the group's outputs are 0 (GLU: act(0) * 0, which is +0 in both modes),
 // written here, and false returned.
+#ifdef HK_MOE_RANK
+// The expert of a slot (uniform in the subgroup): round slot % top_k of its token's ranking, the
+// rounds as route.comp runs them (lane i offers experts i, i + subgroup, ...), the logits re-read
+// from the cache in each round.
+uint hk_slot_expert(uint slot)
+{
+    uint token = slot / pc.top_k, rounds = slot % pc.top_k + 1u, lane = gl_SubgroupInvocationID;
+    uint lb = pc.view_offset[3] / 4u + token * pc.n_experts;
+    uvec2 taken = uvec2(0u); // bit j: expert lane + j * subgroup is chosen
+    uint win = HK_NONE;
+    for (uint r = 0; r < rounds; r++) {
+        float bv = -1.0 / 0.0;
+        uint bi = HK_NONE;
+        for (uint i = lane, j = 0u; i < pc.n_experts; i += gl_SubgroupSize, j++) {
+            float v = logits[lb + i];
+            if ((taken[j >> 5] & (1u << (j & 31u))) == 0u && hk_before(v, i, bv, bi)) {
+                bv = v;
+                bi = i;
+            }
+        }
+        float best;
+        win = hk_route_round(bv, bi, best);
+        if (win != HK_NONE && win % gl_SubgroupSize == lane) {
+            uint j = win / gl_SubgroupSize;
+            taken[j >> 5] |= 1u << (j & 31u);
+        }
+    }
+    return win;
+}
+#endif
+
 bool hk_moe_group(uint first, uint x0, out uint row0)
 {
     uint slot = first / pc.n;
+#ifdef HK_MOE_RANK
+    uint expert = hk_slot_expert(slot);
+#else
     uint expert = ids[pc.view_offset[3] / 4u + slot];
+#endif
     x_base = x0 + slot * pc.x_stride;
     row0 = expert * pc.n + (first - slot * pc.n);
     if (expert < pc.n_experts)

@@ -24,12 +24,9 @@ HK_PUSH_BEGIN
 HK_PUSH_END
 
 #define HK_MAX_TOP_K 64u
-#define HK_NONE 0xFFFFFFFFu
+#include "route.glsl"
 shared float chosen_w[HK_MAX_TOP_K]; // written and read by the first lane only
 shared float lg[HK_ROUTE_STAGE];      // lg[i] written and read by lane i % WG only
-
-// (va, ia) ranks before (vb, ib): larger logit, then lower index; NaN never ranks
-bool hk_before(float va, uint ia, float vb, uint ib) { return va > vb || (va == vb && ia < ib); }
 
 void main()
 {
@@ -67,8 +64,8 @@ void main()
                 bi = i;
             }
         }
-        float best = subgroupMax(bi == HK_NONE ? neg_inf : bv);
-        uint win = subgroupMin(bi != HK_NONE && bv == best ? bi : HK_NONE);
+        float best;
+        uint win = hk_route_round(bv, bi, best);
         if (win != HK_NONE && win % WG == lane) {
             uint j = win / WG;
             taken[j >> 5] |= 1u << (j & 31u);

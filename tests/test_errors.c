@@ -865,6 +865,37 @@ static void test_glu_q8(hk_buffer *aligned)
            hk_moe_matvec_int8_glu_q8_1(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xq, ids, (hk_view){y, Y_FLOATS * 4 - 32},
                                        &shape, HK_GLU_SILU),
            HK_ERROR_INVALID_ARGUMENT, "yq needs 36 bytes at offset");
+    /* the ranking form: its top_k, its experts' limit and the logits' view (ids' place) */
+#define RANKED(wq_, logits, yq, sh, top_k) \
+    hk_moe_matvec_int8_glu_q8_1_ranked(ctx, NULL, HK_TYPE_Q8_0, wq_, wq_, xq, logits, yq, sh, top_k, HK_GLU_SILU)
+    hk_check_status("valid moe_matvec_int8_glu_q8_1_ranked", RANKED(wv, ids, yv, &shape, 1), HK_OK, NULL);
+    EXPECT("ranked top_k 0", RANKED(wv, ids, yv, &shape, 0), HK_ERROR_INVALID_ARGUMENT,
+           "hk_moe_matvec_int8_glu_q8_1_ranked: top_k=0 must be 1..min(n_experts=1, 64) and divide slots=1");
+    EXPECT("ranked top_k over n_experts", RANKED(wv, ids, yv, &((hk_moe_shape){1, 32, 32, 2, 0}), 2),
+           HK_ERROR_INVALID_ARGUMENT, "top_k=2 must be 1..min(n_experts=1, 64)");
+    EXPECT("ranked top_k not dividing slots", RANKED(wv, ids, yv, &((hk_moe_shape){4, 32, 32, 3, 0}), 2),
+           HK_ERROR_INVALID_ARGUMENT, "and divide slots=3");
+    EXPECT("ranked top_k over 64", RANKED(wv, ids, yv, &((hk_moe_shape){128, 32, 32, 65, 0}), 65),
+           HK_ERROR_INVALID_ARGUMENT, "top_k=65 must be 1..min(n_experts=128, 64)");
+    hk_caps caps;
+    hk_context_caps(ctx, &caps);
+    char many[96];
+    snprintf(many, sizeof many, "n_experts=%u is over 64 x the subgroup size %u", 64 * caps.subgroup_size + 1,
+             caps.subgroup_size);
+    EXPECT("ranked more experts than the lanes mark", RANKED(wv, ids, yv,
+           &((hk_moe_shape){64 * caps.subgroup_size + 1, 32, 32, 1, 0}), 1), HK_ERROR_UNSUPPORTED, many);
+    EXPECT("ranked n off the block", RANKED(wv, ids, yv, &((hk_moe_shape){2, 16, 32, 1, 0}), 1),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_glu_q8_1_ranked: n=16 is not a multiple of 32");
+    EXPECT("ranked null shape", RANKED(wv, ids, yv, NULL, 1), HK_ERROR_INVALID_ARGUMENT,
+           "hk_moe_matvec_int8_glu_q8_1_ranked: shape is NULL");
+    EXPECT("ranked logits past the end", RANKED(wv, ((hk_view){aligned, 4096}), yv, &shape, 1),
+           HK_ERROR_INVALID_ARGUMENT, "logits needs 4 bytes at offset 4096");
+    EXPECT("ranked logits misaligned", RANKED(wv, ((hk_view){aligned, 2050}), yv, &shape, 1),
+           HK_ERROR_INVALID_ARGUMENT, "logits.offset=2050 is not a multiple of 4");
+    EXPECT("ranked mode", hk_moe_matvec_int8_glu_q8_1_ranked(ctx, NULL, HK_TYPE_Q8_0, wv, wv, xq, ids, yv, &shape, 1,
+                                                             (hk_glu_mode)2),
+           HK_ERROR_INVALID_ARGUMENT, "hk_moe_matvec_int8_glu_q8_1_ranked: mode=2 is not an hk_glu_mode");
+#undef RANKED
     hk_buffer_destroy(wq);
 }
 

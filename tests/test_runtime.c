@@ -1468,7 +1468,7 @@ static void finish_side_context(hk_context *c, const char *label)
 }
 
 /* hk_context_prepare of the GLUs' own entry points alone (hk_moe_matvec_int8_glu and the Q8_1-output
- * ones) builds what they then record at each rows per subgroup class (dense rows and the MoE's slots
+ * ones, the MoE's with its ranking form) builds what they then record at each rows per subgroup class (dense rows and the MoE's slots
  * x n: 2 slots of 1 row below 4096, of 2 from 4096, 4 for Q6_K from 16384), every type and both
  * modes: a call afterwards builds nothing. */
 static void prepare_glus(void)
@@ -1494,7 +1494,9 @@ static void prepare_glus(void)
                     refused += hk_moe_matvec_int8_glu_q8_1(c, s, types[t], w, w, xq, ids, y, &shape, mode) != HK_OK;
                     refused += hk_matvec_int8_glu_q8_1(c, s, types[t], w, w, xq, y, shapes[i][0] * shapes[i][1], 256,
                                                        mode) != HK_OK;
-                    calls += 3;
+                    refused += hk_moe_matvec_int8_glu_q8_1_ranked(c, s, types[t], w, w, xq, ids, y, &shape, 1,
+                                                                  mode) != HK_OK;
+                    calls += 4;
                     hk_stream_reset(s);
                 }
         hk_stream_destroy(s);

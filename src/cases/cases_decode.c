@@ -989,12 +989,40 @@ static hk_status unfused_moe_glu(hk_context *ctx, hk_type type, const void *w, c
     return st;
 }
 
-/* glu: 0 the plain gather, 1 hk_moe_matvec_int8_glu, 2 hk_moe_matvec_int8_glu_q8_1 */
+/* The router's logits of routings x tokens rows of n_experts (hk_moe_matvec_int8_glu_q8_1_ranked's
+ * input) and the ids hk_ref_moe_route ranks from them: on a coarse grid with pairs of equal logits
+ * (ties), and from the second token NaN, -inf and a dominant expert; a third token has only two
+ * numbers, so its later slots get no expert. weights: scratch of tokens x top_k. */
+static void ranked_logits(hk_rng *rng, uint32_t routings, uint32_t tokens, uint32_t n_experts, uint32_t top_k,
+                          float *logits, uint32_t *ids, float *weights)
+{
+    size_t n = (size_t)tokens * n_experts;
+    for (uint32_t r = 0; r < routings; r++) {
+        float *l = logits + r * n;
+        for (size_t i = 0; i < n; i++)
+            l[i] = (float)(hk_rng_next(rng) % 4000) / 1000.0f - 2.0f;
+        for (size_t i = 0; i + 1 < n; i += 2)
+            l[i + 1] = l[i];
+        if (tokens > 1 && n_experts >= 3) {
+            l[n_experts + 0] = NAN;
+            l[n_experts + 1] = -INFINITY;
+            l[n_experts + 2] = 50.0f;
+        }
+        if (tokens > 2 && top_k > 2)
+            for (uint32_t i = 2; i < n_experts; i++)
+                l[2 * n_experts + i] = NAN;
+        hk_ref_moe_route(l, tokens, n_experts, top_k, 0, ids + (size_t)r * tokens * top_k, weights);
+    }
+}
+
+/* glu: 0 the plain gather, 1 hk_moe_matvec_int8_glu, 2 hk_moe_matvec_int8_glu_q8_1, 3
+ * hk_moe_matvec_int8_glu_q8_1_ranked (d[5] top_k) */
 static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int glu)
 {
     hk_type type = run->shape.type;
     uint32_t n_experts = run->shape.d[0], n = run->shape.d[1], k = run->shape.d[2], slots = run->shape.d[3];
-    int per_slot = run->shape.variant, gelu = glu && run->shape.d[4];
+    int per_slot = run->shape.variant, gelu = glu && run->shape.d[4], ranked = glu == 3;
+    uint32_t top_k = ranked ? run->shape.d[5] : 1, tokens = slots / top_k;
     hk_rng rng = {seed};
     uint64_t expert_bytes = hk_ref_row_bytes((int)type, k) * n, xs = per_slot ? slots : 1;
     uint32_t routings = run->ref_mode == HK_REF_ALL ? 1 : MOE_ROUTINGS;
@@ -1010,7 +1038,9 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
     float *x = activations(&rng, xs * k);
     hk_block_q8_1 *xq = x ? quantized(x, xs * k) : NULL;
     uint32_t *ids = hk_case_alloc((size_t)routings * slots * sizeof *ids);
-    if (!(glu ? fs && w_up : state != NULL) || !w || !x || !xq || !ids) {
+    float *logits = ranked ? hk_case_alloc((size_t)routings * tokens * n_experts * sizeof *logits) : NULL;
+    float *route_w = ranked ? hk_case_alloc((size_t)slots * sizeof *route_w) : NULL;
+    if (!(glu ? fs && w_up : state != NULL) || !w || !x || !xq || !ids || (ranked && (!logits || !route_w))) {
         free(state);
         free(fs);
         free(w);
@@ -1018,6 +1048,8 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
         free(x);
         free(xq);
         free(ids);
+        free(logits);
+        free(route_w);
         return HK_ERROR_OUT_OF_MEMORY;
     }
     if (glu) {
@@ -1028,8 +1060,9 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
         state->routings = routings;
         run->state = state;
     }
-    /* routing r: distinct experts per token's slots where there are enough experts */
-    for (uint32_t r = 0; r < routings; r++)
+    /* routing r: distinct experts per token's slots where there are enough experts (ranked: the
+     * logits' ranking) */
+    for (uint32_t r = 0; r < routings && !ranked; r++)
         for (uint32_t s = 0; s < slots; s++) {
             uint32_t e, dup, tries = 0;
             do {
@@ -1040,7 +1073,10 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
             } while (dup && ++tries < 100);
             ids[r * slots + s] = e;
         }
-    if (run->ref_mode != HK_REF_NONE && slots > 2) {
+    if (ranked) {
+        ranked_logits(&rng, routings, tokens, n_experts, top_k, logits, ids, route_w);
+        free(route_w);
+    } else if (run->ref_mode != HK_REF_NONE && slots > 2) {
         /* malformed routing from the GPU side must read and write nothing out of bounds, and
          * the same expert may come twice */
         ids[1] = n_experts;
@@ -1054,13 +1090,19 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
         hk_case_tensor_add(run, "xq", HK_CASE_IN, xs * k / 32 * 36, 4, 0, xq);
     else
         hk_case_tensor_add(run, "x", HK_CASE_IN, xs * k * 4, 16, 0, x);
-    hk_case_tensor_add(run, "ids", HK_CASE_IN, (uint64_t)routings * slots * 4, 4, 0, ids);
-    hk_case_tensor_add(run, glu == 2 ? "yq" : "y", HK_CASE_OUT,
-                       glu == 2 ? (uint64_t)slots * n / 32 * 36 : (uint64_t)slots * n * 4, 4, 0, NULL);
+    if (ranked)
+        hk_case_tensor_add(run, "logits", HK_CASE_IN, (uint64_t)routings * tokens * n_experts * 4, 4, 0, logits);
+    else
+        hk_case_tensor_add(run, "ids", HK_CASE_IN, (uint64_t)routings * slots * 4, 4, 0, ids);
+    hk_case_tensor_add(run, glu >= 2 ? "yq" : "y", HK_CASE_OUT,
+                       glu >= 2 ? (uint64_t)slots * n / 32 * 36 : (uint64_t)slots * n * 4, 4, 0, NULL);
     run->bytes = (glu ? 2.0 : 1.0) * slots * expert_bytes + (int8 ? 36.0 * k / 32 : 4.0 * k) * xs +
-                 (glu == 2 ? 1.125 : 4.0) * slots * n + 4.0 * slots;
-    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s%s%s", hk_type_name(type), n_experts, n, k, slots,
-             per_slot ? " per-slot" : "", glu ? (gelu ? " gelu" : " silu") : "", glu == 2 ? " q8_1" : "");
+                 (glu >= 2 ? 1.125 : 4.0) * slots * n + (ranked ? 4.0 * tokens * n_experts : 4.0 * slots);
+    char top[24] = "";
+    if (ranked)
+        snprintf(top, sizeof top, " top%u ranked", top_k);
+    snprintf(run->label, sizeof run->label, "%s E%u %ux%u x%u%s%s%s%s", hk_type_name(type), n_experts, n, k, slots,
+             per_slot ? " per-slot" : "", glu ? (gelu ? " gelu" : " silu") : "", glu >= 2 ? " q8_1" : "", top);
     hk_status st = HK_OK;
     if (run->ref_mode != HK_REF_NONE) {
         run->ref_count = outs;
@@ -1076,7 +1118,7 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
             fs->scale = max_abs(sums, outs) * max_abs(sums + outs, outs);
             st = unfused_moe_glu(run->ctx, type, w, up_bank, xq, ids, &sh, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU,
                                  fs->unfused);
-            fs->q8 = glu == 2;
+            fs->q8 = glu >= 2;
             if (st == HK_OK && fs->q8)
                 st = quantize_on_device(run->ctx, fs->unfused, outs);
         } else if (int8)
@@ -1086,6 +1128,8 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
         free(sums);
     }
     free(int8 ? (void *)x : (void *)xq); /* the other one is the run's */
+    if (ranked)
+        free(ids); /* the logits are the run's */
     return st;
 }
 
@@ -1093,6 +1137,7 @@ static hk_status prepare_moe(hk_case_run *run, uint64_t seed) { return prepare_m
 static hk_status prepare_moe_int8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 0); }
 static hk_status prepare_moe_glu(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 1); }
 static hk_status prepare_moe_glu_q8(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 2); }
+static hk_status prepare_moe_glu_ranked(hk_case_run *run, uint64_t seed) { return prepare_moe_any(run, seed, 1, 3); }
 
 static hk_status record_moe_any(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op, int int8)
 {
@@ -1116,6 +1161,18 @@ static hk_status record_moe_glu_any(const hk_case_run *run, hk_stream *s, const 
     return (q8 ? hk_moe_matvec_int8_glu_q8_1 : hk_moe_matvec_int8_glu)(run->ctx, s, sh->type, v[0], up, v[2], ids,
                                                                        v[4], &shape,
                                                                        sh->d[4] ? HK_GLU_GELU_TANH : HK_GLU_SILU);
+}
+
+static hk_status record_moe_glu_ranked(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    const fused_state *fs = run->state;
+    const hk_case_shape *sh = &run->shape;
+    hk_moe_shape shape = {sh->d[0], sh->d[1], sh->d[2], sh->d[3], sh->variant};
+    hk_view logits = v[3], up = v[1];
+    logits.offset += (uint64_t)(op % fs->routings) * sh->d[3] / sh->d[5] * sh->d[0] * 4;
+    up.offset += hk_ref_row_bytes((int)sh->type, sh->d[2]) * sh->d[1]; /* past the leading expert */
+    return hk_moe_matvec_int8_glu_q8_1_ranked(run->ctx, s, sh->type, v[0], up, v[2], logits, v[4], &shape, sh->d[5],
+                                              sh->d[4] ? HK_GLU_GELU_TANH : HK_GLU_SILU);
 }
 
 static hk_status record_moe_glu(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
@@ -1210,6 +1267,29 @@ const hk_case hk_case_moe_matvec_int8_glu_q8_1 = {
     .compare = compare_fused_q8,
     .tune_family = tune_moe_int8,
     CASE_SHAPES(moe_glu_q8_tests, moe_glu_quick, moe_glu_full),
+};
+
+/* {type, {n_experts, n, k, slots, gelu, top_k}, per-slot x} of hk_moe_matvec_int8_glu_q8_1_ranked:
+ * the experts ranked from logits with ties, NaN, -inf and a token of two numbers (its later slots
+ * none); top-1 to top-8, more experts than a 32-wide subgroup has lanes; Qwen3-30B-A3B's gate and
+ * up (top-8 of 128, one token and four) */
+static const hk_case_shape moe_glu_ranked_tests[] = {
+    {Q4, {4, 32, 256, 1, 0, 1}, 0, 0},    {Q5, {6, 64, 512, 6, 1, 2}, 0, 0},  {Q6, {8, 96, 256, 9, 0, 3}, 1, 0},
+    {Q8, {40, 32, 512, 12, 1, 4}, 0, 0},  {Q4, {128, 768, 2048, 8, 0, 8}, 0, 0},
+    {Q5, {96, 768, 2048, 32, 1, 8}, 1, 0},
+};
+static const hk_case_shape moe_glu_ranked_quick[] = {{Q4, {16, 768, 2048, 8, 0, 8}, 0, 0}};
+static const hk_case_shape moe_glu_ranked_full[] = {{Q4, {128, 768, 2048, 8, 0, 8}, 0, 0},
+                                                    {Q5, {128, 768, 2048, 8, 0, 8}, 0, 0}};
+
+const hk_case hk_case_moe_matvec_int8_glu_q8_1_ranked = {
+    .name = "moe_matvec_int8_glu_q8_1_ranked",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_moe_glu_ranked,
+    .record = record_moe_glu_ranked,
+    .compare = compare_fused_q8,
+    .tune_family = tune_moe_int8,
+    CASE_SHAPES(moe_glu_ranked_tests, moe_glu_ranked_quick, moe_glu_ranked_full),
 };
 
 const hk_case hk_case_moe_matvec_int8_glu = {

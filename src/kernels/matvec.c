@@ -158,7 +158,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
          EPI_SHADERS(MATVEC_##t, MULTI_F32X)},                                                                         \
         EPI_SHADERS(MOE_MATVEC_##t, COMBINE),                                                                         \
         {{EPI_SHADERS(MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MATVEC_##t, GLU_GELU_Q8)},                                \
-         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8)}}
+         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8)},                        \
+         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8_RANKED), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8_RANKED)}}
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -173,6 +174,7 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
     }                                                                                                                  \
     , {HK_NO_SHADER, HK_NO_SHADER},                                                                                    \
     {                                                                                                                  \
+        {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}},                                                  \
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}},                                                  \
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}                                                   \
     }
@@ -191,7 +193,8 @@ typedef struct matvec_type {
     int moe_glu[2][2];      /* the int8 MoE gather with the GLU epilogue [EPI_GLU_GELU - EPI_GLU_SILU][as epi] */
     int f32x[EPI_COUNT][2]; /* the dense int8 kernel on f32 x [EPI_*][as epi] */
     int moe_combine[2];     /* the int8 MoE gather with the weighted combine [as epi] */
-    int glu_q8[2][2][2];    /* the int8 GLU with its output as Q8_1 blocks [moe][EPI_GLU_* - EPI_GLU_SILU][as epi] */
+    int glu_q8[3][2][2];    /* the int8 GLU with its output as Q8_1 blocks [dense, moe, moe ranking its experts]
+                             * [EPI_GLU_* - EPI_GLU_SILU][as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -803,8 +806,9 @@ typedef struct epilogue {
     hk_view norm;    /* with f32x: the RMSNorm's weight, buffer NULL for none */
     float eps;
     hk_view weights; /* EPI_COMBINE (the MoE gather): the slots' weights; view: the residual (buffer NULL: none) */
-    uint32_t top_k;
+    uint32_t top_k;  /* EPI_COMBINE, and the ranking GLU: slots per token */
     int q8_1;        /* the GLU's output as Q8_1 blocks of 32 rows (y: rows / 32 blocks) */
+    int ranked;      /* the MoE GLU with Q8_1 output ranks each slot's expert from the logits (the ids view) */
 } epilogue;
 
 /* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
@@ -866,13 +870,13 @@ static uint32_t q8_subgroups(const hk_context *context, uint32_t nrows)
 }
 
 /* Whether the Q8_1-output GLU loops under the budget: per subgroup ceil(blocks / groups) blocks,
- * each ceil(row groups of a block / subgroups) row groups of the one-token loop and the block's
- * quantization. */
+ * each ceil(row groups of a block / subgroups) row groups of the one-token loop (and rank, the
+ * ranking GLU's rounds) and the block's quantization. */
 static hk_status q8_fits(const hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
-                         uint32_t nrows, uint32_t items, uint32_t subgroups, uint64_t groups)
+                         uint32_t nrows, uint32_t items, uint32_t subgroups, uint64_t groups, uint32_t rank)
 {
     int8_geom one = {context->caps.subgroup_size, 1, nrows, 1, items, 1, 0};
-    uint64_t group = int8_loop_count(nrows, k, wtype, &one), per_block = 32 / (nrows / 2);
+    uint64_t group = int8_loop_count(nrows, k, wtype, &one) + rank, per_block = 32 / (nrows / 2);
     uint64_t loops = (rows / 32 + groups - 1) / groups * ((per_block + subgroups - 1) / subgroups * group + 20);
     if (loops > MATVEC_LOOP_BUDGET)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "rows=%u, k=%u loop %llu times, over the budget %u", rows, k,
@@ -892,7 +896,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int has_residual = combine && epi->view.buffer;
     const char *names[6] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
                             glu && epi->q8_1 ? "yq" : "y",
-                            moe ? "ids" : add ? "residual" : multi ? "w[1]" : "w_up",
+                            moe ? (epi && epi->ranked ? "logits" : "ids") : add ? "residual" : multi ? "w[1]" : "w_up",
                             combine ? "weights" : moe ? "w_up" : "w[2]", "residual"};
     int q8 = glu && epi->q8_1;
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
@@ -914,12 +918,15 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
         {y, q8 ? (uint64_t)rows / 32 * 36 : (uint64_t)rows * tokens * 4, 4, 1, 0},
-        {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0},
+        {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0}, /* ranked: the logits, below */
         {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
     };
     if (add)
         b[3] = (hk_binding){epi->view, (uint64_t)rows * 4, 4, 0, 0};
+    int ranked = q8 && moe && epi->ranked;
+    if (ranked)
+        b[3].bytes = (uint64_t)slots / epi->top_k * moe->shape->n_experts * 4;
     if (combine) { /* y and the residual: a token's n outputs, not every slot's */
         uint64_t y_bytes = (uint64_t)slots / epi->top_k * moe->shape->n * 4;
         b[2].bytes = y_bytes;
@@ -979,8 +986,10 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         params[5] = epi->top_k;
         params[6] = has_residual;
     }
+    if (ranked)
+        params[5] = epi->top_k;
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params,
-                          .params_bytes = f32x || combine ? sizeof params : 5 * sizeof *params};
+                          .params_bytes = f32x || combine ? sizeof params : (ranked ? 6 : 5) * sizeof *params};
     int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
     if (tokens > 1)
         return tokens_dispatch(context, stream, fn, wtype, mode, &d, params, rows, k, tokens, x_bytes);
@@ -1035,7 +1044,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         wg = sg * MATVEC_SUBGROUPS;
         int dot = mode == MODE_INT8 ? 0 : 1;
         d.shader = combine ? mt->moe_combine[dot]
-                   : q8 ? mt->glu_q8[moe != NULL][epi->kind - EPI_GLU_SILU][dot]
+                   : q8 ? mt->glu_q8[ranked ? 2 : moe != NULL][epi->kind - EPI_GLU_SILU][dot]
                    : f32x ? mt->f32x[epi->kind][dot]
                    : !epi ? mt->rows[moe != NULL][mode]
                    : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
@@ -1072,7 +1081,9 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             return st;
     }
     if (q8) {
-        st = q8_fits(context, fn, wtype, rows, k, nrows, items, wg / sg, d.groups);
+        /* the ranking GLU: each row group first runs up to top_k rounds over its lanes' experts */
+        uint32_t rank = ranked ? epi->top_k * ((moe->shape->n_experts + sg - 1) / sg + 1) : 0;
+        st = q8_fits(context, fn, wtype, rows, k, nrows, items, wg / sg, d.groups, rank);
         if (st != HK_OK)
             return st;
     }
@@ -1296,6 +1307,29 @@ hk_status hk_moe_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk
     epilogue epi;
     hk_status st = glu_epilogue(fn, mode, w_up, 1, &epi);
     return st != HK_OK ? st : moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, ids, yq, shape, &epi);
+}
+
+hk_status hk_moe_matvec_int8_glu_q8_1_ranked(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w_gate,
+                                             hk_view w_up, hk_view xq, hk_view logits, hk_view yq,
+                                             const hk_moe_shape *shape, uint32_t top_k, hk_glu_mode mode)
+{
+    static const char fn[] = "hk_moe_matvec_int8_glu_q8_1_ranked";
+    epilogue epi;
+    hk_status st = glu_epilogue(fn, mode, w_up, 1, &epi);
+    if (st == HK_OK)
+        st = check_moe_shape(fn, shape);
+    if (st != HK_OK)
+        return st;
+    if (top_k == 0 || top_k > 64 || top_k > shape->n_experts || shape->slots % top_k)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "top_k=%u must be 1..min(n_experts=%u, 64) and divide slots=%u",
+                        top_k, shape->n_experts, shape->slots);
+    /* each lane marks the experts it has given away in two 32-bit masks, as hk_moe_route's */
+    if (shape->n_experts > 64 * context->caps.subgroup_size)
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "n_experts=%u is over 64 x the subgroup size %u", shape->n_experts,
+                        context->caps.subgroup_size);
+    epi.ranked = 1;
+    epi.top_k = top_k;
+    return moe_matvec(context, stream, fn, 1, wtype, w_gate, xq, logits, yq, shape, &epi);
 }
 
 hk_status hk_moe_matvec_int8_combine(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
@@ -1589,7 +1623,7 @@ static hk_status prepare_moe_combine(hk__prep *p)
     return HK_OK;
 }
 
-/* hk_matvec_int8_glu_q8_1 and hk_moe_matvec_int8_glu_q8_1: every type and both modes at the row
+/* hk_matvec_int8_glu_q8_1 and hk_moe_matvec_int8_glu_q8_1 (and _ranked): every type and both modes at the row
  * classes of prepare_matvec_any (the MoE's rows as slots of 32; its nrows never halve then) */
 static hk_status prepare_glu_q8(hk__prep *p, int moe)
 {
@@ -1607,6 +1641,9 @@ static hk_status prepare_glu_q8(hk__prep *p, int moe)
                                                                  (hk_glu_mode)m)
                                    : hk_matvec_int8_glu_q8_1(p->ctx, p->s, types[t], w, v3, x, y, rows[r], k,
                                                              (hk_glu_mode)m));
+                if (moe) /* the same schedules, ranking the experts from the logits (v3) */
+                    HK_PREP_TRY(p, hk_moe_matvec_int8_glu_q8_1_ranked(p->ctx, p->s, types[t], w, up, x, v3, y, &shape,
+                                                                      1, (hk_glu_mode)m));
             }
     }
     return HK_OK;

@@ -534,7 +534,11 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
         hk_moe_shape up = {n_exp, f, e, top_k, 0}, down = {n_exp, e, f, top_k, 1};
         /* the experts' gate and up writing the down projection's Q8_1 input themselves */
         int glu_q8 = !s->moe_glu_quantizer_apart && l->up_exps.type == l->gate_exps.type && f % 32 == 0;
-        if (glu_q8)
+        if (glu_q8 && s->moe_glu_ranked) /* no barrier after the routing: this reads none of its outputs */
+            LAYER_CALL(hk_moe_matvec_int8_glu_q8_1_ranked(c, st, l->gate_exps.type, l->gate_exps.view,
+                                                          l->up_exps.view, s->xq, s->router_logits, s->ff_q, &up,
+                                                          top_k, HK_GLU_SILU));
+        else if (glu_q8)
             LAYER_CALL(hk_moe_matvec_int8_glu_q8_1(c, st, l->gate_exps.type, l->gate_exps.view, l->up_exps.view,
                                                    s->xq, s->expert_ids, s->ff_q, &up, HK_GLU_SILU));
         else if (l->up_exps.type == l->gate_exps.type)

@@ -54,6 +54,10 @@ typedef struct run_state {
                                   * hk_moe_matvec_int8_glu_q8_1: for comparisons */
     int qk_norm_apart;        /* Qwen3's q and k norms as hk_rmsnorm dispatches, not inside hk_rope: for
                                * comparisons */
+    int moe_glu_ranked; /* a token's experts' GLU ranks its slots' experts from the router's logits
+                         * itself (hk_moe_matvec_int8_glu_q8_1_ranked), hk_moe_route beside it for
+                         * the combine's ids and weights: one dependent dispatch less; for
+                         * comparisons */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
