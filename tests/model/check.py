@@ -27,6 +27,8 @@ qwen3, qwen3moe; --arch picks some), in DIR:
      (prompt + the first N_GREEDY - 1 of them): the rows as in 2, and on both paths row i's
      argmax must be continuation token i, or a token the exact pass puts within GREEDY_CLEAR x
      max|logit| of it (a near tie, which rounding may decide either way)
+  4. the first model only: hk-run MODEL --bench --reps 1 runs and prints positive pp512 and tg128
+     speeds and the decode step's dispatch and barrier counts
 The ids are drawn from a seed per model, draw number DRAW of it: one with at least
 GREEDY_MIN_CLEAR greedy steps clear of near ties, GREEDY_MIN_DISTINCT distinct greedy tokens (not
 a loop on one token) and, for MoE, every router choice clear
@@ -44,6 +46,7 @@ hk-run gets HK_RUN_PRELOAD as its LD_PRELOAD (run.sh moves LD_PRELOAD there, awa
 Exit 0: all passed; 1: a failure.
 """
 import argparse
+import math
 import os
 import re
 import struct
@@ -256,6 +259,18 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
     return m, path, prompt
 
 
+def check_bench(checks, hk, path):
+    """hk-run --bench (one repetition): pp512 and tg128 rows of positive speeds and the step's line."""
+    rc, text = hk([path, "--bench", "--reps", "1"])
+    rows = {m.group(1): [float(v) for v in m.group(2).split()]
+            for m in re.finditer(r"^(pp512|tg128)\s+([0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+)", text, re.MULTILINE)}
+    fine = (rc == 0 and not SANITIZER.search(text) and set(rows) == {"pp512", "tg128"} and
+            all(v > 0 and math.isfinite(v) for r in rows.values() for v in r) and
+            re.search(r"^decode step: [0-9]+ dispatches and [0-9]+ barriers per token", text, re.MULTILINE))
+    checks.result(bool(fine), f"hk-run --bench on {os.path.basename(path)}: pp512 and tg128 speeds, the step's line",
+                  "" if fine else ("timed out" if rc is None else f"exit {rc}") + "\n" + tail(text))
+
+
 def refused(checks, hk, what, args, pattern):
     """hk-run ARGS must exit non-zero below 128 with PATTERN (a regex, any case) in its output."""
     rc, text = hk(args, REFUSAL_TIMEOUT)
@@ -363,9 +378,13 @@ def main():
     archs = a.arch or list(make_model.ARCHS)
     hk = None if a.int8_model else HkRun(a.hk_run, a.timeout)
     checks = Checks()
+    benched = False
     for name, arch, types, seed, draw in CASES:
         if arch in archs:
-            check_model(checks, hk, a.out, name, arch, types, seed, draw)
+            done = check_model(checks, hk, a.out, name, arch, types, seed, draw)
+            if hk and done and not benched:
+                check_bench(checks, hk, done[1])
+                benched = True
     if hk:
         check_refusals(checks, hk, a.out, archs)
     print(f"model: {checks.count} check(s), {checks.failures} failure(s)")
