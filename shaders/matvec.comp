@@ -107,6 +107,8 @@ shared float hk_out_sh[32];
 #endif
 #if defined(HK_MOE_RANK)
 layout(binding = 3) readonly buffer Logits { float logits[]; };
+uint hk_rank_base; // the ranked token's logits (hk_slot_expert)
+#define HK_ROUTE_LOGIT(i) logits[hk_rank_base + (i)]
 #include "route.glsl"
 #elif defined(HK_MOE)
 layout(binding = 3) readonly buffer Ids { uint ids[]; };
@@ -573,31 +575,15 @@ void hk_rows_items(uint items)
 // written here, and false returned.
 #ifdef HK_MOE_RANK
 // The expert of a slot (uniform in the subgroup): round slot % top_k of its token's ranking, the
-// rounds as route.comp runs them (lane i offers experts i, i + subgroup, ...), the logits re-read
-// from the cache in each round.
+// rounds route.comp runs, the logits re-read from the cache in each round.
 uint hk_slot_expert(uint slot)
 {
-    uint token = slot / pc.top_k, rounds = slot % pc.top_k + 1u, lane = gl_SubgroupInvocationID;
-    uint lb = pc.view_offset[3] / 4u + token * pc.n_experts;
-    uvec2 taken = uvec2(0u); // bit j: expert lane + j * subgroup is chosen
-    uint win = HK_NONE;
-    for (uint r = 0; r < rounds; r++) {
-        float bv = -1.0 / 0.0;
-        uint bi = HK_NONE;
-        for (uint i = lane, j = 0u; i < pc.n_experts; i += gl_SubgroupSize, j++) {
-            float v = logits[lb + i];
-            if ((taken[j >> 5] & (1u << (j & 31u))) == 0u && hk_before(v, i, bv, bi)) {
-                bv = v;
-                bi = i;
-            }
-        }
-        float best;
-        win = hk_route_round(bv, bi, best);
-        if (win != HK_NONE && win % gl_SubgroupSize == lane) {
-            uint j = win / gl_SubgroupSize;
-            taken[j >> 5] |= 1u << (j & 31u);
-        }
-    }
+    uint rounds = slot % pc.top_k + 1u, win = HK_NONE;
+    hk_rank_base = pc.view_offset[3] / 4u + slot / pc.top_k * pc.n_experts;
+    uvec2 taken = uvec2(0u);
+    float best;
+    for (uint r = 0; r < rounds; r++)
+        win = hk_route_round(gl_SubgroupInvocationID, gl_SubgroupSize, pc.n_experts, taken, best);
     return win;
 }
 #endif

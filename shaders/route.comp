@@ -24,9 +24,10 @@ HK_PUSH_BEGIN
 HK_PUSH_END
 
 #define HK_MAX_TOP_K 64u
-#include "route.glsl"
 shared float chosen_w[HK_MAX_TOP_K]; // written and read by the first lane only
 shared float lg[HK_ROUTE_STAGE];      // lg[i] written and read by lane i % WG only
+#define HK_ROUTE_LOGIT(i) lg[i]
+#include "route.glsl"
 
 void main()
 {
@@ -55,21 +56,8 @@ void main()
     uint ob = token * pc.top_k;
     float total = 0.0;
     for (uint r = 0; r < pc.top_k; r++) {
-        float bv = neg_inf;
-        uint bi = HK_NONE;
-        for (uint i = lane, j = 0u; i < E; i += WG, j++) {
-            float v = lg[i];
-            if ((taken[j >> 5] & (1u << (j & 31u))) == 0u && hk_before(v, i, bv, bi)) {
-                bv = v;
-                bi = i;
-            }
-        }
         float best;
-        uint win = hk_route_round(bv, bi, best);
-        if (win != HK_NONE && win % WG == lane) {
-            uint j = win / WG;
-            taken[j >> 5] |= 1u << (j & 31u);
-        }
+        uint win = hk_route_round(lane, WG, E, taken, best);
         // fewer than top_k experts with a number for a logit: the rest get an id out of range
         // (which hk_moe_matvec turns into zeros) and weight 0
         float w = win == HK_NONE ? 0.0 : exp(best - m) / denom;
