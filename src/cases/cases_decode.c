@@ -989,29 +989,35 @@ static hk_status unfused_moe_glu(hk_context *ctx, hk_type type, const void *w, c
     return st;
 }
 
-/* The router's logits of routings x tokens rows of n_experts (hk_moe_matvec_int8_glu_q8_1_ranked's
- * input) and the ids hk_ref_moe_route ranks from them: on a coarse grid with pairs of equal logits
- * (ties), and from the second token NaN, -inf and a dominant expert; a third token has only two
- * numbers, so its later slots get no expert. weights: scratch of tokens x top_k. */
+/* A router's logits, tokens rows of n_experts (the moe_route and the ranking GLU cases' input): on
+ * a coarse grid with pairs of equal logits (ties), from the second token NaN, -inf and a dominant
+ * expert; where top_k > 2 a third token has only two numbers, so its later picks are none. */
+static void router_logits(hk_rng *rng, uint32_t tokens, uint32_t n_experts, uint32_t top_k, float *l)
+{
+    size_t n = (size_t)tokens * n_experts;
+    for (size_t i = 0; i < n; i++)
+        l[i] = (float)(hk_rng_next(rng) % 4000) / 1000.0f - 2.0f;
+    for (size_t i = 0; i + 1 < n; i += 2)
+        l[i + 1] = l[i];
+    if (tokens > 1 && n_experts >= 3) {
+        l[n_experts + 0] = NAN;
+        l[n_experts + 1] = -INFINITY;
+        l[n_experts + 2] = 50.0f;
+    }
+    if (tokens > 2 && top_k > 2)
+        for (uint32_t i = 2; i < n_experts; i++)
+            l[2 * n_experts + i] = NAN;
+}
+
+/* routings sets of router_logits (hk_moe_matvec_int8_glu_q8_1_ranked's input) and the ids
+ * hk_ref_moe_route ranks from them. weights: scratch of tokens x top_k. */
 static void ranked_logits(hk_rng *rng, uint32_t routings, uint32_t tokens, uint32_t n_experts, uint32_t top_k,
                           float *logits, uint32_t *ids, float *weights)
 {
     size_t n = (size_t)tokens * n_experts;
     for (uint32_t r = 0; r < routings; r++) {
-        float *l = logits + r * n;
-        for (size_t i = 0; i < n; i++)
-            l[i] = (float)(hk_rng_next(rng) % 4000) / 1000.0f - 2.0f;
-        for (size_t i = 0; i + 1 < n; i += 2)
-            l[i + 1] = l[i];
-        if (tokens > 1 && n_experts >= 3) {
-            l[n_experts + 0] = NAN;
-            l[n_experts + 1] = -INFINITY;
-            l[n_experts + 2] = 50.0f;
-        }
-        if (tokens > 2 && top_k > 2)
-            for (uint32_t i = 2; i < n_experts; i++)
-                l[2 * n_experts + i] = NAN;
-        hk_ref_moe_route(l, tokens, n_experts, top_k, 0, ids + (size_t)r * tokens * top_k, weights);
+        router_logits(rng, tokens, n_experts, top_k, logits + r * n);
+        hk_ref_moe_route(logits + r * n, tokens, n_experts, top_k, 0, ids + (size_t)r * tokens * top_k, weights);
     }
 }
 
@@ -1478,19 +1484,7 @@ static hk_status prepare_route(hk_case_run *run, uint64_t seed)
     }
     run->state = state;
     state->ids = (uint32_t *)(state->logits + n);
-    /* logits on a coarse grid, so equal logits (ties) occur */
-    for (size_t i = 0; i < n; i++)
-        logits[i] = (float)(hk_rng_next(&rng) % 4000) / 1000.0f - 2.0f;
-    for (uint32_t i = 0; i + 1 < n_experts; i += 2)
-        logits[i + 1] = logits[i];
-    if (tokens > 1) { /* NaN never chosen, -inf last, a dominant expert */
-        logits[n_experts + 0] = NAN;
-        logits[n_experts + 1] = -INFINITY;
-        logits[n_experts + 2] = 50.0f;
-    }
-    if (tokens > 2 && top_k > 2) /* only two numbers: the other picks are "none" with weight 0 */
-        for (uint32_t i = 2; i < n_experts; i++)
-            logits[2 * n_experts + i] = NAN;
+    router_logits(&rng, tokens, n_experts, top_k, logits);
     memcpy(state->logits, logits, n * sizeof(float));
     hk_case_tensor_add(run, "logits", HK_CASE_IN, n * 4, 4, 1, logits);
     hk_case_tensor_add(run, "ids", HK_CASE_OUT, picks * 4, 4, 0, NULL);
