@@ -221,6 +221,10 @@ _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capaci
 #define SDPA_SPLIT_KEYS 128u
 #define SDPA_GPU_GROUPS_MIN 128u
 #define SDPA_GPU_GROUPS_MAX 256u
+/* A long cache on a GPU: splits of at most this many keys while the workgroups stay within
+ * SDPA_GPU_GROUPS_MAX, so each kv head's keys stream through more SMs (Hkv 4 with 2 row chunks
+ * otherwise folds 2048 keys a split). */
+#define SDPA_LONG_SPLIT_KEYS 1024u
 #define SDPA_CPU_GROUPS 16u
 
 typedef struct sdpa_plan {
@@ -362,6 +366,7 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
                           : per_head > SDPA_GPU_GROUPS_MAX ? SDPA_GPU_GROUPS_MAX
                                                            : (uint32_t)per_head;
     uint32_t shuffle, lpk, wg, max_rows, kb, target, single, split_keys = SDPA_SPLIT_KEYS;
+    int auto_target = 0; /* the built-in target: the long-cache rule may raise the splits */
     hk_status st = HK_OK;
     if (sched) { /* a tuned schedule: no hook is read */
         shuffle = 1;
@@ -385,8 +390,11 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_GROUPS", context->profile.few_workgroups ? SDPA_CPU_GROUPS : gpu_groups, 1,
                          1u << 20, 0, &target);
-    if (st == HK_OK)
+    if (st == HK_OK) {
+        const char *env = getenv("HK_SDPA_GROUPS");
+        auto_target = !context->profile.few_workgroups && !(env && *env);
         st = hk__env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
+    }
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_SPLIT_KEYS", SDPA_SPLIT_KEYS, 0, SDPA_MAX_CHUNK, 0, &split_keys);
     if (st != HK_OK)
@@ -453,6 +461,14 @@ planned:
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "kv.capacity=%u needs more than %u splits of %u keys with these "
                         "tuning hooks", desc->kv.capacity, SDPA_MAX_SPLITS, max_chunk);
     uint64_t want = (target + base - 1) / base;
+    if (auto_target) {
+        uint64_t long_split = (desc->kv.capacity + SDPA_LONG_SPLIT_KEYS - 1) / SDPA_LONG_SPLIT_KEYS,
+                 room = SDPA_GPU_GROUPS_MAX / base;
+        if (long_split > want) {
+            want = long_split < room ? long_split : want > room ? want : room;
+            target = (uint32_t)(want * base); /* what the plan reports */
+        }
+    }
     uint64_t most = (desc->kv.capacity + p->align - 1) / p->align;
     if (most > SDPA_MAX_SPLITS)
         most = SDPA_MAX_SPLITS;

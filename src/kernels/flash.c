@@ -45,8 +45,9 @@ static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};
 #define FLASH_TWIN_MAX_KEYS 2048u
 /* Splitting for occupancy: below FLASH_TARGET_GROUPS workgroups (HK_FLASH_GROUPS overrides it),
  * keys are split further, into chunks of at least FLASH_MIN_SPLIT_KEYS keys; at most
- * FLASH_MAX_SPLIT chunks in all. */
-#define FLASH_TARGET_GROUPS 256u
+ * FLASH_MAX_SPLIT chunks in all. About one workgroup per SM: a split beyond that costs its
+ * combine pass more than the occupancy gains. */
+#define FLASH_TARGET_GROUPS 128u
 #define FLASH_MIN_SPLIT_KEYS 512u
 #define FLASH_MAX_SPLIT 64u
 #define FLASH_COMBINE_WG 64u
