@@ -356,7 +356,7 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
- * hk_matvec_int8_glu, hk_matvec_int8_glu_q8_1, hk_matvec_int8_multi, hk_matvec_int8_f32x,
+ * hk_matvec_int8_add_norm, hk_matvec_int8_glu, hk_matvec_int8_glu_q8_1, hk_matvec_int8_multi, hk_matvec_int8_f32x,
  * hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu, hk_moe_matvec_int8_glu_q8_1 (with
  * hk_moe_matvec_int8_glu_q8_1_ranked),
  * hk_moe_matvec_int8_combine,
@@ -667,6 +667,40 @@ HK_API hk_status hk_matvec_int8(hk_context *context, hk_stream *stream, hk_type 
  * MoE's fused form is hk_moe_matvec_int8_glu). */
 HK_API hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
                                     hk_view residual, hk_view y, uint32_t rows, uint32_t k);
+
+/* The RMSNorm after a residual add (hk_matvec_int8_add_norm): the next layer's input. */
+typedef struct hk_norm_out {
+    hk_view weight;    /* f32 [rows]: the RMSNorm's weight */
+    float eps;         /* positive and finite */
+    hk_view yq;        /* rows / 32 Q8_1 blocks of the normalised values */
+    hk_view yn;        /* the normalised values as f32 [rows]; {NULL, 0}: not written */
+    hk_view workspace; /* hk_matvec_int8_add_norm_workspace_bytes bytes, zero before the first call */
+} hk_norm_out;
+
+/* Bytes of workspace hk_matvec_int8_add_norm needs for `rows` outputs (an arrival counter; the size
+ * depends on rows alone). rows as hk_matvec_int8_add_norm takes it, else
+ * HK_ERROR_INVALID_ARGUMENT; out_bytes non-NULL. */
+HK_API hk_status hk_matvec_int8_add_norm_workspace_bytes(hk_context *context, uint32_t rows, uint64_t *out_bytes);
+
+/* hk_matvec_int8_add followed by the RMSNorm and Q8_1 quantization of its output, in one dispatch
+ * instead of two (the decode's x += W_o . attn, then the FFN's input; x += W_down . h, then the next
+ * layer's): y as hk_matvec_int8_add writes it, then norm->yq (and norm->yn where given) as
+ * hk_rmsnorm_q8_1(y, norm->weight, norm->yn, norm->yq, 1 row, rows, norm->eps) writes them,
+ * bit-identical to those two calls on the same device (the same sums and code; the norm's sum of
+ * squares in its fixed order). The workgroup that finishes its rows last reads y back and
+ * normalises it, so the other workgroups wait for nothing. It is found by an arrival counter in
+ * norm->workspace, which must be zero before the first call (hk_buffer_fill) and which every call
+ * leaves zero: other contents make a call normalise too early or never (a wrong result), so the
+ * workspace serves no other kernel, and two calls that may run at once (two streams, or no barrier
+ * between them) need two. The normalisation is one workgroup's chain of loads after the matvec:
+ * whether it costs less than the dispatch it saves depends on the device (docs/perf.md). rows a
+ * multiple of 32 up to 32768; y may be exactly the residual; yq, yn and the workspace (4-byte
+ * aligned) overlap nothing else. Types, the other views, limits and errors as hk_matvec_int8_add;
+ * a NULL norm, a bad eps, rows out of range or a workspace smaller than
+ * hk_matvec_int8_add_norm_workspace_bytes is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_matvec_int8_add_norm(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w,
+                                         hk_view xq, hk_view residual, hk_view y, uint32_t rows, uint32_t k,
+                                         const hk_norm_out *norm);
 
 /* The gated activations (hk_swiglu, hk_matvec_int8_glu). */
 typedef enum hk_glu_mode { HK_GLU_SILU = 0, HK_GLU_GELU_TANH = 1 } hk_glu_mode;

@@ -54,6 +54,16 @@
 //                 n_experts] instead of the ids: each subgroup ranks its slot's expert itself
 //                 (route.glsl's rounds, so the ids hk_moe_route writes; slot t * top_k + j takes
 //                 round j's expert of token t), so the routing need not run before it.
+//   HK_NORM_TAIL  (with HK_MATVEC_ADD, one token) the new residual's RMSNorm and Q8_1 blocks, made by
+//                 the workgroup that finishes last (hk_matvec_int8_add_norm), in place of the
+//                 hk_rmsnorm_q8_1 dispatch and barrier after the matvec: the norm's weight at
+//                 binding 4, the blocks at 5, the normalised f32 values at 6 (pc.write_yn), the
+//                 arrival counter at 7 (zero before the call). Each workgroup adds 1 to the
+//                 counter once its rows are written; the one that adds last reads y back,
+//                 normalises it (norm.glsl's order, q8_1.glsl's code: hk_rmsnorm_q8_1's bits) and
+//                 sets the counter back to zero for the next call. A counter rather than
+//                 sdpa.comp's flags (which need no initialisation): every workgroup reading every
+//                 flag cost more than the dispatch the tail saves.
 //   HK_XF32       (dense HK_INT8, one token, x resident) x is f32 at binding 1: each workgroup
 //                 quantizes it into its shared memory (q8_1.glsl's rules, so the blocks
 //                 hk_quantize_q8_1 writes), RMSNorm'ed first where pc.norm (the weight at binding
@@ -77,6 +87,9 @@
 #if defined(HK_MOE_RANK) && (!defined(HK_MOE) || !defined(HK_OUT_Q8_1))
 #error "HK_MOE_RANK is the MoE GLU's with Q8_1 output"
 #endif
+#if defined(HK_NORM_TAIL) && (!defined(HK_MATVEC_ADD) || defined(HK_XF32))
+#error "HK_NORM_TAIL is the residual add's on Q8_1 x"
+#endif
 #if (defined(HK_MATVEC_ADD) || defined(HK_MATVEC_MULTI)) && defined(HK_MOE)
 #error "the MoE gather takes the GLU epilogue only"
 #endif
@@ -91,13 +104,25 @@
 #endif
 #include "common.glsl"
 
-layout(binding = 0) readonly buffer Weights { uint16_t w16[]; };
-layout(binding = 0) readonly buffer Weights32 { uint w32[]; };
-layout(binding = 0) readonly buffer Weights128 { uvec4 w128[]; };
-layout(binding = 1) readonly buffer X { float x[]; };
-layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
-layout(binding = 1) readonly buffer XQ { uint xq[]; }; // HK_INT8: Q8_1 blocks of 9 words
+// The tail's coherent y and memory barriers would otherwise have the compiler assume the weights
+// and x may change under it, and read them past the read-only caches: they never alias an output
+// (the host checks it), and their aliases of one binding are all read-only.
+#ifdef HK_NORM_TAIL
+#define HK_IN restrict readonly
+#else
+#define HK_IN readonly
+#endif
+layout(binding = 0) HK_IN buffer Weights { uint16_t w16[]; };
+layout(binding = 0) HK_IN buffer Weights32 { uint w32[]; };
+layout(binding = 0) HK_IN buffer Weights128 { uvec4 w128[]; };
+layout(binding = 1) HK_IN buffer X { float x[]; };
+layout(binding = 1) HK_IN buffer X4 { vec4 x4[]; };
+layout(binding = 1) HK_IN buffer XQ { uint xq[]; }; // HK_INT8: Q8_1 blocks of 9 words
+#ifdef HK_NORM_TAIL
+layout(binding = 2) coherent buffer Y { float y[]; }; // read back by the tail
+#else
 layout(binding = 2) writeonly buffer Y { float y[]; };
+#endif
 #ifdef HK_OUT_Q8_1
 layout(binding = 2) writeonly buffer YQ { uint yq[]; };
 #define HK_Q8_1_BLOCK_ONLY
@@ -132,6 +157,12 @@ layout(binding = 4) readonly buffer W2_128 { uvec4 m2_128[]; };
 #endif
 #ifdef HK_XF32
 layout(binding = 5) readonly buffer Norm { float norm_w[]; };
+#endif
+#ifdef HK_NORM_TAIL
+layout(binding = 4) restrict readonly buffer Norm { float norm_w[]; };
+layout(binding = 5) writeonly buffer TailQ { uint tail_q[]; };
+layout(binding = 6) writeonly buffer TailN { float tail_n[]; };
+layout(binding = 7) coherent buffer Arrival { uint wsu[]; };
 #endif
 #ifdef HK_MOE_COMBINE
 layout(binding = 4) readonly buffer SlotWeights { float slot_w[]; };
@@ -177,6 +208,10 @@ HK_PUSH_BEGIN
 #ifdef HK_XF32
     float eps;      // the RMSNorm's
     uint norm;      // 1: x RMSNorm'ed with the weight at binding 5 before it is quantized
+#endif
+#ifdef HK_NORM_TAIL
+    float eps;      // the RMSNorm's
+    uint write_yn;  // 1: the normalised values also as f32 (binding 6)
 #endif
 #ifdef HK_MOE_COMBINE
     uint top_k;     // slots per token (pc.rows: tokens * n, the output's rows)
@@ -657,7 +692,91 @@ void main()
     }
 }
 #else
-void main()
+#ifdef HK_NORM_TAIL
+#define HK_Q8_1_BLOCK_ONLY
+#include "q8_1.glsl"
+#define HK_NORM_X(i) y[i]
+#include "norm.glsl"
+// the host keeps rows <= 32 * HK_TAIL_BLOCKS
+#define HK_TAIL_BLOCKS 1024u
+shared uint tail_arrived;                    // the counter before this workgroup's add
+shared float tail_p[HK_TAIL_BLOCKS];         // norm.glsl's P_b
+shared float tail_g[HK_TAIL_BLOCKS / 32u];   // and G_g
+
+// After every row of this workgroup is written: the counter; the workgroup that adds last
+// normalises and quantizes y (every invocation calls it).
+void hk_norm_tail()
+{
+    uint lid = gl_LocalInvocationIndex, ws = pc.view_offset[7] / 4u;
+    memoryBarrierBuffer();
+    barrier();
+    if (lid == 0u)
+        tail_arrived = atomicAdd(wsu[ws], 1u);
+    barrier();
+    if (tail_arrived != gl_NumWorkGroups.x * gl_NumWorkGroups.y - 1u)
+        return;
+    memoryBarrierBuffer();
+    // norm.glsl's order: P_b per block, G_g per 32 blocks, then the G_g in order. Where a block per
+    // invocation covers y, its values and weights are loaded once, together.
+    uint nb = pc.rows / 32u, ngroups = (nb + 31u) / 32u, y0 = pc.view_offset[2] / 4u, w0 = pc.view_offset[4] / 4u;
+    bool held = nb <= WG;
+    vec4 v[8], wv[8];
+    if (held && lid < nb) {
+        uint i = y0 + 32u * lid, wi = w0 + 32u * lid;
+        for (uint j = 0; j < 8u; j++) {
+            v[j] = vec4(y[i + 4u * j], y[i + 4u * j + 1u], y[i + 4u * j + 2u], y[i + 4u * j + 3u]);
+            wv[j] = vec4(norm_w[wi + 4u * j], norm_w[wi + 4u * j + 1u], norm_w[wi + 4u * j + 2u],
+                         norm_w[wi + 4u * j + 3u]);
+        }
+        precise float p = 0.0; // hk_block_sumsq's sum, in its order
+        for (uint j = 0; j < 8u; j++)
+            for (uint c = 0; c < 4u; c++) {
+                precise float sq = v[j][c] * v[j][c];
+                p = p + sq;
+            }
+        tail_p[lid] = p;
+    }
+    for (uint b = lid; !held && b < nb; b += WG)
+        tail_p[b] = hk_block_sumsq(y0 + 32u * b, 32u);
+    barrier();
+    for (uint gi = lid; gi < ngroups; gi += WG) {
+        precise float s = 0.0;
+        for (uint b = 32u * gi; b < min(32u * gi + 32u, nb); b++)
+            s = s + tail_p[b];
+        tail_g[gi] = s;
+    }
+    barrier();
+    precise float t = 0.0;
+    for (uint gi = 0; gi < ngroups; gi++)
+        t = t + tail_g[gi];
+    float scale = hk_norm_scale(t, pc.rows, pc.eps);
+    uint q0 = pc.view_offset[5] / 4u, n0 = pc.view_offset[6] / 4u;
+    for (uint b = lid; b < nb; b += WG) {
+        uint i = y0 + 32u * b, wi = w0 + 32u * b;
+        for (uint j = 0; held && j < 8u; j++)
+            v[j] = hk_norm_apply4(v[j], scale, wv[j]);
+        for (uint j = 0; !held && j < 8u; j++)
+            v[j] = hk_norm_apply4(vec4(y[i + 4u * j], y[i + 4u * j + 1u], y[i + 4u * j + 2u], y[i + 4u * j + 3u]), scale,
+                                  vec4(norm_w[wi + 4u * j], norm_w[wi + 4u * j + 1u], norm_w[wi + 4u * j + 2u],
+                                       norm_w[wi + 4u * j + 3u]));
+        if (pc.write_yn != 0u)
+            for (uint j = 0; j < 8u; j++)
+                for (uint c = 0; c < 4u; c++)
+                    tail_n[n0 + 32u * b + 4u * j + c] = v[j][c];
+        uint quants[8];
+        uint head = hk_q8_1_block(v, quants), at = q0 + 9u * b;
+        tail_q[at] = head;
+        for (uint j = 0; j < 8u; j++)
+            tail_q[at + 1u + j] = quants[j];
+    }
+    if (lid == 0u)
+        atomicExchange(wsu[ws], 0u); // every workgroup has added: the next call starts from zero
+}
+#define HK_DENSE_MAIN hk_dense_main
+#else
+#define HK_DENSE_MAIN main
+#endif
+void HK_DENSE_MAIN()
 {
     uint x0 = pc.view_offset[1] / 4u;
     x_base = x0;
@@ -772,6 +891,13 @@ void main()
     }
 #endif
 }
+#ifdef HK_NORM_TAIL
+void main()
+{
+    hk_dense_main();
+    hk_norm_tail();
+}
+#endif
 #endif // HK_MOE_COMBINE
 #else
 void main()

@@ -701,6 +701,88 @@ static void test_matvec_fused(void)
            HK_ERROR_INVALID_ARGUMENT, "output y overlaps xq");
 }
 
+/* hk_matvec_int8_add_norm and its workspace size: every refusal, with its message, and nothing
+ * written. 32 Q8_0 rows of k = 32 and their inputs in a buffer of their own; y (the global one,
+ * poisoned) holds the call's y (32 floats) and yq (one block at 128). */
+static void test_matvec_add_norm(void)
+{
+    hk_buffer *a = NULL;
+    if (!hk_check_status("add_norm buffer", hk_buffer_create(ctx, 4096, &a), HK_OK, NULL))
+        return;
+    hk_view wv = {a, 0}, xv = {a, 1280}, res = {a, 1536}, nw = {a, 2048}, yn = {a, 2560}, ws = {a, 2816};
+    hk_view yv = {y, 0}, yq = {y, 128};
+    const uint32_t n = 32, kk = 32;
+    uint64_t bytes = 0;
+    hk_check_status("add_norm workspace bytes", hk_matvec_int8_add_norm_workspace_bytes(ctx, n, &bytes), HK_OK, NULL);
+    hk_check(bytes > 0 && bytes <= 1024, "add_norm workspace bytes for 32 rows", "%llu", (unsigned long long)bytes);
+    hk_check_status("add_norm workspace bytes null out", hk_matvec_int8_add_norm_workspace_bytes(ctx, n, NULL),
+                    HK_ERROR_INVALID_ARGUMENT, "out_bytes is NULL");
+    hk_check_status("add_norm workspace bytes rows", hk_matvec_int8_add_norm_workspace_bytes(ctx, 33, &bytes),
+                    HK_ERROR_INVALID_ARGUMENT, "rows=33 is not a multiple of 32 from 32 to 32768");
+    hk_check(bytes == 0, "add_norm workspace bytes refused: 0", NULL);
+    hk_check_status("add_norm workspace bytes null context", hk_matvec_int8_add_norm_workspace_bytes(NULL, n, &bytes),
+                    HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    hk_norm_out norm = {nw, 1e-6f, yq, {NULL, 0}, ws}, bad;
+    poison_y();
+    hk_check_status("valid matvec_int8_add_norm",
+                    hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &norm), HK_OK, NULL);
+    bad = norm;
+    bad.yn = yn;
+    hk_check_status("valid matvec_int8_add_norm in place, with yn",
+                    hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, yv, yv, n, kk, &bad), HK_OK, NULL);
+    EXPECT("add_norm null norm", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, NULL),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add_norm: norm is NULL");
+    EXPECT("add_norm null context", hk_matvec_int8_add_norm(NULL, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &norm),
+           HK_ERROR_INVALID_ARGUMENT, "context is NULL");
+    EXPECT("add_norm rows off the block", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, 16, kk,
+                                                                 &norm),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_add_norm: rows=16 is not a multiple of 32 up to 32768");
+    EXPECT("add_norm rows past the tail's limit",
+           hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, 32800, kk, &norm),
+           HK_ERROR_INVALID_ARGUMENT, "rows=32800 is not a multiple of 32 up to 32768");
+    bad = norm;
+    bad.eps = 0.0f;
+    EXPECT("add_norm eps 0", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &bad),
+           HK_ERROR_INVALID_ARGUMENT, "norm->eps=0 must be positive and finite");
+    bad.eps = NAN;
+    EXPECT("add_norm eps NaN", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &bad),
+           HK_ERROR_INVALID_ARGUMENT, "must be positive and finite");
+    bad = norm;
+    bad.yn = (hk_view){NULL, 4};
+    EXPECT("add_norm yn neither a view nor absent",
+           hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &bad), HK_ERROR_INVALID_ARGUMENT,
+           "norm->yn");
+    bad = norm;
+    bad.weight = (hk_view){a, 4000};
+    EXPECT("add_norm weight past the end", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk,
+                                                                  &bad),
+           HK_ERROR_INVALID_ARGUMENT, "norm->weight needs 128 bytes at offset 4000");
+    bad = norm;
+    bad.workspace = (hk_view){a, 4096};
+    EXPECT("add_norm workspace too small", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk,
+                                                                  &bad),
+           HK_ERROR_INVALID_ARGUMENT, "norm->workspace needs");
+    bad.workspace = (hk_view){NULL, 0};
+    EXPECT("add_norm workspace null", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &bad),
+           HK_ERROR_INVALID_ARGUMENT, "norm->workspace.buffer is NULL");
+    bad = norm;
+    bad.yq = (hk_view){y, 64};
+    EXPECT("add_norm yq overlaps y", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &bad),
+           HK_ERROR_INVALID_ARGUMENT, "overlaps");
+    bad = norm;
+    bad.workspace = (hk_view){y, 128};
+    EXPECT("add_norm workspace is yq", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk, &bad),
+           HK_ERROR_INVALID_ARGUMENT, "overlaps");
+    bad = norm;
+    bad.yn = res;
+    EXPECT("add_norm yn is the residual", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_Q8_0, wv, xv, res, yv, n, kk,
+                                                                 &bad),
+           HK_ERROR_INVALID_ARGUMENT, "overlaps");
+    EXPECT("add_norm f16", hk_matvec_int8_add_norm(ctx, NULL, HK_TYPE_F16, wv, xv, res, yv, n, kk, &norm),
+           HK_ERROR_UNSUPPORTED, "is not a matvec weight type");
+    hk_buffer_destroy(a);
+}
+
 /* hk_matvec_int8_multi: every refusal, with its message, and nothing written (w, x, y as for
  * test_matvec_fused: 4 Q4_K rows of k = 256 in w, Q8_1 blocks in x, 64 floats of y). */
 static void test_matvec_multi(void)
@@ -1208,6 +1290,7 @@ int main(int argc, char **argv)
     EXPECT("int8 matvec x view too small for its q8_1 blocks", hk_matvec_int8(ctx, NULL, HK_TYPE_Q4_K, wv, (hk_view){x, 768}, yv, rows, k),
            HK_ERROR_INVALID_ARGUMENT, "xq needs 288 bytes at offset 768");
     test_matvec_fused();
+    test_matvec_add_norm();
     test_matvec_multi();
     test_matvec_f32x();
     test_moe_glu(aligned);

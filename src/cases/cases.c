@@ -322,7 +322,7 @@ hk_status hk_case_fit_scratch(hk_case_run *run, hk_case_bound *bound)
 /* decode (cases_decode.c) */
 extern const hk_case hk_case_matvec, hk_case_matvec_int8, hk_case_matvec_int8_tokens, hk_case_moe_matvec,
     hk_case_moe_matvec_int8, hk_case_moe_route, hk_case_gemv_f32, hk_case_gemv_f32_tokens, hk_case_rmsnorm,
-    hk_case_quantize_q8_1, hk_case_matvec_int8_add, hk_case_matvec_int8_glu, hk_case_matvec_int8_glu_q8_1,
+    hk_case_quantize_q8_1, hk_case_matvec_int8_add, hk_case_matvec_int8_add_norm, hk_case_matvec_int8_glu, hk_case_matvec_int8_glu_q8_1,
     hk_case_matvec_int8_multi, hk_case_matvec_int8_f32x, hk_case_moe_matvec_int8_glu,
     hk_case_moe_matvec_int8_glu_q8_1, hk_case_moe_matvec_int8_glu_q8_1_ranked, hk_case_moe_matvec_int8_combine;
 extern const hk_case hk_case_rmsnorm_q8_1;
@@ -339,7 +339,7 @@ extern const hk_case hk_case_get_rows, hk_case_moe_combine;
 
 const hk_case *const hk_cases[] = {
     &hk_case_matvec,    &hk_case_matvec_int8, &hk_case_matvec_int8_tokens, &hk_case_moe_matvec, &hk_case_moe_matvec_int8,
-    &hk_case_matvec_int8_add, &hk_case_matvec_int8_glu, &hk_case_matvec_int8_glu_q8_1, &hk_case_matvec_int8_multi,
+    &hk_case_matvec_int8_add, &hk_case_matvec_int8_add_norm, &hk_case_matvec_int8_glu, &hk_case_matvec_int8_glu_q8_1, &hk_case_matvec_int8_multi,
     &hk_case_matvec_int8_f32x, &hk_case_moe_matvec_int8_glu, &hk_case_moe_matvec_int8_glu_q8_1, &hk_case_moe_matvec_int8_glu_q8_1_ranked,
     &hk_case_moe_matvec_int8_combine,
     &hk_case_moe_route, &hk_case_gemv_f32,    &hk_case_gemv_f32_tokens, &hk_case_rmsnorm, &hk_case_quantize_q8_1,

@@ -487,6 +487,228 @@ const hk_case hk_case_matvec_int8_add = {
     CASE_SHAPES(add_tests, add_quick, add_full),
 };
 
+/* ---- hk_matvec_int8_add_norm: d = {rows, k}; variant bits FUSED_RAW, FUSED_IN_PLACE, NORM_YN (the
+ * f32 normalised values too). Held to the bits of hk_matvec_int8_add and hk_rmsnorm_q8_1 on its
+ * output, run on the device at prepare (y, yq and yn), and to the references composed
+ * (hk_ref_matvec_q8_1, hk_ref_add, hk_ref_rmsnorm; yq's values less their blocks' rounding). A
+ * checked run where y is not the residual records the call twice: the second finds the first's
+ * arrival words in the workspace. ---- */
+enum { NORM_YN = 4 };
+#define NORM_EPS 1e-5f
+
+typedef struct add_norm_state {
+    double scale, norm_scale; /* of y's error (the add's operands) and of the normalised values */
+    int y, yq, yn, ws;        /* the outputs' tensors (yn -1: none), the workspace's */
+    uint64_t ws_bytes;
+    float *want_y, *want_yn, *ref_yn;
+    uint8_t *want_yq;
+} add_norm_state;
+
+/* hk_matvec_int8_add then hk_rmsnorm_q8_1 on the device, into the state's want_* */
+static hk_status unfused_add_norm(hk_context *ctx, hk_type type, const void *w, const hk_block_q8_1 *xq,
+                                  const float *residual, const float *weight, uint32_t rows, uint32_t k,
+                                  add_norm_state *st)
+{
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows, x_bytes = (uint64_t)k / 32 * 36, y_bytes = 4ull * rows;
+    uint64_t q_bytes = (uint64_t)rows / 32 * 36, end = 0, wo = section(&end, w_bytes), xo = section(&end, x_bytes);
+    uint64_t ro = section(&end, y_bytes), no = section(&end, y_bytes), yo = section(&end, y_bytes);
+    uint64_t zo = section(&end, y_bytes), qo = section(&end, q_bytes);
+    hk_buffer *b = NULL;
+    hk_status s = hk_buffer_create(ctx, end, &b);
+    if (s == HK_OK)
+        s = hk_buffer_upload(b, wo, w, w_bytes);
+    if (s == HK_OK)
+        s = hk_buffer_upload(b, xo, xq, x_bytes);
+    if (s == HK_OK)
+        s = hk_buffer_upload(b, ro, residual, y_bytes);
+    if (s == HK_OK)
+        s = hk_buffer_upload(b, no, weight, y_bytes);
+    if (s == HK_OK)
+        s = hk_matvec_int8_add(ctx, NULL, type, (hk_view){b, wo}, (hk_view){b, xo}, (hk_view){b, ro}, (hk_view){b, yo},
+                               rows, k);
+    if (s == HK_OK)
+        s = hk_rmsnorm_q8_1(ctx, NULL, (hk_view){b, yo}, (hk_view){b, no}, (hk_view){b, zo}, (hk_view){b, qo}, 1, rows,
+                            NORM_EPS);
+    if (s == HK_OK)
+        s = hk_buffer_download(b, yo, st->want_y, y_bytes);
+    if (s == HK_OK)
+        s = hk_buffer_download(b, zo, st->want_yn, y_bytes);
+    if (s == HK_OK)
+        s = hk_buffer_download(b, qo, st->want_yq, q_bytes);
+    hk_buffer_destroy(b);
+    return s;
+}
+
+static hk_status prepare_add_norm(hk_case_run *run, uint64_t seed)
+{
+    hk_type type = run->shape.type;
+    uint32_t rows = run->shape.d[0], k = run->shape.d[1];
+    int raw = run->shape.variant & FUSED_RAW, in_place = run->shape.variant & FUSED_IN_PLACE;
+    int with_yn = run->shape.variant & NORM_YN;
+    hk_rng rng = {seed};
+    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows, ws_bytes = 0;
+    hk_status st = hk_matvec_int8_add_norm_workspace_bytes(run->ctx, rows, &ws_bytes);
+    if (st != HK_OK)
+        return st;
+    float *x = activations(&rng, k), *res = hk_case_alloc(2 * (size_t)rows * sizeof(float));
+    float *weight = res ? res + rows : NULL;
+    uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, raw);
+    hk_block_q8_1 *xq = x ? quantized(x, k) : NULL;
+    free(x);
+    if (!w || !xq || !res) {
+        free(res);
+        free(w);
+        free(xq);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    hk_rng_fill(&rng, res, rows, -2.0f, 2.0f);
+    hk_rng_fill(&rng, weight, rows, 0.5f, 1.5f);
+    if (run->ref_mode != HK_REF_NONE) {
+        size_t n = rows;
+        add_norm_state *ns = hk_case_alloc(sizeof *ns + 5 * n * sizeof(float) + n / 32 * 36);
+        float *sum = hk_case_alloc(n * sizeof(float));
+        run->state = ns;
+        run->ref_count = n;
+        run->ref = hk_case_alloc(n * sizeof(float));
+        if (!ns || !sum || !run->ref) {
+            st = HK_ERROR_OUT_OF_MEMORY;
+        } else {
+            ns->want_y = (float *)(ns + 1);
+            ns->want_yn = ns->want_y + n;
+            ns->ref_yn = ns->want_yn + n;
+            ns->want_yq = (uint8_t *)(ns->ref_yn + n);
+            hk_ref_matvec_q8_1((int)type, w, xq, sum, rows, k);
+            hk_ref_add(res, sum, run->ref, rows, 1.0f);
+            hk_ref_rmsnorm(run->ref, weight, ns->ref_yn, 1, rows, NORM_EPS);
+            ns->scale = fmax(max_abs(sum, rows), max_abs(res, rows));
+            ns->norm_scale = max_abs(ns->ref_yn, rows);
+            st = unfused_add_norm(run->ctx, type, w, xq, res, weight, rows, k, ns);
+        }
+        free(sum);
+    }
+    add_norm_state *ns = run->state;
+    hk_case_tensor_add(run, "w", HK_CASE_IN, w_bytes, wide_align(type), 1, w);
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
+    int ri = hk_case_tensor_add(run, "residual", in_place ? HK_CASE_INOUT : HK_CASE_IN, (uint64_t)rows * 4, 4, 0, res);
+    int yi = ri;
+    if (in_place)
+        hk_case_tensor_alias(run, "y", ri);
+    else
+        yi = hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
+    float *weight_copy = hk_case_alloc((size_t)rows * sizeof(float));
+    if (weight_copy)
+        memcpy(weight_copy, weight, (size_t)rows * sizeof(float));
+    else if (st == HK_OK)
+        st = HK_ERROR_OUT_OF_MEMORY;
+    hk_case_tensor_add(run, "norm", HK_CASE_IN, (uint64_t)rows * 4, 4, 0, weight_copy);
+    int qi = hk_case_tensor_add(run, "yq", HK_CASE_OUT, (uint64_t)rows / 32 * 36, 4, 0, NULL);
+    int ni = with_yn ? hk_case_tensor_add(run, "yn", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL) : -1;
+    /* the arrival counter: zero before the first call, and left zero by each */
+    uint8_t *zeros = hk_case_alloc(ws_bytes);
+    if (zeros)
+        memset(zeros, 0, ws_bytes);
+    else if (st == HK_OK)
+        st = HK_ERROR_OUT_OF_MEMORY;
+    int wi = hk_case_tensor_add(run, "workspace", HK_CASE_INOUT, ws_bytes, 4, 0, zeros);
+    if (ns) {
+        ns->y = yi;
+        ns->yq = qi;
+        ns->yn = ni;
+        ns->ws = wi;
+        ns->ws_bytes = ws_bytes;
+    }
+    /* the weights, x, the residual, y, the norm's weight, the blocks (and yn) */
+    run->bytes = (double)w_bytes + 36.0 * k / 32 + (with_yn ? 17.125 : 13.125) * rows;
+    snprintf(run->label, sizeof run->label, "%s %ux%u%s%s%s", hk_type_name(type), rows, k, with_yn ? " yn" : "",
+             in_place ? " y=residual" : "", raw ? " raw" : "");
+    return st;
+}
+
+/* views: w, xq, residual, y (an alias of the residual in place), norm, yq, [yn,] workspace */
+static hk_status record_add_norm(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    int in_place = run->shape.variant & FUSED_IN_PLACE, with_yn = run->shape.variant & NORM_YN;
+    hk_norm_out norm = {v[4], NORM_EPS, v[5], with_yn ? v[6] : (hk_view){NULL, 0}, v[with_yn ? 7 : 6]};
+    hk_status st = HK_OK;
+    for (int rep = 0; rep < (op == 0 && !in_place ? 2 : 1) && st == HK_OK; rep++)
+        st = hk_matvec_int8_add_norm(run->ctx, s, run->shape.type, v[0], v[1], v[2], v[3], run->shape.d[0],
+                                     run->shape.d[1], &norm);
+    return st;
+}
+
+/* Bits: y, yq and yn against the unfused calls'; then y against the composed reference (the
+ * operands' scale), yn against hk_ref_rmsnorm (its own scale), and yq's values against it less
+ * their blocks' rounding (compare_fused_q8's allowance). */
+static double compare_add_norm(const hk_case_run *run, char *detail, size_t size)
+{
+    const add_norm_state *ns = run->state;
+    size_t n = run->ref_count, blocks = n / 32;
+    const float *y = run->t[ns->y].got, *yn = ns->yn >= 0 ? run->t[ns->yn].got : NULL;
+    const uint8_t *yq = run->t[ns->yq].got;
+    size_t differ_y = 0, differ_yn = 0, differ_q = 0;
+    double err_y = 0.0, err_n = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        differ_y += memcmp(&y[i], &ns->want_y[i], 4) != 0;
+        err_y = isfinite(y[i]) ? fmax(err_y, fabs((double)y[i] - run->ref[i])) : INFINITY;
+        if (yn) {
+            differ_yn += memcmp(&yn[i], &ns->want_yn[i], 4) != 0;
+            err_n = isfinite(yn[i]) ? fmax(err_n, fabs((double)yn[i] - ns->ref_yn[i])) : INFINITY;
+        }
+    }
+    for (size_t b = 0; b < blocks; b++) {
+        differ_q += memcmp(yq + 36 * b, ns->want_yq + 36 * b, 36) != 0;
+        hk_block_q8_1 blk;
+        memcpy(&blk, yq + 36 * b, sizeof blk);
+        double d = hk_f16_to_f32(blk.d), allow = fabs(d) * (0.5 + 127.0 / 2048);
+        for (int i = 0; i < 32; i++) {
+            double v = d * blk.qs[i];
+            err_n = isfinite(v) ? fmax(err_n, fabs(v - ns->ref_yn[32 * b + i]) - allow) : INFINITY;
+        }
+    }
+    const uint8_t *ws = run->t[ns->ws].got;
+    size_t ws_nonzero = 0;
+    for (uint64_t i = 0; i < ns->ws_bytes; i++)
+        ws_nonzero += ws[i] != 0;
+    double rel_y = err_y / (ns->scale > 1e-30 ? ns->scale : 1e-30);
+    double rel_n = err_n / (ns->norm_scale > 1e-30 ? ns->norm_scale : 1e-30);
+    size_t bad = differ_y + differ_q + differ_yn + ws_nonzero;
+    snprintf(detail, size, "%s: %zu of %zu y, %zu of %zu yq blocks, %zu yn differ from the unfused calls, %zu workspace "
+             "bytes not zero after; %.3e of the operands' scale, %.3e of the normalised values'", bad ? "FAIL" : "bits",
+             differ_y, n, differ_q, blocks, differ_yn, ws_nonzero, rel_y, rel_n);
+    return bad ? INFINITY : fmax(rel_y, rel_n);
+}
+
+/* {type, {rows, k}, variant} of hk_matvec_int8_add_norm: one block of rows and several groups of 32
+ * blocks (the norm's order), tails of k, in place, raw blocks, with and without yn; Qwen3's
+ * o-projection (2048 x 4096) and more rows than one pass of workgroups */
+#define IP FUSED_IN_PLACE
+#define RAW FUSED_RAW
+#define YN NORM_YN
+static const hk_case_shape add_norm_tests[] = {
+    {Q4, {32, 256}, 0, 0},          {Q5, {32, 512}, IP | YN, 0},   {Q6, {64, 768}, RAW | YN, 0}, {Q8, {96, 256}, IP, 0},
+    {Q4, {1056, 512}, YN, 0},       {Q5, {1056, 768}, RAW, 0},     {Q6, {2080, 256}, IP, 0},     {Q8, {1056, 32}, RAW | YN, 0},
+    {Q4, {2048, 4096}, IP | YN, 0}, {Q6, {2048, 4096}, IP, 0},     {Q8, {4096, 512}, YN, 0},
+    {Q4, {32768, 256}, 0, 0},
+};
+#undef IP
+#undef RAW
+#undef YN
+static const hk_case_shape add_norm_quick[] = {{Q4, {2048, 4096}, FUSED_IN_PLACE, 0}};
+#define ADD_NORM_FULL(t)                                                                                               \
+    {t, {4096, 4096}, FUSED_IN_PLACE, 0}, {t, {4096, 14336}, FUSED_IN_PLACE, 0},                                        \
+        {t, {2048, 4096}, FUSED_IN_PLACE | NORM_YN, 0}
+static const hk_case_shape add_norm_full[] = {ADD_NORM_FULL(Q4), ADD_NORM_FULL(Q6), ADD_NORM_FULL(Q8)};
+
+const hk_case hk_case_matvec_int8_add_norm = {
+    .name = "matvec_int8_add_norm",
+    .gate = HK_GATE_EXACT,
+    .prepare = prepare_add_norm,
+    .record = record_add_norm,
+    .compare = compare_add_norm,
+    .tune_family = tune_fused,
+    CASE_SHAPES(add_norm_tests, add_norm_quick, add_norm_full),
+};
+
 /* {type, {rows, k, gelu}, variant} of hk_matvec_int8_glu_q8_1: one block and several, 2 slots of 1 row
  * and of 2 (from 4096), 4 (Q6_K from 16384), more blocks than workgroups (8193 blocks); Qwen3's gate
  * and up */

@@ -14,7 +14,7 @@ extern const hk__family hk__family_add, hk__family_swiglu;
 extern const hk__family hk__family_argmax, hk__family_softmax;
 extern const hk__family hk__family_moe_combine, hk__family_get_rows;
 extern const hk__family hk__family_rmsnorm_q8_1;
-extern const hk__family hk__family_matvec_int8_add, hk__family_matvec_int8_glu, hk__family_matvec_int8_glu_q8_1,
+extern const hk__family hk__family_matvec_int8_add, hk__family_matvec_int8_add_norm, hk__family_matvec_int8_glu, hk__family_matvec_int8_glu_q8_1,
     hk__family_matvec_int8_multi, hk__family_matvec_int8_f32x;
 extern const hk__family hk__family_moe_matvec_int8_glu, hk__family_moe_matvec_int8_glu_q8_1,
     hk__family_moe_matvec_int8_combine;
@@ -22,7 +22,7 @@ extern const hk__family hk__family_moe_matvec_int8_glu, hk__family_moe_matvec_in
 /* In the order hk_context_prepare builds them (hkernel.h lists the names). */
 const hk__family *const hk__families[] = {
     &hk__family_matvec,        &hk__family_matvec_int8,     &hk__family_matvec_int8_tokens,
-    &hk__family_matvec_int8_add, &hk__family_matvec_int8_glu, &hk__family_matvec_int8_glu_q8_1,
+    &hk__family_matvec_int8_add, &hk__family_matvec_int8_add_norm, &hk__family_matvec_int8_glu, &hk__family_matvec_int8_glu_q8_1,
     &hk__family_matvec_int8_multi, &hk__family_matvec_int8_f32x,
     &hk__family_moe_matvec,    &hk__family_moe_matvec_int8, &hk__family_moe_matvec_int8_glu,
     &hk__family_moe_matvec_int8_glu_q8_1, &hk__family_moe_matvec_int8_combine,

@@ -159,7 +159,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         EPI_SHADERS(MOE_MATVEC_##t, COMBINE),                                                                         \
         {{EPI_SHADERS(MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MATVEC_##t, GLU_GELU_Q8)},                                \
          {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8)},                        \
-         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8_RANKED), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8_RANKED)}}
+         {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8_RANKED), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8_RANKED)}},       \
+        .add_norm = EPI_SHADERS(MATVEC_##t, ADD_NORM)
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -177,7 +178,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}},                                                  \
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}},                                                  \
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}                                                   \
-    }
+    }                                                                                                                  \
+    , .add_norm = {HK_NO_SHADER, HK_NO_SHADER}
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
  * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
@@ -195,6 +197,7 @@ typedef struct matvec_type {
     int moe_combine[2];     /* the int8 MoE gather with the weighted combine [as epi] */
     int glu_q8[3][2][2];    /* the int8 GLU with its output as Q8_1 blocks [dense, moe, moe ranking its experts]
                              * [EPI_GLU_* - EPI_GLU_SILU][as epi] */
+    int add_norm[2];        /* the residual add with the RMSNorm tail (hk_matvec_int8_add_norm) [as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -809,7 +812,17 @@ typedef struct epilogue {
     uint32_t top_k;  /* EPI_COMBINE, and the ranking GLU: slots per token */
     int q8_1;        /* the GLU's output as Q8_1 blocks of 32 rows (y: rows / 32 blocks) */
     int ranked;      /* the MoE GLU with Q8_1 output ranks each slot's expert from the logits (the ids view) */
+    const hk_norm_out *tail; /* EPI_ADD: the new residual's RMSNorm by the last workgroup (NULL: none) */
 } epilogue;
+
+/* hk_matvec_int8_add_norm: the most rows (the tail's shared memory holds a P_b per block) and its
+ * workspace, the arrival counter. */
+#define NORM_TAIL_MAX_ROWS 32768u
+static uint64_t norm_workspace_bytes(uint32_t rows)
+{
+    (void)rows;
+    return 4;
+}
 
 /* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
  * power of 2 of at least F32X_MIN_BLOCKS, so that a few pipelines serve every k (a pipeline per k
@@ -893,15 +906,28 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI;
     int glu = epi && (epi->kind == EPI_GLU_SILU || epi->kind == EPI_GLU_GELU), f32x = epi && epi->f32x;
     int has_norm = f32x && epi->norm.buffer, combine = epi && epi->kind == EPI_COMBINE;
-    int has_residual = combine && epi->view.buffer;
-    const char *names[6] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
+    int has_residual = combine && epi->view.buffer, tail = add && epi->tail, has_yn = 0;
+    const char *names[8] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
                             glu && epi->q8_1 ? "yq" : "y",
                             moe ? (epi && epi->ranked ? "logits" : "ids") : add ? "residual" : multi ? "w[1]" : "w_up",
-                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual"};
+                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual", "norm->yn", "norm->workspace"};
     int q8 = glu && epi->q8_1;
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
         return st;
+    if (tail) {
+        if (rows % 32 || rows > NORM_TAIL_MAX_ROWS)
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u is not a multiple of 32 up to %u (the norm's Q8_1 "
+                            "blocks)", rows, NORM_TAIL_MAX_ROWS);
+        if (!(epi->tail->eps > 0.0f) || !isfinite(epi->tail->eps))
+            return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "norm->eps=%g must be positive and finite",
+                            (double)epi->tail->eps);
+        st = hk__optional_view(fn, "norm->yn", epi->tail->yn, &has_yn);
+        if (st != HK_OK)
+            return st;
+        names[4] = "norm->weight";
+        names[5] = "norm->yq";
+    }
     if (q8 && (moe ? moe->shape->n : rows) % 32)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=%u is not a multiple of 32 (the Q8_1 output's blocks)",
                         moe ? "n" : "rows", moe ? moe->shape->n : rows);
@@ -914,16 +940,24 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint64_t row_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype), w_bytes = row_bytes * w_rows;
     if (multi)
         w_bytes = row_bytes * epi->rows[0];
-    hk_binding b[6] = {
+    hk_binding b[8] = {
         {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
         {y, q8 ? (uint64_t)rows / 32 * 36 : (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0}, /* ranked: the logits, below */
         {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
+        {{0}, 0, 0, 0, 0},
+        {{0}, 0, 0, 0, 0},
     };
     if (add)
         b[3] = (hk_binding){epi->view, (uint64_t)rows * 4, 4, 0, 0};
+    if (tail) { /* an absent yn is bound to yq, never written */
+        b[4] = (hk_binding){epi->tail->weight, (uint64_t)rows * 4, 4, 0, 0};
+        b[5] = (hk_binding){epi->tail->yq, (uint64_t)rows / 32 * 36, 4, 1, 0};
+        b[6] = (hk_binding){has_yn ? epi->tail->yn : epi->tail->yq, has_yn ? (uint64_t)rows * 4 : 0, 4, has_yn, 0};
+        b[7] = (hk_binding){epi->tail->workspace, norm_workspace_bytes(rows), 4, 1, 0};
+    }
     int ranked = q8 && moe && epi->ranked;
     if (ranked)
         b[3].bytes = (uint64_t)slots / epi->top_k * moe->shape->n_experts * 4;
@@ -938,6 +972,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     for (uint32_t i = 1; multi && i < epi->n; i++)
         b[2 + i] = (hk_binding){epi->w[i], row_bytes * epi->rows[i], w_align, 0, 0};
     uint32_t count = multi     ? 2 + epi->n
+                     : tail    ? 8
                      : combine ? 5u + (uint32_t)has_residual
                      : moe && glu ? 5
                      : moe || add || glu ? 4
@@ -947,11 +982,19 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int in_place = (add || has_residual) && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
     uint32_t checked = in_place ? (combine ? 5 : 3) : count;
     hk_binding norm_b = has_norm ? (hk_binding){epi->norm, (uint64_t)k * 4, 4, 0, 0} : (hk_binding){x, 0, 4, 0, 0};
-    hk_binding check[6];
+    hk_binding check[8];
     memcpy(check, b, sizeof check);
     if (has_norm) { /* the norm's weight is checked after the others, then bound 6th */
         check[checked] = norm_b;
         names[checked++] = "norm";
+    }
+    if (tail) { /* every binding but the residual in place and the absent yn */
+        checked = 0;
+        for (uint32_t i = 0; i < 8; i++)
+            if (!(i == 3 && in_place) && !(i == 6 && !has_yn)) {
+                check[checked] = b[i];
+                names[checked++] = names[i];
+            }
     }
     st = hk__check_bindings(context, stream, fn, names, check, checked);
     if (st != HK_OK)
@@ -973,6 +1016,10 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint32_t params[7] = {rows, k, 0, 0, 0, 0, has_norm};
     if (f32x)
         memcpy(&params[5], &epi->eps, 4);
+    if (tail) {
+        memcpy(&params[5], &epi->tail->eps, 4);
+        params[6] = (uint32_t)has_yn;
+    }
     if (multi) /* each matrix's rows; none for those the call does not have */
         for (uint32_t i = 0; i < 3; i++)
             params[i ? i + 1 : 0] = i < epi->n ? epi->rows[i] : 0;
@@ -989,7 +1036,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (ranked)
         params[5] = epi->top_k;
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params,
-                          .params_bytes = f32x || combine ? sizeof params : (ranked ? 6 : 5) * sizeof *params};
+                          .params_bytes = f32x || combine || tail ? sizeof params : (ranked ? 6 : 5) * sizeof *params};
     int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
     if (tokens > 1)
         return tokens_dispatch(context, stream, fn, wtype, mode, &d, params, rows, k, tokens, x_bytes);
@@ -1046,6 +1093,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = combine ? mt->moe_combine[dot]
                    : q8 ? mt->glu_q8[ranked ? 2 : moe != NULL][epi->kind - EPI_GLU_SILU][dot]
                    : f32x ? mt->f32x[epi->kind][dot]
+                   : tail ? mt->add_norm[dot]
                    : !epi ? mt->rows[moe != NULL][mode]
                    : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
                          : mt->epi[epi->kind - 1][dot];
@@ -1112,6 +1160,31 @@ hk_status hk_matvec_int8_add(hk_context *context, hk_stream *stream, hk_type wty
 {
     const epilogue epi = {.kind = EPI_ADD, .view = residual};
     return matvec(context, stream, "hk_matvec_int8_add", 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
+}
+
+hk_status hk_matvec_int8_add_norm_workspace_bytes(hk_context *context, uint32_t rows, uint64_t *out_bytes)
+{
+    static const char fn[] = "hk_matvec_int8_add_norm_workspace_bytes";
+    if (!out_bytes)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "out_bytes is NULL");
+    *out_bytes = 0;
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (!rows || rows % 32 || rows > NORM_TAIL_MAX_ROWS)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u is not a multiple of 32 from 32 to %u", rows,
+                        NORM_TAIL_MAX_ROWS);
+    *out_bytes = norm_workspace_bytes(rows);
+    return HK_OK;
+}
+
+hk_status hk_matvec_int8_add_norm(hk_context *context, hk_stream *stream, hk_type wtype, hk_view w, hk_view xq,
+                                  hk_view residual, hk_view y, uint32_t rows, uint32_t k, const hk_norm_out *norm)
+{
+    static const char fn[] = "hk_matvec_int8_add_norm";
+    if (!norm)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "norm is NULL");
+    const epilogue epi = {.kind = EPI_ADD, .view = residual, .tail = norm};
+    return matvec(context, stream, fn, 1, wtype, w, xq, y, rows, k, 1, NULL, &epi);
 }
 
 /* The GLU's epilogue for mode (checked) and its output: y f32, or Q8_1 blocks (q8_1) */
@@ -1548,6 +1621,25 @@ static hk_status prepare_f32x(hk__prep *p)
 static hk_status prepare_matvec(hk__prep *p) { return prepare_matvec_any(p, 0, EPI_NONE); }
 static hk_status prepare_matvec_int8(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_NONE); }
 static hk_status prepare_matvec_int8_add(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_ADD); }
+
+/* hk_matvec_int8_add_norm: every type at the row classes of prepare_matvec_any, rows a multiple of
+ * 32, with and without yn (one pipeline) */
+static hk_status prepare_matvec_int8_add_norm(hk__prep *p)
+{
+    static const uint32_t rows[] = {32, MATVEC_SOME_ROWS, MATVEC_MANY_ROWS};
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(1, 0, types);
+    hk_norm_out norm = {hk__prep_view(p, 4), 1e-6f, hk__prep_view(p, 5), {NULL, 0}, hk__prep_view(p, 7)};
+    for (uint32_t t = 0; t < n_types; t++) {
+        uint32_t k = hk_type_block_values(types[t]);
+        while (!rows_aligned(types[t], k))
+            k += hk_type_block_values(types[t]);
+        for (int r = 0; r < 3; r++)
+            HK_PREP_TRY(p, hk_matvec_int8_add_norm(p->ctx, p->s, types[t], hk__prep_view(p, 0), hk__prep_view(p, 1),
+                                                   hk__prep_view(p, 3), hk__prep_view(p, 2), rows[r], k, &norm));
+    }
+    return HK_OK;
+}
 static hk_status prepare_matvec_int8_glu(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_GLU_SILU); }
 static hk_status prepare_matvec_int8_multi(hk__prep *p) { return prepare_matvec_any(p, 1, EPI_MULTI); }
 
@@ -1660,6 +1752,7 @@ const hk__family hk__family_matvec_int8 = {"hk_matvec_int8", prepare_matvec_int8
 const hk__family hk__family_matvec_int8_tokens = {"hk_matvec_int8_tokens", prepare_tokens, {&tune_matvec_tokens}};
 /* the epilogues and the multi take hk_matvec_int8's schedules (its tuner family HK_TUNE_MATVEC_INT8) */
 const hk__family hk__family_matvec_int8_add = {"hk_matvec_int8_add", prepare_matvec_int8_add, {NULL}};
+const hk__family hk__family_matvec_int8_add_norm = {"hk_matvec_int8_add_norm", prepare_matvec_int8_add_norm, {NULL}};
 const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_matvec_int8_glu, {NULL}};
 const hk__family hk__family_matvec_int8_glu_q8_1 = {"hk_matvec_int8_glu_q8_1", prepare_matvec_int8_glu_q8, {NULL}};
 const hk__family hk__family_matvec_int8_multi = {"hk_matvec_int8_multi", prepare_matvec_int8_multi, {NULL}};
