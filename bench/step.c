@@ -93,6 +93,7 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         {"the experts' gated activation quantized by a dispatch of its own", "moe-glu-quantize"},
         {"the q and k norms as dispatches of their own", "qk-norm"},
         {"the experts' GLU ranking its experts from the logits, the routing beside it", "moe-glu-ranked"},
+        {"each RMSNorm after a projection in the projection's tail (hk_matvec_int8_add_norm)", "norm-tail"},
     };
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
         run_graph_free(&s, &g);
@@ -102,6 +103,7 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         s.moe_glu_quantizer_apart = f == 3;
         s.qk_norm_apart = f == 4;
         s.moe_glu_ranked = f == 5;
+        s.norm_in_tail = f == 6;
         if ((f == 2 && m.hp.n_expert) || ((f == 3 || f == 5) && !m.hp.n_expert))
             continue; /* no dense (experts') GLU in this shape */
         if (f == 4 && !m.layers[0].q_norm.present)

@@ -230,6 +230,11 @@ int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t
     rc |= run_pack_add(&s->pack, &s->ff_q, ff / 32 * Q8_1_BLOCK_BYTES);
     rc |= run_pack_add(&s->pack, &s->logits, (uint64_t)hp->n_vocab * 4);
     rc |= run_pack_add(&s->pack, &s->workspace, workspace);
+    uint64_t norm_workspace = 0;
+    if (e % 32 == 0 && hk_matvec_int8_add_norm_workspace_bytes(ctx, (uint32_t)e, &norm_workspace) == HK_OK) {
+        rc |= run_pack_add(&s->pack, &s->norm_workspace, norm_workspace);
+        rc |= run_pack_add(&s->pack, &s->xq_spare, widest / 32 * Q8_1_BLOCK_BYTES);
+    }
     if (hp->n_expert) {
         rc |= run_pack_add(&s->pack, &s->moe_out, b * top_k * e * 4);
         rc |= run_pack_add(&s->pack, &s->router_logits, b * hp->n_expert * 4);
@@ -247,6 +252,12 @@ int run_state_create(run_state *s, hk_context *ctx, const run_model *m, uint32_t
         return -1;
     if (!workspace)
         s->workspace = (hk_view){NULL, 0};
+    if (!norm_workspace)
+        s->norm_workspace = s->xq_spare = (hk_view){NULL, 0};
+    else if (hk_buffer_fill(s->norm_workspace.buffer, s->norm_workspace.offset, norm_workspace, 0) != HK_OK) {
+        fprintf(stderr, "hk-run: %s\n", hk_last_error());
+        return -1;
+    }
     /* hk_moe_combine reads every slot's row: rows of dropped experts must hold numbers */
     if (hp->n_expert && hk_buffer_fill(s->moe_out.buffer, s->moe_out.offset, b * top_k * e * 4, 0) != HK_OK) {
         fprintf(stderr, "hk-run: %s\n", hk_last_error());
@@ -354,6 +365,43 @@ static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk
     return r != HK_OK ? r : hk_add(s->ctx, st, s->x, s->tmp, s->x, m * w->rows);
 }
 
+/* Whether the RMSNorm with weight norm for weights a, b, c reads quantized weights only (1), some
+ * f32 or F16 ones too (2), or none quantized (0) */
+static int norm_needs(const run_state *s, const run_weight *a, const run_weight *b, const run_weight *c)
+{
+    const run_weight *w[3] = {a, b, c};
+    int int8 = 0, f32 = 0;
+    for (int i = 0; i < 3; i++)
+        if (w[i]) {
+            int8 |= !s->f32_activations && quantized(w[i]->type);
+            f32 |= s->f32_activations || !quantized(w[i]->type);
+        }
+    return !int8 ? 0 : f32 ? 2 : 1;
+}
+
+/* linear_add; in the norm_in_tail form, where the next call is norm_for(x, next, 1 row, ...) for
+ * weights a, b, c, also that norm in the projection's tail (hk_matvec_int8_add_norm: xq, and xn
+ * where an f32 weight reads it), so that norm_for is then not recorded (s->norm_done) */
+static hk_status linear_add_norm(run_state *s, hk_stream *st, const run_weight *w, hk_view a, hk_view aq, uint32_t m,
+                                 const run_weight *next, const run_weight *na, const run_weight *nb,
+                                 const run_weight *nc)
+{
+    int needs = norm_needs(s, na, nb, nc);
+    if (!s->norm_in_tail || s->quantize_in_matvec || !needs || !fused(s, w, m) || !s->norm_workspace.buffer || w->rows % 32 ||
+        w->rows > s->model->hp.n_embd)
+        return linear_add(s, st, w, a, aq, m);
+    hk_norm_out norm = {next->view, s->model->hp.eps, s->xq_spare, needs == 2 ? s->xn : (hk_view){NULL, 0},
+                        s->norm_workspace};
+    hk_status r = hk_matvec_int8_add_norm(s->ctx, st, w->type, w->view, aq, s->x, s->x, w->rows, w->k, &norm);
+    if (r == HK_OK) { /* the norm's blocks are xq from here on */
+        hk_view input = s->xq;
+        s->xq = s->xq_spare;
+        s->xq_spare = input;
+        s->norm_done = next;
+    }
+    return r;
+}
+
 /* xq = Q8_1(x) where any of the weights about to read x is quantized */
 static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t values, const run_weight *a,
                               const run_weight *b, const run_weight *c)
@@ -363,22 +411,30 @@ static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t v
     return hk_quantize_q8_1(s->ctx, st, x, s->xq, (uint32_t)values);
 }
 
+/* Whether the projection before made the RMSNorm with this weight in its tail (linear_add_norm),
+ * so that its norm_for is not recorded; taken once */
+static int norm_made(run_state *s, const run_weight *norm)
+{
+    if (s->norm_done != norm)
+        return 0;
+    s->norm_done = NULL;
+    return 1;
+}
+
 /* xn = RMSNorm(x) for the weights about to read it: with xq = Q8_1(xn) in the same dispatch where
  * any of them is quantized (and xn itself only where one is not) */
 static hk_status norm_for(run_state *s, hk_stream *st, hk_view x, const run_weight *norm, uint32_t rows, uint32_t n,
                           const run_weight *a, const run_weight *b, const run_weight *c)
 {
-    const run_weight *w[3] = {a, b, c};
-    int int8 = 0, f32 = 0;
-    for (int i = 0; i < 3; i++)
-        if (w[i]) {
-            int8 |= !s->f32_activations && quantized(w[i]->type);
-            f32 |= s->f32_activations || !quantized(w[i]->type);
-        }
+    if (s->norm_done) {
+        fprintf(stderr, "hk-run: an RMSNorm made in a projection's tail was not taken\n");
+        return HK_ERROR_STATE;
+    }
+    int needs = norm_needs(s, a, b, c);
     float eps = s->model->hp.eps;
-    if (!int8)
+    if (!needs)
         return hk_rmsnorm(s->ctx, st, x, norm->view, s->xn, rows, n, eps);
-    return hk_rmsnorm_q8_1(s->ctx, st, x, norm->view, f32 ? s->xn : (hk_view){NULL, 0}, s->xq, rows, n, eps);
+    return hk_rmsnorm_q8_1(s->ctx, st, x, norm->view, needs == 2 ? s->xn : (hk_view){NULL, 0}, s->xq, rows, n, eps);
 }
 
 static hk_status add_bias(run_state *s, hk_stream *st, hk_view y, const run_weight *bias, uint32_t m)
@@ -401,7 +457,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     const run_weight *w[3] = {&l->wq, &l->wk, &l->wv};
     /* a token's RMSNorm inside each matvec that reads it, or once before them */
     int own_norm = in_matvec(s, m, w, 3);
-    if (!own_norm)
+    if (!own_norm && !norm_made(s, &l->attn_norm))
         LAYER_CALL(norm_for(s, st, s->x, &l->attn_norm, m, e, &l->wq, &l->wk, &l->wv));
     /* a token's q, k and v side by side: those of one quantized type in one dispatch */
     hk_view q_out = s->q, k_out = m == 1 ? at(s->q, 4ull * q) : s->k,
@@ -466,9 +522,23 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     else {
         if (!q8_1_out)
             LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
-        LAYER_CALL(linear_add(s, st, &l->wo, s->attn, s->xq, m));
+        /* the FFN's RMSNorm in the projection's tail */
+        int moe = s->model->hp.n_expert != 0;
+        LAYER_CALL(linear_add_norm(s, st, &l->wo, s->attn, s->xq, m, &l->ffn_norm, moe ? &l->gate_exps : &l->gate,
+                                   moe ? &l->router : &l->up, NULL));
     }
     return 0;
+}
+
+/* After layer il's FFN: the next layer's attention RMSNorm for its Q, K and V, or the head's */
+static hk_status down_add(run_state *s, hk_stream *st, uint32_t il, hk_view a, hk_view aq, uint32_t m)
+{
+    const run_model *md = s->model;
+    const run_weight *down = &md->layers[il].down;
+    if (il + 1 == md->hp.n_layer)
+        return linear_add_norm(s, st, down, a, aq, m, &md->output_norm, &md->output, NULL, NULL);
+    const run_layer *n = &md->layers[il + 1];
+    return linear_add_norm(s, st, down, a, aq, m, &n->attn_norm, &n->wq, &n->wk, &n->wv);
 }
 
 static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
@@ -485,7 +555,8 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     if (own_norm)
         LAYER_CALL(matvec_f32x(s, st, &gate, 1, s->x, &l->ffn_norm, HK_MATVEC_GLU_SILU, l->up.view, s->ff_a));
     else {
-        LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
+        if (!norm_made(s, &l->ffn_norm))
+            LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate, &l->up, NULL));
         if (glu_q8)
             LAYER_CALL(hk_matvec_int8_glu_q8_1(c, st, l->gate.type, l->gate.view, l->up.view, s->xq, s->ff_q, f, e,
                                                HK_GLU_SILU));
@@ -499,12 +570,12 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
         }
     }
     if (glu_q8)
-        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->ff_q, m));
+        LAYER_CALL(down_add(s, st, il, s->ff_a, s->ff_q, m));
     else if (in_matvec(s, m, &down, 1))
         LAYER_CALL(matvec_f32x(s, st, &down, 1, s->ff_a, NULL, HK_MATVEC_ADD, s->x, s->x));
     else {
         LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
-        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->xq, m));
+        LAYER_CALL(down_add(s, st, il, s->ff_a, s->xq, m));
     }
     return 0;
 }
@@ -515,7 +586,8 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_hparams *hp = &s->model->hp;
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff_exp, n_exp = hp->n_expert, top_k = hp->n_expert_used, slots = m * top_k;
-    LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate_exps, &l->router, NULL));
+    if (!norm_made(s, &l->ffn_norm))
+        LAYER_CALL(norm_for(s, st, s->x, &l->ffn_norm, m, e, &l->gate_exps, &l->router, NULL));
     LAYER_CALL(linear(s, st, &l->router, s->xn, s->router_logits, m));
     LAYER_CALL(hk_moe_route(c, st, s->router_logits, s->expert_ids, s->expert_weights, m, n_exp, top_k, 1));
     if (s->f32_activations) {
@@ -574,7 +646,20 @@ static int record_moe(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     return 0;
 }
 
+static int record_pass(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run_slots *io);
+
 int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run_slots *io)
+{
+    /* the projections' tails swap xq and its spare as they go: every pass starts from the same pair */
+    hk_view xq = s->xq, spare = s->xq_spare;
+    int rc = record_pass(s, st, m, tail, io);
+    s->xq = xq;
+    s->xq_spare = spare;
+    s->norm_done = NULL;
+    return rc;
+}
+
+static int record_pass(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run_slots *io)
 {
     hk_context *c = s->ctx;
     const run_model *md = s->model;
@@ -591,8 +676,9 @@ int run_record(run_state *s, hk_stream *st, uint32_t m, run_tail tail, const run
             return -1;
     }
     /* the head, for the last token only */
-    STEP_CALL(norm_for(s, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), &md->output_norm, 1, hp->n_embd,
-                       &md->output, NULL, NULL));
+    if (!norm_made(s, &md->output_norm))
+        STEP_CALL(norm_for(s, st, at(s->x, (uint64_t)(m - 1) * hp->n_embd * 4), &md->output_norm, 1, hp->n_embd,
+                           &md->output, NULL, NULL));
     STEP_CALL(linear(s, st, &md->output, s->xn, s->logits, 1));
     if (tail == RUN_TAIL_PROBS) {
         STEP_CALL(hk_softmax(c, st, s->logits, s->logits, 1, hp->n_vocab, s->temperature));

@@ -58,10 +58,18 @@ typedef struct run_state {
                          * itself (hk_moe_matvec_int8_glu_q8_1_ranked), hk_moe_route beside it for
                          * the combine's ids and weights: one dependent dispatch less; for
                          * comparisons */
+    int norm_in_tail; /* the RMSNorm after a token's O and dense down projections in the projection's
+                       * tail (hk_matvec_int8_add_norm), not a dispatch of its own: for comparisons
+                       * (slower on the H100: docs/perf.md) */
+    const run_weight *norm_done; /* the RMSNorm the last projection's tail made (xq, and xn where f32
+                                  * weights read it): the next norm_for of it records nothing */
     hk_kv_layout kv;
     hk_view *k_cache, *v_cache; /* per layer */
     /* activations: [batch, ...] f32 unless said */
     hk_view x, xn, q, k, v, attn, tmp, ff_a, ff_b, moe_out, xq /* Q8_1 */, router_logits, logits, workspace;
+    hk_view norm_workspace; /* hk_matvec_int8_add_norm's arrival words (not shared with the attention's) */
+    hk_view xq_spare; /* one token's Q8_1 activation: a projection's tail writes the next norm's here
+                       * (its input is xq), then the two swap while a graph is recorded */
     hk_view ff_q; /* a token's gated activation as Q8_1, written by the GLU that reads xq */
     hk_view expert_ids, expert_weights, expert_offsets, expert_slots, expert_dropped;
     run_pack pack;
