@@ -355,18 +355,8 @@ static hk_status matvec_f32x(run_state *s, hk_stream *st, const run_weight *cons
     return hk_matvec_int8_f32x(s->ctx, st, &d);
 }
 
-/* x (the residual stream) += W . a: the int8 matvec's residual epilogue for a token on aq, a as Q8_1
- * (the same bits as the product and hk_add), else the product into tmp and hk_add */
-static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk_view a, hk_view aq, uint32_t m)
-{
-    if (fused(s, w, m))
-        return hk_matvec_int8_add(s->ctx, st, w->type, w->view, aq, s->x, s->x, w->rows, w->k);
-    hk_status r = linear(s, st, w, a, s->tmp, m);
-    return r != HK_OK ? r : hk_add(s->ctx, st, s->x, s->tmp, s->x, m * w->rows);
-}
-
-/* Whether the RMSNorm with weight norm for weights a, b, c reads quantized weights only (1), some
- * f32 or F16 ones too (2), or none quantized (0) */
+/* Whether the RMSNorm for weights a, b, c reads quantized weights only (1), some f32 or F16 ones
+ * too (2), or none quantized (0) */
 static int norm_needs(const run_state *s, const run_weight *a, const run_weight *b, const run_weight *c)
 {
     const run_weight *w[3] = {a, b, c};
@@ -379,27 +369,56 @@ static int norm_needs(const run_state *s, const run_weight *a, const run_weight 
     return !int8 ? 0 : f32 ? 2 : 1;
 }
 
-/* linear_add; in the norm_in_tail form, where the next call is norm_for(x, next, 1 row, ...) for
- * weights a, b, c, also that norm in the projection's tail (hk_matvec_int8_add_norm: xq, and xn
- * where an f32 weight reads it), so that norm_for is then not recorded (s->norm_done) */
-static hk_status linear_add_norm(run_state *s, hk_stream *st, const run_weight *w, hk_view a, hk_view aq, uint32_t m,
-                                 const run_weight *next, const run_weight *na, const run_weight *nb,
-                                 const run_weight *nc)
+/* The RMSNorm recorded right after a projection (norm_for), and the weights that read it */
+typedef struct next_norm {
+    const run_weight *norm, *a, *b, *c;
+} next_norm;
+
+/* After layer il's attention: its FFN's RMSNorm */
+static next_norm after_attention(const run_state *s, uint32_t il)
 {
-    int needs = norm_needs(s, na, nb, nc);
-    if (!s->norm_in_tail || s->quantize_in_matvec || !needs || !fused(s, w, m) || !s->norm_workspace.buffer || w->rows % 32 ||
-        w->rows > s->model->hp.n_embd)
-        return linear_add(s, st, w, a, aq, m);
-    hk_norm_out norm = {next->view, s->model->hp.eps, s->xq_spare, needs == 2 ? s->xn : (hk_view){NULL, 0},
-                        s->norm_workspace};
-    hk_status r = hk_matvec_int8_add_norm(s->ctx, st, w->type, w->view, aq, s->x, s->x, w->rows, w->k, &norm);
-    if (r == HK_OK) { /* the norm's blocks are xq from here on */
-        hk_view input = s->xq;
-        s->xq = s->xq_spare;
-        s->xq_spare = input;
-        s->norm_done = next;
+    const run_layer *l = &s->model->layers[il];
+    if (s->model->hp.n_expert)
+        return (next_norm){&l->ffn_norm, &l->gate_exps, &l->router, NULL};
+    return (next_norm){&l->ffn_norm, &l->gate, &l->up, NULL};
+}
+
+/* After layer il's FFN: the next layer's attention RMSNorm, or the head's */
+static next_norm after_ffn(const run_state *s, uint32_t il)
+{
+    const run_model *md = s->model;
+    if (il + 1 == md->hp.n_layer)
+        return (next_norm){&md->output_norm, &md->output, NULL, NULL};
+    const run_layer *n = &md->layers[il + 1];
+    return (next_norm){&n->attn_norm, &n->wq, &n->wk, &n->wv};
+}
+
+/* x (the residual stream) += W . a: the int8 matvec's residual epilogue for a token on aq, a as Q8_1
+ * (the same bits as the product and hk_add), else the product into tmp and hk_add. In the
+ * norm_in_tail form, a token's next RMSNorm (norm_for(x, next.norm, 1 row, ...)) also in the
+ * projection's tail (hk_matvec_int8_add_norm: xq, and xn where an f32 weight reads it), so that
+ * norm_for is then not recorded (s->norm_done). */
+static hk_status linear_add(run_state *s, hk_stream *st, const run_weight *w, hk_view a, hk_view aq, uint32_t m,
+                            next_norm next)
+{
+    int needs = next.norm ? norm_needs(s, next.a, next.b, next.c) : 0;
+    if (s->norm_in_tail && !s->quantize_in_matvec && needs && fused(s, w, m) && s->norm_workspace.buffer &&
+        w->rows % 32 == 0 && w->rows <= s->model->hp.n_embd) {
+        hk_norm_out norm = {next.norm->view, s->model->hp.eps, s->xq_spare, needs == 2 ? s->xn : (hk_view){NULL, 0},
+                            s->norm_workspace};
+        hk_status r = hk_matvec_int8_add_norm(s->ctx, st, w->type, w->view, aq, s->x, s->x, w->rows, w->k, &norm);
+        if (r == HK_OK) { /* the norm's blocks are xq from here on */
+            hk_view input = s->xq;
+            s->xq = s->xq_spare;
+            s->xq_spare = input;
+            s->norm_done = next.norm;
+        }
+        return r;
     }
-    return r;
+    if (fused(s, w, m))
+        return hk_matvec_int8_add(s->ctx, st, w->type, w->view, aq, s->x, s->x, w->rows, w->k);
+    hk_status r = linear(s, st, w, a, s->tmp, m);
+    return r != HK_OK ? r : hk_add(s->ctx, st, s->x, s->tmp, s->x, m * w->rows);
 }
 
 /* xq = Q8_1(x) where any of the weights about to read x is quantized */
@@ -411,7 +430,7 @@ static hk_status quantize_for(run_state *s, hk_stream *st, hk_view x, uint64_t v
     return hk_quantize_q8_1(s->ctx, st, x, s->xq, (uint32_t)values);
 }
 
-/* Whether the projection before made the RMSNorm with this weight in its tail (linear_add_norm),
+/* Whether the projection before made the RMSNorm with this weight in its tail (linear_add),
  * so that its norm_for is not recorded; taken once */
 static int norm_made(run_state *s, const run_weight *norm)
 {
@@ -522,23 +541,9 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     else {
         if (!q8_1_out)
             LAYER_CALL(quantize_for(s, st, s->attn, (uint64_t)m * q, &l->wo, NULL, NULL));
-        /* the FFN's RMSNorm in the projection's tail */
-        int moe = s->model->hp.n_expert != 0;
-        LAYER_CALL(linear_add_norm(s, st, &l->wo, s->attn, s->xq, m, &l->ffn_norm, moe ? &l->gate_exps : &l->gate,
-                                   moe ? &l->router : &l->up, NULL));
+        LAYER_CALL(linear_add(s, st, &l->wo, s->attn, s->xq, m, after_attention(s, il)));
     }
     return 0;
-}
-
-/* After layer il's FFN: the next layer's attention RMSNorm for its Q, K and V, or the head's */
-static hk_status down_add(run_state *s, hk_stream *st, uint32_t il, hk_view a, hk_view aq, uint32_t m)
-{
-    const run_model *md = s->model;
-    const run_weight *down = &md->layers[il].down;
-    if (il + 1 == md->hp.n_layer)
-        return linear_add_norm(s, st, down, a, aq, m, &md->output_norm, &md->output, NULL, NULL);
-    const run_layer *n = &md->layers[il + 1];
-    return linear_add_norm(s, st, down, a, aq, m, &n->attn_norm, &n->wq, &n->wk, &n->wv);
 }
 
 static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
@@ -570,12 +575,12 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
         }
     }
     if (glu_q8)
-        LAYER_CALL(down_add(s, st, il, s->ff_a, s->ff_q, m));
+        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->ff_q, m, after_ffn(s, il)));
     else if (in_matvec(s, m, &down, 1))
         LAYER_CALL(matvec_f32x(s, st, &down, 1, s->ff_a, NULL, HK_MATVEC_ADD, s->x, s->x));
     else {
         LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
-        LAYER_CALL(down_add(s, st, il, s->ff_a, s->xq, m));
+        LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->xq, m, after_ffn(s, il)));
     }
     return 0;
 }
