@@ -256,18 +256,27 @@ static hk_status unfused(hk_context *ctx, hk_type type, const void *w, const voi
 }
 
 /* The device's hk_quantize_q8_1 of the n f32 values v, written over v (n / 32 blocks of 36 bytes:
- * fewer than v's 4n): the unfused calls' last step for the Q8_1-output GLUs. */
-static hk_status quantize_on_device(hk_context *ctx, float *v, size_t n)
+ * fewer than v's 4n): the unfused calls' last step for the Q8_1-output GLUs. With weight (f32 [n]):
+ * hk_rmsnorm_q8_1 of v as one row instead (eps NORM_EPS), its normalised values into yn. */
+#define NORM_EPS 1e-5f
+static hk_status quantize_on_device(hk_context *ctx, float *v, const float *weight, float *yn, size_t n)
 {
     uint64_t end = 0, fo = section(&end, 4ull * n), qo = section(&end, n / 32 * 36);
+    uint64_t wo = section(&end, weight ? 4ull * n : 0), no = section(&end, weight ? 4ull * n : 0);
     hk_buffer *b = NULL;
     hk_status st = hk_buffer_create(ctx, end, &b);
     if (st == HK_OK)
         st = hk_buffer_upload(b, fo, v, 4ull * n);
+    if (st == HK_OK && weight)
+        st = hk_buffer_upload(b, wo, weight, 4ull * n);
     if (st == HK_OK)
-        st = hk_quantize_q8_1(ctx, NULL, (hk_view){b, fo}, (hk_view){b, qo}, (uint32_t)n);
+        st = weight ? hk_rmsnorm_q8_1(ctx, NULL, (hk_view){b, fo}, (hk_view){b, wo}, (hk_view){b, no},
+                                      (hk_view){b, qo}, 1, (uint32_t)n, NORM_EPS)
+                    : hk_quantize_q8_1(ctx, NULL, (hk_view){b, fo}, (hk_view){b, qo}, (uint32_t)n);
     if (st == HK_OK)
         st = hk_buffer_download(b, qo, v, n / 32 * 36);
+    if (st == HK_OK && weight)
+        st = hk_buffer_download(b, no, yn, 4ull * n);
     hk_buffer_destroy(b);
     return st;
 }
@@ -322,7 +331,7 @@ static hk_status prepare_fused(hk_case_run *run, uint64_t seed, int glu)
             fs->q8 = glu == 2;
             st = unfused(run->ctx, type, w, w_up, xq, res, rows, k, gelu ? HK_GLU_GELU_TANH : HK_GLU_SILU, fs->unfused);
             if (st == HK_OK && fs->q8)
-                st = quantize_on_device(run->ctx, fs->unfused, rows);
+                st = quantize_on_device(run->ctx, fs->unfused, NULL, NULL, rows);
         }
         free(sum);
     }
@@ -488,56 +497,21 @@ const hk_case hk_case_matvec_int8_add = {
 };
 
 /* ---- hk_matvec_int8_add_norm: d = {rows, k}; variant bits FUSED_RAW, FUSED_IN_PLACE, NORM_YN (the
- * f32 normalised values too). Held to the bits of hk_matvec_int8_add and hk_rmsnorm_q8_1 on its
- * output, run on the device at prepare (y, yq and yn), and to the references composed
- * (hk_ref_matvec_q8_1, hk_ref_add, hk_ref_rmsnorm; yq's values less their blocks' rounding). A
- * checked run where y is not the residual records the call twice: the second finds the first's
- * arrival words in the workspace. ---- */
+ * f32 normalised values too). Held to the bits of the unfused calls (hk_matvec_int8 and hk_add,
+ * which hk_matvec_int8_add's case holds to its bits, then hk_rmsnorm_q8_1 of the sum), run on the
+ * device at prepare (y, yq and yn), and to the references composed (hk_ref_matvec_q8_1,
+ * hk_ref_add, hk_ref_rmsnorm; yq's values less their blocks' rounding). A checked run where y is
+ * not the residual records the call twice: the second must find the counter the first left at
+ * zero, and the compare checks it is zero after. ---- */
 enum { NORM_YN = 4 };
-#define NORM_EPS 1e-5f
 
 typedef struct add_norm_state {
     double scale, norm_scale; /* of y's error (the add's operands) and of the normalised values */
     int y, yq, yn, ws;        /* the outputs' tensors (yn -1: none), the workspace's */
     uint64_t ws_bytes;
     float *want_y, *want_yn, *ref_yn;
-    uint8_t *want_yq;
+    uint8_t *want_yq; /* 4 bytes a row: quantize_on_device writes the blocks over a copy of y */
 } add_norm_state;
-
-/* hk_matvec_int8_add then hk_rmsnorm_q8_1 on the device, into the state's want_* */
-static hk_status unfused_add_norm(hk_context *ctx, hk_type type, const void *w, const hk_block_q8_1 *xq,
-                                  const float *residual, const float *weight, uint32_t rows, uint32_t k,
-                                  add_norm_state *st)
-{
-    uint64_t w_bytes = hk_ref_row_bytes((int)type, k) * rows, x_bytes = (uint64_t)k / 32 * 36, y_bytes = 4ull * rows;
-    uint64_t q_bytes = (uint64_t)rows / 32 * 36, end = 0, wo = section(&end, w_bytes), xo = section(&end, x_bytes);
-    uint64_t ro = section(&end, y_bytes), no = section(&end, y_bytes), yo = section(&end, y_bytes);
-    uint64_t zo = section(&end, y_bytes), qo = section(&end, q_bytes);
-    hk_buffer *b = NULL;
-    hk_status s = hk_buffer_create(ctx, end, &b);
-    if (s == HK_OK)
-        s = hk_buffer_upload(b, wo, w, w_bytes);
-    if (s == HK_OK)
-        s = hk_buffer_upload(b, xo, xq, x_bytes);
-    if (s == HK_OK)
-        s = hk_buffer_upload(b, ro, residual, y_bytes);
-    if (s == HK_OK)
-        s = hk_buffer_upload(b, no, weight, y_bytes);
-    if (s == HK_OK)
-        s = hk_matvec_int8_add(ctx, NULL, type, (hk_view){b, wo}, (hk_view){b, xo}, (hk_view){b, ro}, (hk_view){b, yo},
-                               rows, k);
-    if (s == HK_OK)
-        s = hk_rmsnorm_q8_1(ctx, NULL, (hk_view){b, yo}, (hk_view){b, no}, (hk_view){b, zo}, (hk_view){b, qo}, 1, rows,
-                            NORM_EPS);
-    if (s == HK_OK)
-        s = hk_buffer_download(b, yo, st->want_y, y_bytes);
-    if (s == HK_OK)
-        s = hk_buffer_download(b, zo, st->want_yn, y_bytes);
-    if (s == HK_OK)
-        s = hk_buffer_download(b, qo, st->want_yq, q_bytes);
-    hk_buffer_destroy(b);
-    return s;
-}
 
 static hk_status prepare_add_norm(hk_case_run *run, uint64_t seed)
 {
@@ -550,13 +524,14 @@ static hk_status prepare_add_norm(hk_case_run *run, uint64_t seed)
     hk_status st = hk_matvec_int8_add_norm_workspace_bytes(run->ctx, rows, &ws_bytes);
     if (st != HK_OK)
         return st;
-    float *x = activations(&rng, k), *res = hk_case_alloc(2 * (size_t)rows * sizeof(float));
-    float *weight = res ? res + rows : NULL;
+    float *x = activations(&rng, k), *res = hk_case_alloc((size_t)rows * sizeof(float));
+    float *weight = hk_case_alloc((size_t)rows * sizeof(float));
     uint8_t *w = hk_random_weights(&rng, (int)type, rows, k, raw);
     hk_block_q8_1 *xq = x ? quantized(x, k) : NULL;
     free(x);
-    if (!w || !xq || !res) {
+    if (!w || !xq || !res || !weight) {
         free(res);
+        free(weight);
         free(w);
         free(xq);
         return HK_ERROR_OUT_OF_MEMORY;
@@ -565,7 +540,7 @@ static hk_status prepare_add_norm(hk_case_run *run, uint64_t seed)
     hk_rng_fill(&rng, weight, rows, 0.5f, 1.5f);
     if (run->ref_mode != HK_REF_NONE) {
         size_t n = rows;
-        add_norm_state *ns = hk_case_alloc(sizeof *ns + 5 * n * sizeof(float) + n / 32 * 36);
+        add_norm_state *ns = hk_case_alloc(sizeof *ns + 4 * n * sizeof(float));
         float *sum = hk_case_alloc(n * sizeof(float));
         run->state = ns;
         run->ref_count = n;
@@ -582,7 +557,13 @@ static hk_status prepare_add_norm(hk_case_run *run, uint64_t seed)
             hk_ref_rmsnorm(run->ref, weight, ns->ref_yn, 1, rows, NORM_EPS);
             ns->scale = fmax(max_abs(sum, rows), max_abs(res, rows));
             ns->norm_scale = max_abs(ns->ref_yn, rows);
-            st = unfused_add_norm(run->ctx, type, w, xq, res, weight, rows, k, ns);
+            /* the unfused calls: hk_matvec_int8 and hk_add (hk_matvec_int8_add's bits), then
+             * hk_rmsnorm_q8_1 of the sum */
+            st = unfused(run->ctx, type, w, NULL, xq, res, rows, k, HK_GLU_SILU, ns->want_y);
+            if (st == HK_OK) {
+                memcpy(ns->want_yq, ns->want_y, n * sizeof(float));
+                st = quantize_on_device(run->ctx, (float *)ns->want_yq, weight, ns->want_yn, n);
+            }
         }
         free(sum);
     }
@@ -595,12 +576,7 @@ static hk_status prepare_add_norm(hk_case_run *run, uint64_t seed)
         hk_case_tensor_alias(run, "y", ri);
     else
         yi = hk_case_tensor_add(run, "y", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL);
-    float *weight_copy = hk_case_alloc((size_t)rows * sizeof(float));
-    if (weight_copy)
-        memcpy(weight_copy, weight, (size_t)rows * sizeof(float));
-    else if (st == HK_OK)
-        st = HK_ERROR_OUT_OF_MEMORY;
-    hk_case_tensor_add(run, "norm", HK_CASE_IN, (uint64_t)rows * 4, 4, 0, weight_copy);
+    hk_case_tensor_add(run, "norm", HK_CASE_IN, (uint64_t)rows * 4, 4, 0, weight);
     int qi = hk_case_tensor_add(run, "yq", HK_CASE_OUT, (uint64_t)rows / 32 * 36, 4, 0, NULL);
     int ni = with_yn ? hk_case_tensor_add(run, "yn", HK_CASE_OUT, (uint64_t)rows * 4, 4, 0, NULL) : -1;
     /* the arrival counter: zero before the first call, and left zero by each */
@@ -1348,7 +1324,7 @@ static hk_status prepare_moe_any(hk_case_run *run, uint64_t seed, int int8, int 
                                  fs->unfused);
             fs->q8 = glu >= 2;
             if (st == HK_OK && fs->q8)
-                st = quantize_on_device(run->ctx, fs->unfused, outs);
+                st = quantize_on_device(run->ctx, fs->unfused, NULL, NULL, outs);
         } else if (int8)
             hk_ref_moe_matvec_q8_1((int)type, w, xq, per_slot, ids, run->ref, n_experts, n, k, slots);
         else
