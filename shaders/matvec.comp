@@ -695,13 +695,26 @@ void main()
 #ifdef HK_NORM_TAIL
 #define HK_Q8_1_BLOCK_ONLY
 #include "q8_1.glsl"
-#define HK_NORM_X(i) y[i]
 #include "norm.glsl"
 // the host keeps rows <= 32 * HK_TAIL_BLOCKS
 #define HK_TAIL_BLOCKS 1024u
 shared uint tail_arrived;                    // the counter before this workgroup's add
 shared float tail_p[HK_TAIL_BLOCKS];         // norm.glsl's P_b
 shared float tail_g[HK_TAIL_BLOCKS / 32u];   // and G_g
+
+// Block b of y, and of the norm's weight, as 8 vec4 in order
+void tail_y(uint b, out vec4 v[8])
+{
+    uint i = pc.view_offset[2] / 4u + 32u * b;
+    for (uint j = 0; j < 8u; j++)
+        v[j] = vec4(y[i + 4u * j], y[i + 4u * j + 1u], y[i + 4u * j + 2u], y[i + 4u * j + 3u]);
+}
+void tail_w(uint b, out vec4 wv[8])
+{
+    uint i = pc.view_offset[4] / 4u + 32u * b;
+    for (uint j = 0; j < 8u; j++)
+        wv[j] = vec4(norm_w[i + 4u * j], norm_w[i + 4u * j + 1u], norm_w[i + 4u * j + 2u], norm_w[i + 4u * j + 3u]);
+}
 
 // After every row of this workgroup is written: the counter; the workgroup that adds last
 // normalises and quantizes y (every invocation calls it).
@@ -718,26 +731,15 @@ void hk_norm_tail()
     memoryBarrierBuffer();
     // norm.glsl's order: P_b per block, G_g per 32 blocks, then the G_g in order. Where a block per
     // invocation covers y, its values and weights are loaded once, together.
-    uint nb = pc.rows / 32u, ngroups = (nb + 31u) / 32u, y0 = pc.view_offset[2] / 4u, w0 = pc.view_offset[4] / 4u;
+    uint nb = pc.rows / 32u, ngroups = (nb + 31u) / 32u;
     bool held = nb <= WG;
     vec4 v[8], wv[8];
-    if (held && lid < nb) {
-        uint i = y0 + 32u * lid, wi = w0 + 32u * lid;
-        for (uint j = 0; j < 8u; j++) {
-            v[j] = vec4(y[i + 4u * j], y[i + 4u * j + 1u], y[i + 4u * j + 2u], y[i + 4u * j + 3u]);
-            wv[j] = vec4(norm_w[wi + 4u * j], norm_w[wi + 4u * j + 1u], norm_w[wi + 4u * j + 2u],
-                         norm_w[wi + 4u * j + 3u]);
-        }
-        precise float p = 0.0; // hk_block_sumsq's sum, in its order
-        for (uint j = 0; j < 8u; j++)
-            for (uint c = 0; c < 4u; c++) {
-                precise float sq = v[j][c] * v[j][c];
-                p = p + sq;
-            }
-        tail_p[lid] = p;
+    for (uint b = lid; b < nb; b += WG) {
+        tail_y(b, v);
+        if (held)
+            tail_w(b, wv);
+        tail_p[b] = hk_block_sumsq_held(v);
     }
-    for (uint b = lid; !held && b < nb; b += WG)
-        tail_p[b] = hk_block_sumsq(y0 + 32u * b, 32u);
     barrier();
     for (uint gi = lid; gi < ngroups; gi += WG) {
         precise float s = 0.0;
@@ -752,13 +754,12 @@ void hk_norm_tail()
     float scale = hk_norm_scale(t, pc.rows, pc.eps);
     uint q0 = pc.view_offset[5] / 4u, n0 = pc.view_offset[6] / 4u;
     for (uint b = lid; b < nb; b += WG) {
-        uint i = y0 + 32u * b, wi = w0 + 32u * b;
-        for (uint j = 0; held && j < 8u; j++)
+        if (!held) {
+            tail_y(b, v);
+            tail_w(b, wv);
+        }
+        for (uint j = 0; j < 8u; j++)
             v[j] = hk_norm_apply4(v[j], scale, wv[j]);
-        for (uint j = 0; !held && j < 8u; j++)
-            v[j] = hk_norm_apply4(vec4(y[i + 4u * j], y[i + 4u * j + 1u], y[i + 4u * j + 2u], y[i + 4u * j + 3u]), scale,
-                                  vec4(norm_w[wi + 4u * j], norm_w[wi + 4u * j + 1u], norm_w[wi + 4u * j + 2u],
-                                       norm_w[wi + 4u * j + 3u]));
         if (pc.write_yn != 0u)
             for (uint j = 0; j < 8u; j++)
                 for (uint c = 0; c < 4u; c++)

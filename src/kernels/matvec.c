@@ -818,11 +818,7 @@ typedef struct epilogue {
 /* hk_matvec_int8_add_norm: the most rows (the tail's shared memory holds a P_b per block) and its
  * workspace, the arrival counter. */
 #define NORM_TAIL_MAX_ROWS 32768u
-static uint64_t norm_workspace_bytes(uint32_t rows)
-{
-    (void)rows;
-    return 4;
-}
+#define NORM_TAIL_WORKSPACE_BYTES 4u
 
 /* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
  * power of 2 of at least F32X_MIN_BLOCKS, so that a few pipelines serve every k (a pipeline per k
@@ -910,7 +906,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     const char *names[8] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
                             glu && epi->q8_1 ? "yq" : "y",
                             moe ? (epi && epi->ranked ? "logits" : "ids") : add ? "residual" : multi ? "w[1]" : "w_up",
-                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual", "norm->yn", "norm->workspace"};
+                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual", NULL, NULL};
     int q8 = glu && epi->q8_1;
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
@@ -927,6 +923,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             return st;
         names[4] = "norm->weight";
         names[5] = "norm->yq";
+        names[6] = "norm->yn";
+        names[7] = "norm->workspace";
     }
     if (q8 && (moe ? moe->shape->n : rows) % 32)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s=%u is not a multiple of 32 (the Q8_1 output's blocks)",
@@ -956,7 +954,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         b[4] = (hk_binding){epi->tail->weight, (uint64_t)rows * 4, 4, 0, 0};
         b[5] = (hk_binding){epi->tail->yq, (uint64_t)rows / 32 * 36, 4, 1, 0};
         b[6] = (hk_binding){has_yn ? epi->tail->yn : epi->tail->yq, has_yn ? (uint64_t)rows * 4 : 0, 4, has_yn, 0};
-        b[7] = (hk_binding){epi->tail->workspace, norm_workspace_bytes(rows), 4, 1, 0};
+        b[7] = (hk_binding){epi->tail->workspace, NORM_TAIL_WORKSPACE_BYTES, 4, 1, 0};
     }
     int ranked = q8 && moe && epi->ranked;
     if (ranked)
@@ -1173,7 +1171,7 @@ hk_status hk_matvec_int8_add_norm_workspace_bytes(hk_context *context, uint32_t 
     if (!rows || rows % 32 || rows > NORM_TAIL_MAX_ROWS)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rows=%u is not a multiple of 32 from 32 to %u", rows,
                         NORM_TAIL_MAX_ROWS);
-    *out_bytes = norm_workspace_bytes(rows);
+    *out_bytes = NORM_TAIL_WORKSPACE_BYTES;
     return HK_OK;
 }
 
