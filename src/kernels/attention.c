@@ -390,15 +390,14 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_GROUPS", context->profile.few_workgroups ? SDPA_CPU_GROUPS : gpu_groups, 1,
                          1u << 20, 0, &target);
-    if (st == HK_OK) {
-        const char *env = getenv("HK_SDPA_GROUPS");
-        auto_target = !context->profile.few_workgroups && !(env && *env);
+    if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_SINGLE_PASS", 1, 0, 1, 0, &single);
-    }
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_SDPA_SPLIT_KEYS", SDPA_SPLIT_KEYS, 0, SDPA_MAX_CHUNK, 0, &split_keys);
     if (st != HK_OK)
         return st;
+    const char *groups_env = getenv("HK_SDPA_GROUPS");
+    auto_target = !context->profile.few_workgroups && !(groups_env && *groups_env);
 planned:
     p->shuffle = shuffle && has_shuffle(context);
     p->single = (int)single;
