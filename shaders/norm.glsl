@@ -5,6 +5,19 @@
 // then the G_g in order. Every product and sum is its own f32 operation (precise). Include after
 // the declaration of the buffer `x` the row is read from, or define HK_NORM_X(i) (the value at
 // index i) to read it from elsewhere (rope.comp: a head staged in shared memory).
+// HK_NORM_STAGED (a whole workgroup per row: rmsnorm.comp, the int8 matvec's norm tail): define
+// HK_NORM_SRC(i), the row's value at index i, before including; hk_norm_sumsq_staged then walks the
+// row in chunks staged in shared memory by consecutive invocations (each load instruction a run of
+// whole lines, where a block per invocation would touch a line per lane), and leaves the last
+// chunk there (hk_norm_staged).
+#ifdef HK_NORM_STAGED
+#define HK_NORM_SB 128u     // blocks per chunk
+#define HK_NORM_STRIDE 33u  // a block's place: the invocations summing consecutive blocks hit distinct banks
+shared float hk_norm_xs[HK_NORM_SB * HK_NORM_STRIDE];
+shared float hk_norm_p[HK_NORM_SB];
+shared float hk_norm_g[1024]; // rows of at most 2^20 values
+#define HK_NORM_X(i) hk_norm_xs[i]
+#endif
 #ifndef HK_NORM_X
 #define HK_NORM_X(i) x[i]
 #endif
@@ -63,3 +76,48 @@ vec4 hk_norm_apply4(vec4 x, float scale, vec4 w)
     precise vec4 y = s * w;
     return y;
 }
+
+#ifdef HK_NORM_STAGED
+// Value i of the chunk staged last
+float hk_norm_staged(uint i) { return hk_norm_xs[i / 32u * HK_NORM_STRIDE + i % 32u]; }
+
+// Values [first, first + count) of the row into the staging area (count <= 32 * HK_NORM_SB). A
+// fixed trip count, so the compilers may issue the loads before the first store.
+void hk_norm_stage(uint first, uint count)
+{
+    for (uint k = 0; k < (32u * HK_NORM_SB + WG - 1u) / WG; k++) {
+        uint e = gl_LocalInvocationIndex + k * WG;
+        if (e < count)
+            hk_norm_xs[e / 32u * HK_NORM_STRIDE + e % 32u] = HK_NORM_SRC(first + e);
+    }
+}
+
+// The sum of squares of a row of n values in the order above; every invocation of the workgroup
+// calls it (barriers) and gets it. The chunk staged last stays: the whole row where n <= 32 *
+// HK_NORM_SB.
+float hk_norm_sumsq_staged(uint n)
+{
+    uint nb = (n + 31u) / 32u, lid = gl_LocalInvocationIndex;
+    for (uint c = 0; c < nb; c += HK_NORM_SB) {
+        hk_norm_stage(32u * c, min(32u * HK_NORM_SB, n - 32u * c));
+        barrier();
+        for (uint b = lid; b < min(HK_NORM_SB, nb - c); b += WG)
+            hk_norm_p[b] = hk_block_sumsq(b * HK_NORM_STRIDE, min(32u, n - 32u * (c + b)));
+        barrier();
+        for (uint g = lid; g < HK_NORM_SB / 32u; g += WG) {
+            uint g0 = c + 32u * g;
+            if (g0 < nb) {
+                precise float s = 0.0;
+                for (uint j = 0; j < min(32u, nb - g0); j++)
+                    s = s + hk_norm_p[32u * g + j];
+                hk_norm_g[g0 / 32u] = s;
+            }
+        }
+        barrier();
+    }
+    precise float t = 0.0;
+    for (uint g = 0; g < (nb + 31u) / 32u; g++)
+        t = t + hk_norm_g[g];
+    return t;
+}
+#endif

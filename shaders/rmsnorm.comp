@@ -4,12 +4,19 @@
 // y may alias x exactly (each invocation reads its elements before writing them).
 // HK_Q8_1 (hk_rmsnorm_q8_1): also the row's Q8_1 blocks of y's values (q8_1.glsl, as quantize.comp),
 // y written only where pc.write_y. The sum of squares and each y are hk_rmsnorm's code, so its bits.
+// HK_STAGED: the sum of squares over the row staged in shared memory (norm.glsl's HK_NORM_STAGED:
+// coalesced loads, and a row of one chunk read once); the same order, so the same bits.
 #include "common.glsl"
 #ifdef HK_Q8_1
 #include "q8_1.glsl"
 #endif
 
 layout(binding = 0) readonly buffer X { float x[]; };
+#ifdef HK_STAGED
+uint hk_row_x; // the row's first value in x
+#define HK_NORM_SRC(i) x[hk_row_x + (i)]
+#define HK_NORM_STAGED
+#endif
 #include "norm.glsl"
 layout(binding = 1) readonly buffer Weight { float weight[]; };
 layout(binding = 2) buffer Y { float y[]; };
@@ -26,6 +33,21 @@ HK_PUSH_BEGIN
 #endif
 HK_PUSH_END
 
+#ifdef HK_STAGED
+float row_sumsq(uint xb, uint n)
+{
+    hk_row_x = xb;
+    return hk_norm_sumsq_staged(n);
+}
+
+// x[xb + i]: the staged copy where the whole row was one chunk
+float row_x(uint xb, uint i)
+{
+    if (pc.n <= 32u * HK_NORM_SB)
+        return hk_norm_staged(i);
+    return x[xb + i];
+}
+#else
 // norm.glsl's order: per chunk of WG blocks, each invocation a block's P_b, then the first WG / 32
 // invocations a group's G_g each; the G_g kept for the end (n <= HK_RMSNORM_MAX_N: 1024 groups)
 shared float hk_ss_p[WG];
@@ -53,6 +75,9 @@ float row_sumsq(uint xb, uint n)
     return t;
 }
 
+float row_x(uint xb, uint i) { return x[xb + i]; }
+#endif
+
 void main()
 {
     uint row = hk_group_id();
@@ -62,7 +87,7 @@ void main()
     float scale = hk_norm_scale(row_sumsq(xb, pc.n), pc.n, pc.eps);
 #ifndef HK_Q8_1
     for (uint i = gl_LocalInvocationID.x; i < pc.n; i += WG)
-        y[yb + i] = hk_norm_apply(x[xb + i], scale, weight[wb + i]);
+        y[yb + i] = hk_norm_apply(row_x(xb, i), scale, weight[wb + i]);
 #else
     // steps of 4 * WG values, four consecutive ones per invocation: whole blocks (n is a multiple of
     // 32), eight invocations each; invocations past the row's end quantize zeros for the barriers
@@ -71,7 +96,7 @@ void main()
         uint i = c + 4u * lid;
         vec4 v = vec4(0.0);
         if (i < pc.n) {
-            v = hk_norm_apply4(vec4(x[xb + i], x[xb + i + 1u], x[xb + i + 2u], x[xb + i + 3u]), scale,
+            v = hk_norm_apply4(vec4(row_x(xb, i), row_x(xb, i + 1u), row_x(xb, i + 2u), row_x(xb, i + 3u)), scale,
                                vec4(weight[wb + i], weight[wb + i + 1u], weight[wb + i + 2u], weight[wb + i + 3u]));
             if (pc.write_y != 0u) {
                 y[yb + i] = v.x;

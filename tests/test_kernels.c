@@ -398,6 +398,65 @@ static void test_fused_hooks(void)
     }
 }
 
+/* y of hk_rmsnorm with each form of its sum of squares (HK_RMSNORM_STAGED 0 and 1: a block per
+ * invocation read from x, or the row staged in shared memory), bit for bit: two codes of
+ * norm.glsl's order, one row or a few, over one staged chunk and several, the last block short */
+static void test_rmsnorm_forms(void)
+{
+    static const uint32_t shapes[][2] = {{1, 4096}, {2, 4196}, {1, 9000}, {65, 4200}, {3, 100}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        uint32_t rows = shapes[c][0], n = shapes[c][1];
+        size_t count = (size_t)rows * n, differ = 0, poisoned = 0;
+        hk_rng rng = {700 + c};
+        float *x = malloc(count * 4), *w = malloc((size_t)n * 4), *y[2] = {malloc(count * 4), malloc(count * 4)};
+        hk_rng_fill(&rng, x, count, -3.0f, 3.0f);
+        hk_rng_fill(&rng, w, n, 0.5f, 1.5f);
+        hk_buffer *xb = floats(x, count), *wb = floats(w, n);
+        hk_status st = HK_OK;
+        for (int form = 0; form < 2 && st == HK_OK; form++) {
+            setenv("HK_RMSNORM_STAGED", form ? "1" : "0", 1);
+            hk_buffer *yb = floats(NULL, count);
+            st = hk_rmsnorm(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){yb, 0}, rows, n, 1e-6f);
+            if (st == HK_OK)
+                st = hk_buffer_download(yb, 0, y[form], count * 4);
+            hk_buffer_destroy(yb);
+        }
+        unsetenv("HK_RMSNORM_STAGED");
+        for (size_t i = 0; st == HK_OK && i < count; i++) {
+            uint32_t u;
+            memcpy(&u, &y[1][i], 4);
+            differ += memcmp(&y[0][i], &y[1][i], 4) != 0;
+            poisoned += u == HK_POISON_WORD;
+        }
+        char name[160];
+        snprintf(name, sizeof name, "rmsnorm %ux%u staged = unstaged, bit for bit", rows, n);
+        hk_check(st == HK_OK && differ == 0 && poisoned == 0, name, "%s%zu values differ, %zu left poisoned",
+                 st == HK_OK ? "" : hk_last_error(), differ, poisoned);
+        hk_buffer_destroy(xb);
+        hk_buffer_destroy(wb);
+        free(x);
+        free(w);
+        free(y[0]);
+        free(y[1]);
+    }
+}
+
+/* hk_rmsnorm and hk_rmsnorm_q8_1 with the row staged in shared memory (HK_RMSNORM_STAGED=1): the
+ * case rows against the references, the fused row against the two calls, and the f32x matvec's own
+ * normalisation (norm.glsl's order from global loads) against them, bit for bit, past one chunk */
+static void test_rmsnorm_staged(void)
+{
+    if (selected(hk_case_find("rmsnorm")))
+        test_rmsnorm_forms();
+    setenv("HK_RMSNORM_STAGED", "1", 1);
+    run_case(hk_case_find("rmsnorm"), UINT32_MAX, 0, " (staged)");
+    run_case(hk_case_find("rmsnorm_q8_1"), UINT32_MAX, 0, " (staged)");
+    run_case(hk_case_find("matvec_int8_f32x"), UINT32_MAX, 0, " (staged)");
+    if (selected(hk_case_find("rmsnorm_q8_1")))
+        test_rmsnorm_q8_1();
+    unsetenv("HK_RMSNORM_STAGED");
+}
+
 int main(int argc, char **argv)
 {
     for (int a = 1; a < argc; a++) {
@@ -430,6 +489,7 @@ int main(int argc, char **argv)
     if (selected(hk_case_find("rmsnorm_q8_1")))
         test_rmsnorm_q8_1();
     test_fused_hooks();
+    test_rmsnorm_staged();
 
     /* the portable twins, on contexts that may not use the accelerated paths: the cases whose arm
      * the feature picks, on their first shapes */

@@ -1045,6 +1045,7 @@ static const hk_case_shape f32x_tests[] = {
     {Q8, {33, 0, 0, 32}, GLU | RAW, 0},  {Q4, {4097, 33, 7, 256}, N, 0},
     {Q4, {4096, 1024, 0, 4096}, N, 0},   {Q6, {1024, 0, 0, 4096}, N, 0},        {Q4, {4096, 0, 0, 4096}, ADD | IP, 0},
     {Q6, {4096, 0, 0, 14336}, ADD | IP, 0}, {Q4, {14336, 0, 0, 4096}, N | GLU, 0}, {Q8, {4096, 512, 512, 2048}, N, 0},
+    {Q8, {64, 0, 0, 8192}, N, 0}, /* a norm over more than one of rmsnorm.comp's staged chunks */
 };
 #undef N
 #undef ADD
@@ -1934,6 +1935,9 @@ static const hk_case_shape rmsnorm_tests[] = {
     {F32, {5, 2048}, 1, 0}, {F32, {70000, 4}, 0, 0}, /* more rows than one dispatch dimension holds */
     /* Qwen3's per-head q and k norm of one token: rows = heads (32 q, 8 kv), n = head_dim, in place */
     {F32, {32, 128}, 1, 0}, {F32, {8, 128}, 1, 0},
+    /* rows over more than one staged chunk of 4096 values, the last block short (the wide
+     * workgroup and the default) */
+    {F32, {2, 4196}, 1, 0}, {F32, {1, 9000}, 0, 0}, {F32, {64, 4200}, 0, 0},
 };
 static const hk_case_shape rmsnorm_quick[] = {{F32, {1, 2048}, 0, 0}, {F32, {64, 4096}, 0, 0}, {F32, {32, 128}, 1, 0}};
 /* ... and the q/k norm of Qwen3-8B for a decode token and a 512-token chunk (rows = tokens x heads) */

@@ -30,6 +30,12 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     /* a token or a few: one row per workgroup leaves most of the device idle, so a wider
      * workgroup (where the device takes it) shortens the row's chain of loads */
     const hk_caps *caps = &context->caps;
+    uint32_t staged;
+    hk_status st = hk__env_u32(fn, "HK_RMSNORM_STAGED", 0, 0, 1, 0, &staged);
+    if (st != HK_OK)
+        return st;
+    if (staged)
+        shader = shader == HK_SHADER_RMSNORM ? HK_SHADER_RMSNORM_STAGED : HK_SHADER_RMSNORM_Q8_1_STAGED;
     uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG && caps->max_workgroup_size >= RMSNORM_WIDE_WG
                       ? RMSNORM_WIDE_WG
                       : RMSNORM_WG;
