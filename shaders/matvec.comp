@@ -59,8 +59,9 @@
 //                 hk_rmsnorm_q8_1 dispatch and barrier after the matvec: the norm's weight at
 //                 binding 4, the blocks at 5, the normalised f32 values at 6 (pc.write_yn), the
 //                 arrival counter at 7 (zero before the call). Each workgroup adds 1 to the
-//                 counter once its rows are written; the one that adds last reads y back,
-//                 normalises it (norm.glsl's order, q8_1.glsl's code: hk_rmsnorm_q8_1's bits) and
+//                 counter once its rows are written; the one that adds last reads y back into
+//                 shared memory with coalesced loads (norm.glsl's HK_NORM_STAGED), normalises it
+//                 (norm.glsl's order, q8_1.glsl's code: hk_rmsnorm_q8_1's bits) and
 //                 sets the counter back to zero for the next call. A counter rather than
 //                 sdpa.comp's flags (which need no initialisation): every workgroup reading every
 //                 flag cost more than the dispatch the tail saves.
@@ -695,26 +696,11 @@ void main()
 #ifdef HK_NORM_TAIL
 #define HK_Q8_1_BLOCK_ONLY
 #include "q8_1.glsl"
+// norm.glsl's order over y staged in shared memory (the host keeps rows <= 2^20)
+#define HK_NORM_SRC(i) y[pc.view_offset[2] / 4u + (i)]
+#define HK_NORM_STAGED
 #include "norm.glsl"
-// the host keeps rows <= 32 * HK_TAIL_BLOCKS
-#define HK_TAIL_BLOCKS 1024u
-shared uint tail_arrived;                    // the counter before this workgroup's add
-shared float tail_p[HK_TAIL_BLOCKS];         // norm.glsl's P_b
-shared float tail_g[HK_TAIL_BLOCKS / 32u];   // and G_g
-
-// Block b of y, and of the norm's weight, as 8 vec4 in order
-void tail_y(uint b, out vec4 v[8])
-{
-    uint i = pc.view_offset[2] / 4u + 32u * b;
-    for (uint j = 0; j < 8u; j++)
-        v[j] = vec4(y[i + 4u * j], y[i + 4u * j + 1u], y[i + 4u * j + 2u], y[i + 4u * j + 3u]);
-}
-void tail_w(uint b, out vec4 wv[8])
-{
-    uint i = pc.view_offset[4] / 4u + 32u * b;
-    for (uint j = 0; j < 8u; j++)
-        wv[j] = vec4(norm_w[i + 4u * j], norm_w[i + 4u * j + 1u], norm_w[i + 4u * j + 2u], norm_w[i + 4u * j + 3u]);
-}
+shared uint tail_arrived; // the counter before this workgroup's add
 
 // After every row of this workgroup is written: the counter; the workgroup that adds last
 // normalises and quantizes y (every invocation calls it).
@@ -729,46 +715,41 @@ void hk_norm_tail()
     if (tail_arrived != gl_NumWorkGroups.x * gl_NumWorkGroups.y - 1u)
         return;
     memoryBarrierBuffer();
-    // norm.glsl's order: P_b per block, G_g per 32 blocks, then the G_g in order. Where a block per
-    // invocation covers y, its values and weights are loaded once, together.
-    uint nb = pc.rows / 32u, ngroups = (nb + 31u) / 32u;
-    bool held = nb <= WG;
-    vec4 v[8], wv[8];
-    for (uint b = lid; b < nb; b += WG) {
-        tail_y(b, v);
-        if (held)
-            tail_w(b, wv);
-        tail_p[b] = hk_block_sumsq_held(v);
-    }
-    barrier();
-    for (uint gi = lid; gi < ngroups; gi += WG) {
-        precise float s = 0.0;
-        for (uint b = 32u * gi; b < min(32u * gi + 32u, nb); b++)
-            s = s + tail_p[b];
-        tail_g[gi] = s;
-    }
-    barrier();
-    precise float t = 0.0;
-    for (uint gi = 0; gi < ngroups; gi++)
-        t = t + tail_g[gi];
-    float scale = hk_norm_scale(t, pc.rows, pc.eps);
-    uint q0 = pc.view_offset[5] / 4u, n0 = pc.view_offset[6] / 4u;
-    for (uint b = lid; b < nb; b += WG) {
-        if (!held) {
-            tail_y(b, v);
-            tail_w(b, wv);
+    float scale = hk_norm_scale(hk_norm_sumsq_staged(pc.rows), pc.rows, pc.eps);
+    // per chunk (staged again unless y was one chunk): four consecutive values per invocation
+    // normalised in place, then a block per invocation quantized from there
+    uint nb = pc.rows / 32u, w0 = pc.view_offset[4] / 4u, q0 = pc.view_offset[5] / 4u, n0 = pc.view_offset[6] / 4u;
+    for (uint c = 0; c < nb; c += HK_NORM_SB) {
+        uint count = 32u * min(HK_NORM_SB, nb - c);
+        if (nb > HK_NORM_SB) {
+            hk_norm_stage(32u * c, count);
+            barrier();
         }
-        for (uint j = 0; j < 8u; j++)
-            v[j] = hk_norm_apply4(v[j], scale, wv[j]);
-        if (pc.write_yn != 0u)
+        for (uint e = 4u * lid; e < count; e += 4u * WG) {
+            uint i = 32u * c + e, at = e / 32u * HK_NORM_STRIDE + e % 32u;
+            vec4 v = vec4(hk_norm_xs[at], hk_norm_xs[at + 1u], hk_norm_xs[at + 2u], hk_norm_xs[at + 3u]);
+            v = hk_norm_apply4(v, scale, vec4(norm_w[w0 + i], norm_w[w0 + i + 1u], norm_w[w0 + i + 2u],
+                                              norm_w[w0 + i + 3u]));
+            if (pc.write_yn != 0u)
+                for (uint t = 0; t < 4u; t++)
+                    tail_n[n0 + i + t] = v[t];
+            for (uint t = 0; t < 4u; t++)
+                hk_norm_xs[at + t] = v[t];
+        }
+        barrier();
+        for (uint b = lid; b < count / 32u; b += WG) {
+            vec4 v[8];
+            for (uint j = 0; j < 8u; j++) {
+                uint at = b * HK_NORM_STRIDE + 4u * j;
+                v[j] = vec4(hk_norm_xs[at], hk_norm_xs[at + 1u], hk_norm_xs[at + 2u], hk_norm_xs[at + 3u]);
+            }
+            uint quants[8];
+            uint head = hk_q8_1_block(v, quants), at = q0 + 9u * (c + b);
+            tail_q[at] = head;
             for (uint j = 0; j < 8u; j++)
-                for (uint c = 0; c < 4u; c++)
-                    tail_n[n0 + 32u * b + 4u * j + c] = v[j][c];
-        uint quants[8];
-        uint head = hk_q8_1_block(v, quants), at = q0 + 9u * b;
-        tail_q[at] = head;
-        for (uint j = 0; j < 8u; j++)
-            tail_q[at + 1u + j] = quants[j];
+                tail_q[at + 1u + j] = quants[j];
+        }
+        barrier(); // before the next chunk is staged
     }
     if (lid == 0u)
         atomicExchange(wsu[ws], 0u); // every workgroup has added: the next call starts from zero

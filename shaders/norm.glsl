@@ -43,18 +43,6 @@ float hk_block_sumsq(uint base, uint count)
     return p;
 }
 
-// P_b of a whole block already held as 32 values in order: hk_block_sumsq's sum without its loads
-float hk_block_sumsq_held(vec4 v[8])
-{
-    precise float p = 0.0;
-    for (uint j = 0; j < 8u; j++)
-        for (uint c = 0; c < 4u; c++) {
-            precise float s = v[j][c] * v[j][c];
-            p = p + s;
-        }
-    return p;
-}
-
 // The RMSNorm scale of a row of n values from its sum of squares
 float hk_norm_scale(float ss, uint n, float eps)
 {

@@ -815,8 +815,8 @@ typedef struct epilogue {
     const hk_norm_out *tail; /* EPI_ADD: the new residual's RMSNorm by the last workgroup (NULL: none) */
 } epilogue;
 
-/* hk_matvec_int8_add_norm: the most rows (the tail's shared memory holds a P_b per block) and its
- * workspace, the arrival counter. */
+/* hk_matvec_int8_add_norm: the most rows (the one workgroup of the tail loops over every value a
+ * few times) and its workspace, the arrival counter. */
 #define NORM_TAIL_MAX_ROWS 32768u
 #define NORM_TAIL_WORKSPACE_BYTES 4u
 
