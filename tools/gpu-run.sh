@@ -2,8 +2,10 @@
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
-# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [sass] (default: the
-# first three). stage: hk_mmq and hk_mmq_id under a set of tiles (HK_MMQ_TILE, _ID_TILE, _PREFETCH),
+# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [norm] [decode-plans]
+# [sass] (default: the first three). norm: the RMSNorm's two forms (HK_RMSNORM_STAGED), alone and in
+# the 8-layer steps. decode-plans: flash-decoding under a set of HK_SDPA_* plans. stage: hk_mmq and
+# hk_mmq_id under a set of tiles (HK_MMQ_TILE, _ID_TILE, _PREFETCH),
 # with registers. few: hk_mmq's few-token kernel at 8 and 16 tokens of 4096 and 14336 under a set of its
 # HK_MMQ_FEW_* settings, with registers (a build with CMake HK_MMQ_PROBES=ON; others ignore them).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
@@ -98,14 +100,16 @@ if [[ " $steps " == *" tuned-bench "* ]]; then
     HK_TUNE_CACHE_DIR=$OUT/tune-cache ./hk-bench --only gemm_f16,mmq,mmq_id,sdpa,moe_matvec_int8 $HK_BENCH_ARGS 2>&1 |
         tee "$OUT/tuned-bench.log"
 fi
-# sweep LOG: hk-bench under the settings of each line read ("kernels shapes VAR=value ..."), with
-# the pipelines' registers; every line's pipelines compiled afresh (their own pipeline cache)
+# sweep LOG [KERNELS]: hk-bench under the settings of each line read ("kernels shapes VAR=value
+# ..."), with the registers of the pipelines whose names start with one of KERNELS (an extended
+# regex, default mmq); every line's pipelines compiled afresh (their own pipeline cache)
 sweep() {
+    local names=${2:-mmq}
     while read -r only shapes settings; do
         echo "== $only $shapes $settings"
         env $settings HK_PIPELINE_STATS=1 HK_PIPELINE_CACHE_DIR="$(mktemp -d)" \
             ./hk-bench --only "$only" --shapes "$shapes" 2>&1 |
-            grep -E "^mmq|pipeline mmq" | sed -e 's/Binary Size.*//' | cut -c1-150
+            grep -E "^($names)|pipeline ($names)" | sed -e 's/Binary Size.*//' | cut -c1-150
     done | tee "$OUT/$1"
 }
 if [[ " $steps " == *" few "* ]]; then
@@ -134,6 +138,36 @@ mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=1,8,2,1,2
 mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=2,4,1,2,2
 mmq_id 128x768x2048,128x2048x768 HK_MMQ_ID_TILE=1,4,2,2,2 HK_MMQ_PREFETCH=1
 STAGE
+fi
+if [[ " $steps " == *" norm "* ]]; then
+    # the RMSNorm's two forms (HK_RMSNORM_STAGED), alone and in the 8-layer steps, whose
+    # "norm-tail" form is the projections' tail staged the same way
+    for staged in 0 1 0 1; do
+        echo "== HK_RMSNORM_STAGED=$staged"
+        HK_RMSNORM_STAGED=$staged ./hk-bench --only rmsnorm,rmsnorm_q8_1,matvec_int8_add_norm 2>&1 |
+            grep -E "^(rms|matvec)"
+    done | tee "$OUT/norm.log"
+    for staged in 0 1; do
+        HK_RMSNORM_STAGED=$staged ./hk-bench --step llama3-8b:8,qwen3-30b-a3b:8 2>&1 |
+            sed -e "s/^/staged=$staged: /" | tee -a "$OUT/norm-step.log"
+    done
+fi
+if [[ " $steps " == *" decode-plans "* ]]; then
+    # flash-decoding's plans at H32/Hkv8 and Hkv4 (the first line the built-in ones); a hook that
+    # names the workgroups turns off the long-cache rule, so the long rows of those lines differ
+    sweep decode-plans.log "sdpa" <<'PLANS'
+sdpa 1x32x8,1x32x4 X=built-in
+sdpa 1x32x8 HK_SDPA_GROUPS=128
+sdpa 1x32x8 HK_SDPA_GROUPS=64
+sdpa 1x32x8 HK_SDPA_ROWS=1 HK_SDPA_GROUPS=512 HK_SDPA_KB=4 HK_SDPA_SINGLE_PASS=0
+sdpa 1x32x8 HK_SDPA_ROWS=1 HK_SDPA_GROUPS=512 HK_SDPA_KB=4
+sdpa 1x32x8 HK_SDPA_ROWS=1 HK_SDPA_GROUPS=256
+sdpa 1x32x8 HK_SDPA_ROWS=2 HK_SDPA_GROUPS=256
+sdpa 1x32x8 HK_SDPA_ROWS=2 HK_SDPA_GROUPS=128
+sdpa 1x32x8 HK_SDPA_KB=4 HK_SDPA_GROUPS=256
+sdpa 1x32x8 HK_SDPA_KB=4 HK_SDPA_GROUPS=128
+sdpa 1x32x8 HK_SDPA_SINGLE_PASS=0
+PLANS
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 tar czf "$ARCHIVE" -C "$OUT" .
