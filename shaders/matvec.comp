@@ -696,8 +696,11 @@ void main()
 #ifdef HK_NORM_TAIL
 #define HK_Q8_1_BLOCK_ONLY
 #include "q8_1.glsl"
-// norm.glsl's order over y staged in shared memory (the host keeps rows <= 2^20)
+// norm.glsl's order over y staged in shared memory (the host keeps rows <= 2^20), in chunks of
+// HK_TAIL_SB blocks (specialization constant 7)
 #define HK_NORM_SRC(i) y[pc.view_offset[2] / 4u + (i)]
+layout(constant_id = 7) const uint HK_TAIL_SB = 128;
+#define HK_NORM_SB HK_TAIL_SB
 #define HK_NORM_STAGED
 #include "norm.glsl"
 shared uint tail_arrived; // the counter before this workgroup's add

@@ -6,12 +6,13 @@
 // the declaration of the buffer `x` the row is read from, or define HK_NORM_X(i) (the value at
 // index i) to read it from elsewhere (rope.comp: a head staged in shared memory).
 // HK_NORM_STAGED (a whole workgroup per row: rmsnorm.comp, the int8 matvec's norm tail): define
-// HK_NORM_SRC(i), the row's value at index i, before including; hk_norm_sumsq_staged then walks the
-// row in chunks staged in shared memory by consecutive invocations (each load instruction a run of
-// whole lines, where a block per invocation would touch a line per lane), and leaves the last
-// chunk there (hk_norm_staged).
+// HK_NORM_SRC(i), the row's value at index i, and HK_NORM_SB, the blocks per chunk (a multiple of
+// 32, so that chunks hold whole groups: a specialization constant the host fits to the device's
+// shared memory), before including; hk_norm_sumsq_staged then walks the row in chunks staged in
+// shared memory by consecutive invocations (each load instruction a run of whole lines, where a
+// block per invocation would touch a line per lane), and leaves the last chunk there
+// (hk_norm_staged). Shared memory: 4 * (33 * HK_NORM_SB + HK_NORM_SB + 1024) bytes.
 #ifdef HK_NORM_STAGED
-#define HK_NORM_SB 128u     // blocks per chunk
 #define HK_NORM_STRIDE 33u  // a block's place: the invocations summing consecutive blocks hit distinct banks
 shared float hk_norm_xs[HK_NORM_SB * HK_NORM_STRIDE];
 shared float hk_norm_p[HK_NORM_SB];

@@ -15,6 +15,8 @@ layout(binding = 0) readonly buffer X { float x[]; };
 #ifdef HK_STAGED
 uint hk_row_x; // the row's first value in x
 #define HK_NORM_SRC(i) x[hk_row_x + (i)]
+layout(constant_id = 1) const uint HK_RMSNORM_SB = 128; // blocks per staged chunk
+#define HK_NORM_SB HK_RMSNORM_SB
 #define HK_NORM_STAGED
 #endif
 #include "norm.glsl"

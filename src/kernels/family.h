@@ -52,4 +52,9 @@ extern const hk__family *const hk__families[];
  * caches), from the type traits. */
 uint32_t hk__types_of(uint32_t role, hk_type out[8]);
 
+/* Blocks of 32 values per chunk of a row staged for its sum of squares (shaders/norm.glsl,
+ * HK_NORM_STAGED): the most of 128, 64 and 32 whose shared memory, with `other_bytes` of the
+ * kernel's own, fits the device; 0 where none does. rmsnorm.c. */
+uint32_t hk__norm_stage_blocks(const hk_context *context, uint32_t other_bytes);
+
 #endif

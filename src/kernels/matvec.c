@@ -819,6 +819,9 @@ typedef struct epilogue {
  * few times) and its workspace, the arrival counter. */
 #define NORM_TAIL_MAX_ROWS 32768u
 #define NORM_TAIL_WORKSPACE_BYTES 4u
+/* shared memory of the one-token kernel beside the tail's staged chunk: the arrival's word and
+ * hk_xs_q's one vector, rounded up */
+#define NORM_TAIL_OTHER_SHARED 64u
 
 /* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
  * power of 2 of at least F32X_MIN_BLOCKS, so that a few pipelines serve every k (a pipeline per k
@@ -1113,9 +1116,14 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = mt->portable;
         d.groups = rows;
     }
-    uint32_t spec[7] = {wg, nrows, 1, f32x ? f32x_blocks(k) : 0, items, q8_0_w16, f32x};
+    /* the tail's chunk of y (HK_TAIL_SB) beside the kernel's own few words of shared memory */
+    uint32_t spec[8] = {wg, nrows, 1, f32x ? f32x_blocks(k) : 0, items, q8_0_w16, f32x,
+                        tail ? hk__norm_stage_blocks(context, NORM_TAIL_OTHER_SHARED) : 0};
+    if (tail && !spec[7])
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the norm's tail needs more shared memory than the device's %u bytes",
+                        context->caps.shared_memory_bytes);
     d.spec = spec;
-    d.spec_count = !d.subgroup_size ? 1 : f32x ? 7 : int8 ? 6 : 2;
+    d.spec_count = !d.subgroup_size ? 1 : tail ? 8 : f32x ? 7 : int8 ? 6 : 2;
     if (f32x) {
         st = f32x_fits(context, fn, wtype, rows, k, nrows, items, d.groups);
         if (st != HK_OK)

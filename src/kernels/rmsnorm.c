@@ -21,6 +21,14 @@ static hk_status check_shape(const char *fn, uint32_t rows, uint32_t n, float ep
     return hk__check_limit(fn, "n", n, HK_RMSNORM_MAX_N);
 }
 
+uint32_t hk__norm_stage_blocks(const hk_context *context, uint32_t other_bytes)
+{
+    for (uint32_t blocks = 128; blocks >= 32; blocks /= 2)
+        if (4ull * (33 * blocks + blocks + 1024) + other_bytes <= context->caps.shared_memory_bytes)
+            return blocks;
+    return 0;
+}
+
 /* Records either variant. hk_rmsnorm_q8_1 is bit-identical to hk_rmsnorm then hk_quantize_q8_1,
  * and to the int8 matvec's own normalisation (hk_matvec_int8_f32x), because all of them sum a
  * row's squares in shaders/norm.glsl's order, which no workgroup width or subgroup size changes. */
@@ -34,11 +42,16 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     hk_status st = hk__env_u32(fn, "HK_RMSNORM_STAGED", 0, 0, 1, 0, &staged);
     if (st != HK_OK)
         return st;
-    if (staged)
-        shader = shader == HK_SHADER_RMSNORM ? HK_SHADER_RMSNORM_STAGED : HK_SHADER_RMSNORM_Q8_1_STAGED;
     uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG && caps->max_workgroup_size >= RMSNORM_WIDE_WG
                       ? RMSNORM_WIDE_WG
                       : RMSNORM_WG;
+    /* the staged chunk beside the quantizer's two words per invocation */
+    uint32_t spec[2] = {wg, staged ? hk__norm_stage_blocks(context, shader == HK_SHADER_RMSNORM_Q8_1 ? 8 * wg : 0) : 0};
+    if (staged && !spec[1])
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_RMSNORM_STAGED=1 needs more shared memory than the device's %u "
+                        "bytes", caps->shared_memory_bytes);
+    if (staged)
+        shader = shader == HK_SHADER_RMSNORM ? HK_SHADER_RMSNORM_STAGED : HK_SHADER_RMSNORM_Q8_1_STAGED;
     uint32_t sg = caps->subgroup_size_control && caps->subgroup_size_min < caps->subgroup_size_max ? caps->subgroup_size
                                                                                                    : 0;
     struct {
@@ -46,7 +59,7 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
         float eps;
         uint32_t write_y; /* HK_Q8_1's only */
     } params = {rows, n, eps, write_y};
-    hk_dispatch_desc d = {.shader = shader, .subgroup_size = sg, .spec = &wg, .spec_count = 1, .bindings = b,
+    hk_dispatch_desc d = {.shader = shader, .subgroup_size = sg, .spec = spec, .spec_count = staged ? 2 : 1, .bindings = b,
                           .binding_count = binding_count, .params = &params, .params_bytes = sizeof params,
                           .groups = rows};
     return hk__dispatch(context, stream, fn, &d);
