@@ -439,6 +439,23 @@ static void test_rmsnorm_forms(void)
         free(y[0]);
         free(y[1]);
     }
+    /* a malformed value: refused by name, y not written */
+    float x[64], w[64], y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = w[i] = 1.0f;
+    hk_buffer *xb = floats(x, 64), *wb = floats(w, 64), *yb = floats(NULL, 64);
+    setenv("HK_RMSNORM_STAGED", "2", 1);
+    hk_check_status("rmsnorm: malformed HK_RMSNORM_STAGED",
+                    hk_rmsnorm(ctx, NULL, (hk_view){xb, 0}, (hk_view){wb, 0}, (hk_view){yb, 0}, 1, 64, 1e-6f),
+                    HK_ERROR_INVALID_ARGUMENT, "HK_RMSNORM_STAGED=\"2\" is not an integer in 0..1");
+    unsetenv("HK_RMSNORM_STAGED");
+    uint32_t u = 0;
+    if (hk_buffer_download(yb, 0, y, sizeof y) == HK_OK)
+        memcpy(&u, &y[0], 4);
+    hk_check(u == HK_POISON_WORD, "rmsnorm: a refused call writes nothing", "y[0] = 0x%08x", u);
+    hk_buffer_destroy(xb);
+    hk_buffer_destroy(wb);
+    hk_buffer_destroy(yb);
 }
 
 /* hk_rmsnorm and hk_rmsnorm_q8_1 with the row staged in shared memory (HK_RMSNORM_STAGED=1): the
