@@ -84,37 +84,19 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
         fprintf(b->csv, "%s,step,%s/%u,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer, median,
                 g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy, ref);
     /* the same step in the forms hk-run does not take, each beside the default */
-    static const struct {
-        const char *what, *tag;
-    } forms[] = {
-        {"each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x)", "f32x"},
-        {"the attention output written as Q8_1 by hk_sdpa_blk", "attn-q8_1"},
-        {"the dense gated activation written as Q8_1 by its GLU", "glu-q8_1"},
-        {"the experts' gated activation quantized by a dispatch of its own", "moe-glu-quantize"},
-        {"the q and k norms as dispatches of their own", "qk-norm"},
-        {"the experts' GLU ranking its experts from the logits, the routing beside it", "moe-glu-ranked"},
-        {"each RMSNorm after a projection in the projection's tail (hk_matvec_int8_add_norm)", "norm-tail"},
-    };
-    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+    for (size_t f = 0; f < run_form_count; f++) {
+        if (!run_form_applies(&run_forms[f], &m))
+            continue;
         run_graph_free(&s, &g);
-        s.quantize_in_matvec = f == 0;
-        s.attn_q8_1_out = f == 1;
-        s.dense_glu_q8_1_out = f == 2;
-        s.moe_glu_quantizer_apart = f == 3;
-        s.qk_norm_apart = f == 4;
-        s.moe_glu_ranked = f == 5;
-        s.norm_in_tail = f == 6;
-        if ((f == 2 && m.hp.n_expert) || ((f == 3 || f == 5) && !m.hp.n_expert))
-            continue; /* no dense (experts') GLU in this shape */
-        if (f == 4 && !m.layers[0].q_norm.present)
-            continue; /* no q and k norms in this shape */
+        run_form_set(&s, NULL, 0);
+        run_form_set(&s, &run_forms[f], 1);
         if (run_graph_build(&s, &g, 1, 1, RUN_TAIL_ARGMAX) != 0 || time_step(&s, &g, ms, &median) != 0)
             goto done;
-        printf("  with %s: %.4f ms per token, %u dispatches and %u barriers\n", forms[f].what, median, g.kernels,
+        printf("  with %s: %.4f ms per token, %u dispatches and %u barriers\n", run_forms[f].what, median, g.kernels,
                g.barriers);
         if (b->csv)
             fprintf(b->csv, "%s,step,%s/%u %s,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer,
-                    forms[f].tag, median, g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy,
+                    run_forms[f].tag, median, g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy,
                     0.0);
     }
     rc = 0;

@@ -46,6 +46,8 @@ typedef struct options {
     int validate;
     int no_coopmat;
     int f32_activations;
+    const run_form *forms[16]; /* --form, in order */
+    uint32_t n_forms;
 } options;
 
 static void usage(FILE *f)
@@ -79,6 +81,9 @@ static void usage(FILE *f)
             "  --no-coopmat      the portable arms instead of the cooperative-matrix ones\n"
             "  --activations A   int8 (default: Q8_1 activations, the int8 kernels) or f32 (hk_matvec for a token,\n"
             "                    hk_gemm_f16 for a batch: slower, without the activations' rounding)\n"
+            "  --form F,F,...    decode steps in these of hk-bench --step's forms (f32x, attn-q8_1, glu-q8_1,\n"
+            "                    moe-glu-quantize, qk-norm, moe-glu-ranked, norm-tail; one the model has no place\n"
+            "                    for changes nothing): the same bits, other dispatches, for comparisons\n"
             "Exit 0: done; 1: a failure on the device; 2: bad input (file, model, options).\n",
             BENCH_PROMPT, BENCH_GENERATE);
 }
@@ -128,6 +133,33 @@ static int parse_tokens(options *o, const char *s)
         return -1;
     }
     return 0;
+}
+
+/* --form's comma-separated tags (run_forms) */
+static int parse_forms(options *o, const char *list)
+{
+    o->n_forms = 0;
+    for (const char *p = list ? list : ""; ; p++) {
+        size_t len = strcspn(p, ",");
+        char tag[32];
+        const run_form *f = NULL;
+        if (len < sizeof tag) {
+            memcpy(tag, p, len);
+            tag[len] = 0;
+            f = run_form_find(tag);
+        }
+        if (!f || o->n_forms == sizeof o->forms / sizeof o->forms[0]) {
+            fprintf(stderr, "hk-run: --form: '%.*s' is not one of", (int)(len < 64 ? len : 64), p);
+            for (size_t i = 0; i < run_form_count; i++)
+                fprintf(stderr, " %s", run_forms[i].tag);
+            fprintf(stderr, "\n");
+            return -1;
+        }
+        o->forms[o->n_forms++] = f;
+        p += len;
+        if (!*p)
+            return 0;
+    }
 }
 
 static int parse(options *o, int argc, char **argv)
@@ -226,6 +258,9 @@ static int parse(options *o, int argc, char **argv)
                 return 2;
             }
             o->reps = (uint32_t)n;
+        } else if (!strcmp(a, "--form")) {
+            if (parse_forms(o, v) != 0)
+                return 2;
         } else if (!strcmp(a, "--activations")) {
             if (strcmp(v, "int8") && strcmp(v, "f32")) {
                 fprintf(stderr, "hk-run: --activations takes int8 or f32, not '%s'\n", v);
@@ -670,6 +705,8 @@ static int run(engine *e, const gguf_file *f)
                          o->temperature) != 0)
         return 1;
     e->state.f32_activations = o->f32_activations;
+    for (uint32_t i = 0; i < o->n_forms; i++)
+        run_form_set(&e->state, o->forms[i], 1);
     if (build(e, sizes, 3) != 0)
         return 1;
     if (o->temperature > 0 && !(e->scratch = calloc(hp->n_vocab, sizeof *e->scratch))) {

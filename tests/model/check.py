@@ -27,7 +27,10 @@ qwen3, qwen3moe; --arch picks some), in DIR:
      (prompt + the first N_GREEDY - 1 of them): the rows as in 2, and on both paths row i's
      argmax must be continuation token i, or a token the exact pass puts within GREEDY_CLEAR x
      max|logit| of it (a near tie, which rounding may decide either way)
-  4. the first model only: hk-run MODEL --bench --reps 1 runs and prints positive pp512 and tg128
+  4. the step's other forms (hk-run --form, hk-bench --step's): the teacher-forced int8 run again
+     under each group of FORM_GROUPS, its logits file identical byte for byte to the default's
+     (every form claims the default's bits)
+  5. the first model only: hk-run MODEL --bench --reps 1 runs and prints positive pp512 and tg128
      speeds and the decode step's dispatch and barrier counts
 The ids are drawn from a seed per model, draw number DRAW of it: one with at least
 GREEDY_MIN_CLEAR greedy steps clear of near ties, GREEDY_MIN_DISTINCT distinct greedy tokens (not
@@ -245,6 +248,8 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
         return rows
 
     run_logits("teacher-forced", prompt + decode)
+    if hk is not None:
+        check_forms(checks, hk, out, name, path, prompt + decode)
     for act, (ref, got) in run_logits("greedy", prompt + greedy[:-1]).items():
         wrong, ties = [], 0
         for i, (r, h) in enumerate(zip(ref, np.argmax(got, axis=1))):
@@ -257,6 +262,34 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
                       f"{N_GREEDY} steps", f"{ties} near tie(s) decided the other way" if ties and not wrong else
                       ", ".join(wrong))
     return m, path, prompt
+
+
+# forms that take effect together (f32x turns the tail off; the quantizer apart turns the ranking off)
+FORM_GROUPS = ("f32x", "attn-q8_1,glu-q8_1,qk-norm,moe-glu-ranked,norm-tail", "moe-glu-quantize")
+
+
+def check_forms(checks, hk, out, name, path, ids):
+    """the teacher-forced int8 run under each form group: the default's logits, byte for byte"""
+    base = os.path.join(out, f"{name}-teacher-forced-int8.hklg")
+    if not os.path.exists(base):
+        return
+    with open(base, "rb") as f:
+        want = f.read()
+    for forms in FORM_GROUPS:
+        file = os.path.join(out, f"{name}-forms.hklg")
+        if os.path.exists(file):
+            os.remove(file)
+        rc, text = hk([path, "--tokens", ",".join(map(str, ids)), "--prompt-len", N_PROMPT, "--logits", file,
+                       "--activations", "int8", "--form", forms])
+        if rc != 0 or SANITIZER.search(text):
+            checks.result(False, f"{name} --form {forms}: hk-run", ("timed out" if rc is None else f"exit {rc}") +
+                          "\n" + tail(text))
+            continue
+        with open(file, "rb") as f:
+            got = f.read()
+        differ = sum(a != b for a, b in zip(want, got)) + abs(len(want) - len(got))
+        checks.result(differ == 0, f"{name} --form {forms}: the default's logits, byte for byte",
+                      f"{differ} of {len(want)} bytes differ")
 
 
 def check_bench(checks, hk, path):

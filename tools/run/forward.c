@@ -3,6 +3,7 @@
 #include "forward.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -939,6 +940,48 @@ done:
     free(kinds);
     free(tokens);
     return rc;
+}
+
+const run_form run_forms[] = {
+    {"f32x", "each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x)",
+     offsetof(run_state, quantize_in_matvec), RUN_FORM_ANY},
+    {"attn-q8_1", "the attention output written as Q8_1 by hk_sdpa_blk", offsetof(run_state, attn_q8_1_out),
+     RUN_FORM_ANY},
+    {"glu-q8_1", "the dense gated activation written as Q8_1 by its GLU", offsetof(run_state, dense_glu_q8_1_out),
+     RUN_FORM_DENSE_FFN},
+    {"moe-glu-quantize", "the experts' gated activation quantized by a dispatch of its own",
+     offsetof(run_state, moe_glu_quantizer_apart), RUN_FORM_EXPERTS},
+    {"qk-norm", "the q and k norms as dispatches of their own", offsetof(run_state, qk_norm_apart), RUN_FORM_QK_NORM},
+    {"moe-glu-ranked", "the experts' GLU ranking its experts from the logits, the routing beside it",
+     offsetof(run_state, moe_glu_ranked), RUN_FORM_EXPERTS},
+    {"norm-tail", "each RMSNorm after a projection in the projection's tail (hk_matvec_int8_add_norm)",
+     offsetof(run_state, norm_in_tail), RUN_FORM_ANY},
+};
+const size_t run_form_count = sizeof run_forms / sizeof run_forms[0];
+
+const run_form *run_form_find(const char *tag)
+{
+    for (size_t i = 0; i < run_form_count; i++)
+        if (!strcmp(run_forms[i].tag, tag))
+            return &run_forms[i];
+    return NULL;
+}
+
+int run_form_applies(const run_form *f, const run_model *m)
+{
+    switch (f->needs) {
+    case RUN_FORM_DENSE_FFN: return !m->hp.n_expert;
+    case RUN_FORM_EXPERTS: return m->hp.n_expert != 0;
+    case RUN_FORM_QK_NORM: return m->layers[0].q_norm.present;
+    default: return 1;
+    }
+}
+
+void run_form_set(run_state *s, const run_form *f, int on)
+{
+    for (size_t i = 0; i < run_form_count; i++)
+        if (!f || f == &run_forms[i])
+            *(int *)((char *)s + run_forms[i].flag) = f ? on : 0;
 }
 
 uint64_t run_step_weight_bytes(const run_model *m)

@@ -89,6 +89,25 @@ typedef struct run_state {
  * with a message printed. */
 int run_vulkan_load(hk_context *ctx);
 
+/* The step's forms hk-run does not take by default, each a run_state flag (for comparisons:
+ * hk-bench --step times each beside the default, hk-run --form takes them). Every form gives the
+ * default's bits. */
+typedef struct run_form {
+    const char *tag;  /* hk-bench --step's CSV tag and hk-run --form's name */
+    const char *what; /* hk-bench --step's line */
+    size_t flag;      /* offsetof the int in run_state */
+    int needs;        /* RUN_FORM_*: what the model must have for the form to change anything */
+} run_form;
+enum { RUN_FORM_ANY, RUN_FORM_DENSE_FFN, RUN_FORM_EXPERTS, RUN_FORM_QK_NORM };
+extern const run_form run_forms[];
+extern const size_t run_form_count;
+/* The form of this tag (NULL: none); whether a form changes anything in model m */
+const run_form *run_form_find(const char *tag);
+int run_form_applies(const run_form *f, const run_model *m);
+/* Sets (on 1) or clears a form's flag, or (f NULL) clears every form's */
+void run_form_set(run_state *s, const run_form *f, int on);
+
+
 /* Allocates everything for graphs of up to batch tokens, or chains of up to chain decode steps, over
  * a cache of capacity rows of kv_type. graph_sizes: the batch sizes that will be recorded (the
  * attention workspace fits them all). Returns 0, or -1 with a message printed. */
