@@ -376,6 +376,9 @@ def check_refusals(checks, hk, out, archs):
                 [good, "--tokens", f"1,2,{bad_id},4", "--prompt-len", 2, "--logits", logits], r"token|vocab|range")
     refused(checks, hk, "a prompt longer than the ids (--prompt-len 7 of 6)",
             [good, "--tokens", ids, "--prompt-len", 7, "--logits", logits], r"prompt")
+    refused(checks, hk, "a form that is none of the step's (--form norm-tail,nosuch)",
+            [good, "--tokens", ids, "--prompt-len", 3, "--logits", logits, "--form", "norm-tail,nosuch"],
+            r"--form: 'nosuch' is not one of")
 
     # the boundary: as many tokens as --ctx runs
     if os.path.exists(logits):
