@@ -2,12 +2,14 @@
 # Runs on the GPU machine (../shared/gpu/README.md): every test program, hk-check and hk-bench from
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
-# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [norm] [decode-plans]
-# [sass] (default: the first three). norm: the RMSNorm's two forms (HK_RMSNORM_STAGED), alone and in
-# the 8-layer steps. decode-plans: flash-decoding under a set of HK_SDPA_* plans. stage: hk_mmq and
-# hk_mmq_id under a set of tiles (HK_MMQ_TILE, _ID_TILE, _PREFETCH),
-# with registers. few: hk_mmq's few-token kernel at 8 and 16 tokens of 4096 and 14336 under a set of its
-# HK_MMQ_FEW_* settings, with registers (a build with CMake HK_MMQ_PROBES=ON; others ignore them).
+# bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [norm]
+# [decode-plans] [forms] [sass] (default: the first three). norm: the RMSNorm's two forms
+# (HK_RMSNORM_STAGED), alone and in the 8-layer steps. decode-plans: flash-decoding under a set of
+# HK_SDPA_* plans. forms: hk-run --bench of the 8-layer shapes with and without --form norm-tail
+# (needs gguf-py, as model). stage: hk_mmq and hk_mmq_id under a set of tiles (HK_MMQ_TILE,
+# _ID_TILE, _PREFETCH), with registers. few: hk_mmq's few-token kernel at 8 and 16 tokens of 4096
+# and 14336 under a set of its HK_MMQ_FEW_* settings, with registers (a build with CMake
+# HK_MMQ_PROBES=ON; others ignore them).
 # Extra hk-check/hk-bench arguments: HK_CHECK_ARGS, HK_BENCH_ARGS. tune: the autotuner on the
 # prefill shapes listed below and the MoE decode matvecs (HK_TUNE_BUDGET schedules measured per
 # shape, default 12) into a cache of this run (tune-cache/ in the archive); tuned-bench: hk-bench's
@@ -79,10 +81,11 @@ fi
 if [[ " $steps " == *" step "* ]]; then
     ./hk-bench --step --csv "$OUT/step.csv" 2>&1 | tee "$OUT/step.log"
 fi
-# bench_model SHAPE LAYERS: a synthetic GGUF of that shape, hk-run --bench on it, the file removed
+# bench_model SHAPE LAYERS [HK-RUN OPTIONS...]: a synthetic GGUF of that shape, hk-run --bench on
+# it (with each further argument), the file removed
 bench_model() {
     PYTHONPATH=$PWD/py python3 ../tools/make-synthetic-model.py --shape "$1" --layers "$2" --out /tmp/hk-model.gguf &&
-        ./hk-run /tmp/hk-model.gguf --bench --profile 2>&1 | tee -a "$OUT/model.log"
+        ./hk-run /tmp/hk-model.gguf --bench --profile "${@:3}" 2>&1 | tee -a "$OUT/model.log"
     rm -f /tmp/hk-model.gguf
 }
 if [[ " $steps " == *" model "* ]]; then
@@ -91,6 +94,13 @@ if [[ " $steps " == *" model "* ]]; then
     rm -f "$OUT"/model-test/*.gguf
     bench_model llama3-8b 8
     bench_model qwen3-30b-a3b 8
+fi
+if [[ " $steps " == *" forms "* ]]; then
+    # the norm tail at model level: hk-run --bench of the 8-layer shapes with and without it
+    for shape in llama3-8b qwen3-30b-a3b; do
+        bench_model $shape 8
+        bench_model $shape 8 --form norm-tail
+    done
 fi
 if [[ " $steps " == *" model-full "* ]]; then
     bench_model llama3-8b 32
