@@ -27,9 +27,9 @@ qwen3, qwen3moe; --arch picks some), in DIR:
      (prompt + the first N_GREEDY - 1 of them): the rows as in 2, and on both paths row i's
      argmax must be continuation token i, or a token the exact pass puts within GREEDY_CLEAR x
      max|logit| of it (a near tie, which rounding may decide either way)
-  4. the step's other forms (hk-run --form, hk-bench --step's): the teacher-forced int8 run again
-     under each group of FORM_GROUPS, its logits file identical byte for byte to the default's
-     (every form claims the default's bits)
+  4. the step's other forms (hk-run --form, hk-bench --step's) and the RMSNorm's staged form
+     (HK_RMSNORM_STAGED=1): the teacher-forced int8 run again under each of FORM_GROUPS, its logits
+     file identical byte for byte to the default's (each claims the default's bits)
   5. the first model only: hk-run MODEL --bench --reps 1 runs and prints positive pp512 and tg128
      speeds and the decode step's dispatch and barrier counts
 The ids are drawn from a seed per model, draw number DRAW of it: one with at least
@@ -109,12 +109,12 @@ class HkRun:
         if preload:
             self.env["LD_PRELOAD"] = preload
 
-    def __call__(self, args, timeout=None):
-        """(exit status, output); status None on a timeout, negative for a signal."""
+    def __call__(self, args, timeout=None, env=None):
+        """(exit status, output); status None on a timeout, negative for a signal. env: more variables."""
         cmd = [self.path] + [str(a) for a in args]
-        print("  $ " + " ".join(cmd), flush=True)
+        print("  $ " + "".join(f"{k}={v} " for k, v in (env or {}).items()) + " ".join(cmd), flush=True)
         try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**self.env, **(env or {})},
                                timeout=timeout or self.timeout)
         except subprocess.TimeoutExpired as e:
             return None, (e.output or b"").decode(errors="replace")
@@ -264,8 +264,10 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
     return m, path, prompt
 
 
-# forms that take effect together (f32x turns the tail off; the quantizer apart turns the ranking off)
-FORM_GROUPS = ("f32x", "attn-q8_1,glu-q8_1,qk-norm,moe-glu-ranked,norm-tail", "moe-glu-quantize")
+# forms that take effect together (f32x turns the tail off; the quantizer apart turns the ranking
+# off), and the RMSNorm's staged form (a hook), each of which keeps the bits
+FORM_GROUPS = (("f32x", {}), ("attn-q8_1,glu-q8_1,qk-norm,moe-glu-ranked,norm-tail", {}), ("moe-glu-quantize", {}),
+               (None, {"HK_RMSNORM_STAGED": "1"}))
 
 
 def check_forms(checks, hk, out, name, path, ids):
@@ -275,20 +277,21 @@ def check_forms(checks, hk, out, name, path, ids):
         return
     with open(base, "rb") as f:
         want = f.read()
-    for forms in FORM_GROUPS:
+    for forms, env in FORM_GROUPS:
         file = os.path.join(out, f"{name}-forms.hklg")
         if os.path.exists(file):
             os.remove(file)
+        what = f"--form {forms}" if forms else " ".join(f"{k}={v}" for k, v in env.items())
         rc, text = hk([path, "--tokens", ",".join(map(str, ids)), "--prompt-len", N_PROMPT, "--logits", file,
-                       "--activations", "int8", "--form", forms])
+                       "--activations", "int8"] + (["--form", forms] if forms else []), env=env)
         if rc != 0 or SANITIZER.search(text):
-            checks.result(False, f"{name} --form {forms}: hk-run", ("timed out" if rc is None else f"exit {rc}") +
+            checks.result(False, f"{name} {what}: hk-run", ("timed out" if rc is None else f"exit {rc}") +
                           "\n" + tail(text))
             continue
         with open(file, "rb") as f:
             got = f.read()
         differ = sum(a != b for a, b in zip(want, got)) + abs(len(want) - len(got))
-        checks.result(differ == 0, f"{name} --form {forms}: the default's logits, byte for byte",
+        checks.result(differ == 0, f"{name} {what}: the default's logits, byte for byte",
                       f"{differ} of {len(want)} bytes differ")
 
 
