@@ -96,8 +96,8 @@ static int one_shape(bench *b, const char *shape, uint32_t layers)
                g.barriers);
         if (b->csv)
             fprintf(b->csv, "%s,step,%s/%u %s,%.6f,%u,%u,%llu,%.1f,%.4f\n", b->caps.device_name, shape, m.hp.n_layer,
-                    run_forms[f].tag, median, g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m), copy,
-                    0.0);
+                    run_forms[f].tag, median, g.kernels, g.barriers, (unsigned long long)run_step_weight_bytes(&m),
+                    copy, 0.0);
     }
     rc = 0;
 done:

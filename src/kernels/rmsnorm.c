@@ -45,13 +45,14 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG && caps->max_workgroup_size >= RMSNORM_WIDE_WG
                       ? RMSNORM_WIDE_WG
                       : RMSNORM_WG;
-    /* the staged chunk beside the quantizer's two words per invocation */
-    uint32_t spec[2] = {wg, staged ? hk__norm_stage_blocks(context, shader == HK_SHADER_RMSNORM_Q8_1 ? 8 * wg : 0) : 0};
-    if (staged && !spec[1])
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_RMSNORM_STAGED=1 needs more shared memory than the device's %u "
-                        "bytes", caps->shared_memory_bytes);
-    if (staged)
+    uint32_t spec[2] = {wg, 0};
+    if (staged) { /* the staged chunk beside the quantizer's two words per invocation */
+        spec[1] = hk__norm_stage_blocks(context, shader == HK_SHADER_RMSNORM_Q8_1 ? 8 * wg : 0);
+        if (!spec[1])
+            return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_RMSNORM_STAGED=1 needs more shared memory than the "
+                            "device's %u bytes", caps->shared_memory_bytes);
         shader = shader == HK_SHADER_RMSNORM ? HK_SHADER_RMSNORM_STAGED : HK_SHADER_RMSNORM_Q8_1_STAGED;
+    }
     uint32_t sg = caps->subgroup_size_control && caps->subgroup_size_min < caps->subgroup_size_max ? caps->subgroup_size
                                                                                                    : 0;
     struct {
@@ -59,9 +60,9 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
         float eps;
         uint32_t write_y; /* HK_Q8_1's only */
     } params = {rows, n, eps, write_y};
-    hk_dispatch_desc d = {.shader = shader, .subgroup_size = sg, .spec = spec, .spec_count = staged ? 2 : 1, .bindings = b,
-                          .binding_count = binding_count, .params = &params, .params_bytes = sizeof params,
-                          .groups = rows};
+    hk_dispatch_desc d = {.shader = shader, .subgroup_size = sg, .spec = spec, .spec_count = staged ? 2 : 1,
+                          .bindings = b, .binding_count = binding_count, .params = &params,
+                          .params_bytes = sizeof params, .groups = rows};
     return hk__dispatch(context, stream, fn, &d);
 }
 

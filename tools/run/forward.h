@@ -107,7 +107,6 @@ int run_form_applies(const run_form *f, const run_model *m);
 /* Sets (on 1) or clears a form's flag, or (f NULL) clears every form's */
 void run_form_set(run_state *s, const run_form *f, int on);
 
-
 /* Allocates everything for graphs of up to batch tokens, or chains of up to chain decode steps, over
  * a cache of capacity rows of kv_type. graph_sizes: the batch sizes that will be recorded (the
  * attention workspace fits them all). Returns 0, or -1 with a message printed. */
