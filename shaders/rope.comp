@@ -7,17 +7,8 @@
 // q = round(x/d)). The row is staged in shared memory first, so q_out may be q itself.
 // F_Q_NORM, F_K_NORM: each q (k) head is RMSNorm'ed with the weight at binding 8 (9) before it
 // rotates (Qwen3's q and k norms), in norm.glsl's order and with its code, so hk_rmsnorm's bits.
-//
-// Angles: pair i turns by pos * f_i turns, f_i = freq_scale/(2 pi) * theta^(-2i/rot_dim) /
-// factor_i. f_i is formed as a double-float (about 46 bits): the host passes freq_scale/(2 pi) and
-// theta^(-2 * 2^b / rot_dim) (b = 0..3) as float pairs, the shader squares the last for b = 4..6
-// and multiplies the powers named by the bits of i (Dekker products: exact without a fused
-// multiply-add, kept exact by `precise`). pos * f_i mod 1 is then taken in integers: each float of the pair is
-// mantissa * 2^e, the 32x24-bit product is exact, and its bits below the binary point give the
-// turn as a 32-bit fraction, so the integer part drops out however large pos is. Sine and
-// cosine of the remainder come from polynomials on a quarter turn (Vulkan only promises 2^-11
-// for sin/cos). The angle error is about 2e-13 * pos * |f_i| turns: ~1e-7 rad at pos 2^20 and
-// ~2e-6 rad at pos 2^24 for frequencies up to 1 rad per position.
+
+// Angles: rope.glsl.
 #include "common.glsl"
 #include "f16.glsl"
 
@@ -49,105 +40,9 @@ HK_PUSH_END
 
 const uint F_NEOX = 1u, F_FACTORS = 2u, F_Q_NORM = 4u, F_K_NORM = 8u;
 
-// ---- double-float arithmetic (value = x + y, |y| <= ulp(x)/2) ----
-vec2 quick_two_sum(float a, float b)
-{
-    precise float s = a + b;
-    precise float e = b - (s - a);
-    return vec2(s, e);
-}
-
-// a * b = p + e exactly: Veltkamp splits into 12-bit halves, whose products are exact.
-vec2 two_prod(float a, float b)
-{
-    precise float p = a * b;
-    precise float ca = 4097.0 * a;
-    precise float ah = ca - (ca - a);
-    precise float al = a - ah;
-    precise float cb = 4097.0 * b;
-    precise float bh = cb - (cb - b);
-    precise float bl = b - bh;
-    precise float e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
-    return vec2(p, e);
-}
-
-vec2 df_mul(vec2 a, vec2 b)
-{
-    vec2 p = two_prod(a.x, b.x);
-    precise float e = p.y + (a.x * b.y + a.y * b.x);
-    return quick_two_sum(p.x, e);
-}
-
-vec2 df_div(vec2 a, float b)
-{
-    precise float q1 = a.x / b; // any rounding: the remainder below corrects it
-    vec2 p = two_prod(q1, b);
-    precise float r = ((a.x - p.x) - p.y) + a.y;
-    precise float q2 = r / b;
-    return quick_two_sum(q1, q2);
-}
-
-// frac(pos * x) as a 32-bit fraction of a turn (x = mantissa * 2^e; pos * mantissa exact in 64 bits)
-uint turn_fraction(uint pos, float x)
-{
-    uint bits = floatBitsToUint(x);
-    uint e8 = (bits >> 23) & 0xFFu;
-    if (e8 == 0u) // zero or subnormal: below 2^-126 turns per position
-        return 0u;
-    uint hi, lo;
-    umulExtended(pos, (bits & 0x7FFFFFu) | 0x800000u, hi, lo);
-    int s = 150 - int(e8); // pos * x = (hi:lo) * 2^-s; the fraction is bits s-32 .. s-1
-    uint f;
-    if (s <= 0)
-        f = 0u; // an integer number of turns
-    else if (s < 32)
-        f = lo << uint(32 - s);
-    else if (s == 32)
-        f = lo;
-    else if (s < 64)
-        f = (lo >> uint(s - 32)) | (hi << uint(64 - s));
-    else if (s == 64)
-        f = hi;
-    else if (s < 96)
-        f = hi >> uint(s - 64);
-    else
-        f = 0u;
-    return (bits >> 31) != 0u ? 0u - f : f;
-}
-
-// (cos, sin) of u / 2^32 turns
-vec2 cos_sin_turns(uint u)
-{
-    uint quadrant = (u + 0x20000000u) >> 30; // the nearest quarter turn
-    int rem = int(u - (quadrant << 30));      // [-2^29, 2^29): at most an eighth of a turn
-    float a = float(rem) * 1.4629180792671596e-09; // 2 pi / 2^32
-    float a2 = a * a;
-    // Taylor to a^9 and a^10: truncation below 2e-9 on [-pi/4, pi/4]
-    float s = a * (1.0 + a2 * (-1.0 / 6.0 + a2 * (1.0 / 120.0 + a2 * (-1.0 / 5040.0 + a2 * (1.0 / 362880.0)))));
-    float c = 1.0 + a2 * (-0.5 + a2 * (1.0 / 24.0 + a2 * (-1.0 / 720.0 + a2 * (1.0 / 40320.0 - a2 / 3628800.0))));
-    switch (quadrant & 3u) {
-    case 0u: return vec2(c, s);
-    case 1u: return vec2(-s, c);
-    case 2u: return vec2(-c, -s);
-    default: return vec2(s, -c);
-    }
-}
-
-vec2 pair_cos_sin(uint pos, uint i)
-{
-    vec2 f = pc.turns, p = pc.pow2[3];
-    for (uint b = 0; b < 7u; b++) {
-        if (b < 4u)
-            p = pc.pow2[b];
-        else
-            p = df_mul(p, p); // theta^(-2 * 2^b / rot_dim) from b - 1's
-        if (((i >> b) & 1u) != 0u)
-            f = df_mul(f, p);
-    }
-    if (((pc.rot >> 16) & F_FACTORS) != 0u)
-        f = df_div(f, factors[pc.view_offset[4] / 4u + i]);
-    return cos_sin_turns(turn_fraction(pos, f.x) + turn_fraction(pos, f.y));
-}
+#define HK_ROPE_HAS_FACTORS (((pc.rot >> 16) & F_FACTORS) != 0u)
+#define HK_ROPE_FACTOR(i) factors[pc.view_offset[4] / 4u + (i)]
+#include "rope.glsl"
 
 shared float row_sh[HK_D];
 shared float out_sh[HK_D];    // HK_Q8_0: the row to quantize
@@ -212,9 +107,8 @@ void main()
             bool first = neox ? d < half_rot : (d & 1u) == 0u;
             uint i = neox ? (first ? d : d - half_rot) : d / 2u;
             uint partner = neox ? (first ? d + half_rot : d - half_rot) : d ^ 1u;
-            vec2 cs = cs_sh[i];
-            float y = row_sh[partner];
-            x = first ? x * cs.x - y * cs.y : y * cs.y + x * cs.x;
+            x = first ? rope_rotated(x, row_sh[partner], cs_sh[i], true)
+                      : rope_rotated(row_sh[partner], x, cs_sh[i], false);
         }
         if (is_q) {
             q_out[pc.view_offset[5] / 4u + src + d] = x;

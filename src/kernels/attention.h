@@ -22,6 +22,13 @@ typedef struct hk_sdpa_call {
 hk_status hk__kv_layout_check(const char *fn, const hk_kv_layout *kv, uint32_t n_kv_heads, uint32_t head_dim,
                               uint64_t *k_bytes, uint64_t *v_bytes);
 
+/* hk_rope's checks of desc (beyond its views and norms) and of freq_factors (whether given): the
+ * rotated dims (rot_dim, or head_dim) and the bytes the caches must cover. */
+hk_status hk__rope_check(const char *fn, const hk_rope_desc *desc, hk_view freq_factors, uint32_t *rot, int *factors,
+                         uint64_t *k_bytes, uint64_t *v_bytes);
+/* The frequencies in double (as the reference), handed to rope.glsl as float pairs. */
+void hk__rope_angles(const hk_rope_desc *desc, uint32_t rot, float turns[2], float pow2[4][2]);
+
 /* Flash-decoding (attention.c): every shape hk_sdpa_blk accepts. */
 /* The workspace bytes of a shape (0: none); fails only on a malformed tuning hook. */
 hk_status hk__sdpa_decode_workspace(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,

@@ -47,6 +47,43 @@ static void split_double(double x, float out[2])
     out[1] = (float)(x - (double)out[0]);
 }
 
+hk_status hk__rope_check(const char *fn, const hk_rope_desc *d, hk_view freq_factors, uint32_t *rot, int *factors,
+                         uint64_t *k_bytes, uint64_t *v_bytes)
+{
+    if (d->n_tokens == 0 || d->n_heads == 0 || d->n_kv_heads == 0)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens=%u, n_heads=%u and n_kv_heads=%u must all be positive",
+                        d->n_tokens, d->n_heads, d->n_kv_heads);
+    if (d->n_heads > ROPE_MAX_HEADS || d->n_kv_heads > ROPE_MAX_HEADS)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_heads=%u or n_kv_heads=%u is more than %u", d->n_heads,
+                        d->n_kv_heads, ROPE_MAX_HEADS);
+    hk_status st = hk__kv_layout_check(fn, &d->kv, d->n_kv_heads, d->head_dim, k_bytes, v_bytes);
+    if (st != HK_OK)
+        return st;
+    if (!HK_TYPE_TAKES(rope_types, d->kv.type))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "kv.type=%s (%d) has no rope kernel", hk_type_name(d->kv.type),
+                        (int)d->kv.type);
+    *rot = d->rot_dim ? d->rot_dim : d->head_dim;
+    if (*rot % 2 || *rot > d->head_dim)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rot_dim=%u is not even and at most head_dim=%u", d->rot_dim,
+                        d->head_dim);
+    if (!isfinite(d->theta_base) || d->theta_base <= 0.0f)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "theta_base=%g is not a positive number", (double)d->theta_base);
+    if (!isfinite(d->freq_scale) || d->freq_scale <= 0.0f)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "freq_scale=%g is not a positive number", (double)d->freq_scale);
+    uint64_t q_values = (uint64_t)d->n_tokens * d->n_heads * d->head_dim;
+    uint64_t kv_values = (uint64_t)d->n_tokens * d->n_kv_heads * d->head_dim;
+    if (q_values > UINT32_MAX || kv_values > UINT32_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens x heads x head_dim exceeds 2^32 values");
+    return hk__optional_view(fn, "freq_factors", freq_factors, factors);
+}
+
+void hk__rope_angles(const hk_rope_desc *d, uint32_t rot, float turns[2], float pow2[4][2])
+{
+    split_double((double)d->freq_scale / (2.0 * 3.14159265358979323846), turns);
+    for (int i = 0; i < 4; i++)
+        split_double(pow((double)d->theta_base, -2.0 * (double)(1u << i) / (double)rot), pow2[i]);
+}
+
 hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k, hk_view v,
                   hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache, hk_view v_cache)
 {
@@ -59,34 +96,10 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
     if (!desc)
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "desc is NULL");
     const hk_rope_desc *d = desc;
-    if (d->n_tokens == 0 || d->n_heads == 0 || d->n_kv_heads == 0)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens=%u, n_heads=%u and n_kv_heads=%u must all be positive",
-                        d->n_tokens, d->n_heads, d->n_kv_heads);
-    if (d->n_heads > ROPE_MAX_HEADS || d->n_kv_heads > ROPE_MAX_HEADS)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_heads=%u or n_kv_heads=%u is more than %u", d->n_heads,
-                        d->n_kv_heads, ROPE_MAX_HEADS);
     uint64_t k_bytes, v_bytes;
-    hk_status st = hk__kv_layout_check(fn, &d->kv, d->n_kv_heads, d->head_dim, &k_bytes, &v_bytes);
-    if (st != HK_OK)
-        return st;
-    if (!HK_TYPE_TAKES(rope_types, d->kv.type))
-        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "kv.type=%s (%d) has no rope kernel", hk_type_name(d->kv.type),
-                        (int)d->kv.type);
-    uint32_t rot = d->rot_dim ? d->rot_dim : d->head_dim;
-    if (rot % 2 || rot > d->head_dim)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "rot_dim=%u is not even and at most head_dim=%u", d->rot_dim,
-                        d->head_dim);
-    if (!isfinite(d->theta_base) || d->theta_base <= 0.0f)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "theta_base=%g is not a positive number", (double)d->theta_base);
-    if (!isfinite(d->freq_scale) || d->freq_scale <= 0.0f)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "freq_scale=%g is not a positive number", (double)d->freq_scale);
-    uint64_t q_values = (uint64_t)d->n_tokens * d->n_heads * d->head_dim;
-    uint64_t kv_values = (uint64_t)d->n_tokens * d->n_kv_heads * d->head_dim;
-    if (q_values > UINT32_MAX || kv_values > UINT32_MAX)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n_tokens x heads x head_dim exceeds 2^32 values");
-    uint32_t align = hk_type_alignment(d->kv.type);
+    uint32_t rot;
     int factors, q_norm, k_norm;
-    st = hk__optional_view(fn, "freq_factors", freq_factors, &factors);
+    hk_status st = hk__rope_check(fn, d, freq_factors, &rot, &factors, &k_bytes, &v_bytes);
     if (st == HK_OK)
         st = hk__optional_view(fn, "desc->q_norm", d->q_norm, &q_norm);
     if (st == HK_OK)
@@ -95,6 +108,9 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
         return st;
     if ((q_norm || k_norm) && (!(d->norm_eps > 0.0f) || !isfinite(d->norm_eps)))
         return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "norm_eps=%g must be positive and finite", (double)d->norm_eps);
+    uint64_t q_values = (uint64_t)d->n_tokens * d->n_heads * d->head_dim;
+    uint64_t kv_values = (uint64_t)d->n_tokens * d->n_kv_heads * d->head_dim;
+    uint32_t align = hk_type_alignment(d->kv.type);
     hk_view none = {q.buffer, q.offset};
     hk_binding b[ROPE_BINDINGS] = {
         [ROPE_Q] = {q, q_values * 4, 4, 0, 0},
@@ -136,10 +152,7 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
         .v_row = kv->capacity > 1 ? (uint32_t)kv->v_row_stride : 0,
         .v_head = d->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
     };
-    /* the frequencies in double (as the reference), handed over as float pairs */
-    split_double((double)d->freq_scale / (2.0 * 3.14159265358979323846), params.turns);
-    for (int i = 0; i < 4; i++)
-        split_double(pow((double)d->theta_base, -2.0 * (double)(1u << i) / (double)rot), params.pow2[i]);
+    hk__rope_angles(d, rot, params.turns, params.pow2);
     params.eps = d->norm_eps;
     uint32_t spec[2] = {ROPE_WG, d->head_dim};
     hk_dispatch_desc dd = {.shader = rope_types[kv->type].shader, .spec = spec, .spec_count = 2, .bindings = b,
