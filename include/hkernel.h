@@ -1246,6 +1246,30 @@ HK_API hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_d
                          hk_view v, hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
                          hk_view v_cache);
 
+/* The matrices of an hk_matvec_int8_qkv call (roles: a mask of these; w[] in this order). */
+#define HK_QKV_Q 1u
+#define HK_QKV_K 2u
+#define HK_QKV_V 4u
+
+/* One token's attention projections with hk_rope's epilogue, in one dispatch instead of two and a
+ * barrier: the matrices named in roles, in the order Q, K, V, are w[0], w[1], ... (as
+ * hk_matvec_int8_multi's: GGUF rows of k values of wtype, Q's n_heads x head_dim rows, K's and V's
+ * n_kv_heads x head_dim). Q's products, rotated, go to q_out (f32 [n_heads, head_dim]); K's,
+ * rotated, and V's go into k_cache and v_cache at row positions[0] (u32 on the device, read when
+ * the kernel runs; none at or past kv.capacity). Bit-identical to hk_matvec_int8_multi of the same
+ * matrices into an f32 buffer, then hk_rope(desc) on it (the same sums, then hk_rope's angles,
+ * rotation and conversion, the same code). desc as hk_rope's, with n_tokens 1, neox 0 (GGUF's
+ * normal pairs 2i and 2i + 1: a NeoX pair lies in rows that two workgroups compute), no q_norm or
+ * k_norm (they need a whole head) and kv.type F32 or F16; otherwise HK_ERROR_UNSUPPORTED, and hk_rope
+ * serves. Views: those of the roles given (q_out, k_cache, v_cache; the others may be {NULL, 0}),
+ * positions, and freq_factors ({NULL, 0} or f32 [rot_dim / 2]), each as hk_rope asks; q_out overlaps
+ * no input. Types, alignment, k, limits and errors otherwise as hk_matvec_int8_multi's; a NULL w or
+ * desc, or roles 0 or with other bits, is HK_ERROR_INVALID_ARGUMENT. */
+HK_API hk_status hk_matvec_int8_qkv(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t roles,
+                                    const hk_view *w, hk_view xq, uint32_t k, const hk_rope_desc *desc,
+                                    hk_view positions, hk_view freq_factors, hk_view q_out, hk_view k_cache,
+                                    hk_view v_cache);
+
 /* ---- prefill ------------------------------------------------------------------------------------
  * Int8 GEMM for prompt processing (MMQ): the activation quantized once to Q8_1 (hk_quantize_q8_1,
  * one row of k/32 blocks per token), the weights read as GGUF blocks in place, never expanded in

@@ -38,6 +38,14 @@
 //                 pc.rows2) into one y, concatenated: the row groups run over W0's rows, then W1's,
 //                 then W2's, each matrix's rows padded to whole groups, so that a group's rows lie
 //                 in one matrix and each row's sum is the plain kernel's.
+//   HK_QKV_ROPE   (with HK_MATVEC_MULTI, one token) the attention's Q, K and V projections with
+//                 hk_rope's epilogue (hk_matvec_int8_qkv): pc.rope's roles name each matrix Q, K or
+//                 V; Q's rows are rotated into y, K's rotated and V's copied into the caches
+//                 (bindings 7 and 8, HK_CACHE_F32 or HK_CACHE_F16) at row positions[0] (binding 5;
+//                 none at or past pc.capacity), GGUF's "normal" pairs (2i, 2i + 1) turning by
+//                 rope.glsl's angles (frequency factors at binding 6). A row group holds whole pairs
+//                 (the host keeps HK_NROWS even where a matrix rotates); lane r of the subgroup
+//                 finishes the group's row r, so the bits are the multi's sums through hk_rope's code.
 //   HK_MOE_COMBINE  (HK_MOE with HK_INT8) the experts' products of each token weighted, summed and
 //                 added to the residual (hk_moe_matvec_int8_combine: weights binding 4, residual 5):
 //                 y[t, r] = sum_j weights[t, j] * (W[ids[t, j]] . x_(t, j))[r] + residual[t, r]. A
@@ -87,6 +95,9 @@
 #endif
 #if defined(HK_MOE_RANK) && (!defined(HK_MOE) || !defined(HK_OUT_Q8_1))
 #error "HK_MOE_RANK is the MoE GLU's with Q8_1 output"
+#endif
+#if defined(HK_QKV_ROPE) && (!defined(HK_MATVEC_MULTI) || defined(HK_XF32) || !defined(HK_INT8))
+#error "HK_QKV_ROPE is the int8 multi's on Q8_1 x"
 #endif
 #if defined(HK_NORM_TAIL) && (!defined(HK_MATVEC_ADD) || defined(HK_XF32))
 #error "HK_NORM_TAIL is the residual add's on Q8_1 x"
@@ -159,6 +170,14 @@ layout(binding = 4) readonly buffer W2_128 { uvec4 m2_128[]; };
 #ifdef HK_XF32
 layout(binding = 5) readonly buffer Norm { float norm_w[]; };
 #endif
+#ifdef HK_QKV_ROPE
+layout(binding = 5) readonly buffer Positions { uint positions[]; };
+layout(binding = 6) readonly buffer Factors { float factors[]; };
+layout(binding = 7) writeonly buffer KCache { float kc[]; };
+layout(binding = 7) writeonly buffer KCache16 { uint16_t kc16[]; };
+layout(binding = 8) writeonly buffer VCache { float vc[]; };
+layout(binding = 8) writeonly buffer VCache16 { uint16_t vc16[]; };
+#endif
 #ifdef HK_NORM_TAIL
 layout(binding = 4) restrict readonly buffer Norm { float norm_w[]; };
 layout(binding = 5) writeonly buffer TailQ { uint tail_q[]; };
@@ -206,6 +225,14 @@ HK_PUSH_BEGIN
     uint n_experts; // HK_MOE
 #endif
     uint x_stride;  // HK_MOE: words from one slot's x to the next (0: one x for every slot)
+#ifdef HK_QKV_ROPE
+    uint rope;      // rot_dim / 2 | head_dim << 8 | (role of matrix m) << (17 + 2m) | F_FACTORS << 23
+    uint capacity;  // the caches' rows
+    uint k_row, k_head, v_row, v_head; // byte strides (0 where unused)
+    uint pad;
+    vec2 turns;     // rope.glsl's: freq_scale / (2 pi), double-float
+    vec2 pow2[4];   // theta^(-2 * 2^b / rot_dim), b = 0..3, double-float
+#endif
 #ifdef HK_XF32
     float eps;      // the RMSNorm's
     uint norm;      // 1: x RMSNorm'ed with the weight at binding 5 before it is quantized
@@ -437,6 +464,56 @@ void hk_rows_begin(uint first, uint row0, uint row_bytes)
 
 // Sums the lanes' partial sums and writes the group's outputs (token t's after token t-1's:
 // y[t * rows + row]) if `write`.
+#ifdef HK_QKV_ROPE
+#include "f16.glsl"
+#define HK_ROPE_HAS_FACTORS ((pc.rope & (1u << 23)) != 0u)
+#define HK_ROPE_FACTOR(i) factors[pc.view_offset[6] / 4u + (i)]
+#include "rope.glsl"
+const uint ROLE_Q = 0u, ROLE_K = 1u, ROLE_V = 2u;
+
+// The group's rows through hk_rope's epilogue: lane r takes row r (every lane holds every sum).
+void hk_qkv_rows_end(uint first, bool write)
+{
+    float sums[HK_GROUP_ROWS];
+    for (uint r = 0; r < HK_GROUP_ROWS; r++)
+        sums[r] = subgroupAdd(acc[r]);
+    uint r = gl_SubgroupInvocationID, row = first + r;
+    if (!write || r >= HK_GROUP_ROWS || row >= HK_OUT_ROWS)
+        return;
+    float v = 0.0, partner = 0.0;
+    for (uint j = 0; j < HK_GROUP_ROWS; j++) { // a select, not an indexed local array
+        v = j == r ? sums[j] : v;
+        partner = j == (r ^ 1u) ? sums[j] : partner;
+    }
+    uint role = (pc.rope >> (17u + 2u * mv_mat)) & 3u, half_rot = pc.rope & 0xFFu, head_dim = (pc.rope >> 8) & 0x1FFu;
+    uint pos = positions[pc.view_offset[5] / 4u], head = row / head_dim, d = row - head * head_dim;
+    if (role != ROLE_V && d < 2u * half_rot) {
+        vec2 cs = pair_cos_sin(pos, d / 2u);
+        bool even = (d & 1u) == 0u;
+        v = even ? rope_rotated(v, partner, cs, true) : rope_rotated(partner, v, cs, false);
+    }
+    if (role == ROLE_Q) {
+        y[pc.view_offset[2] / 4u + row] = v;
+        return;
+    }
+    if (pos >= pc.capacity) // no cache row for this position
+        return;
+    uint rb = role == ROLE_K ? pc.view_offset[7] + head * pc.k_head + pos * pc.k_row
+                             : pc.view_offset[8] + head * pc.v_head + pos * pc.v_row;
+#ifdef HK_CACHE_F16
+    if (role == ROLE_K)
+        kc16[rb / 2u + d] = uint16_t(hk_f16_bits(v));
+    else
+        vc16[rb / 2u + d] = uint16_t(hk_f16_bits(v));
+#else
+    if (role == ROLE_K)
+        kc[rb / 4u + d] = v;
+    else
+        vc[rb / 4u + d] = v;
+#endif
+}
+#define hk_rows_end hk_qkv_rows_end
+#else
 void hk_rows_end(uint first, bool write)
 {
     for (uint r = 0; r < HK_GROUP_ROWS; r++)
@@ -469,6 +546,7 @@ void hk_rows_end(uint first, bool write)
     }
 #endif
 }
+#endif
 
 #if defined(HK_INT8) && !defined(HK_MOE)
 // Word u of a staged chunk of token t whose first block is block cb of the staged range (cb even;

@@ -852,6 +852,69 @@ static void test_matvec_multi(void)
 #undef MULTI
 }
 
+/* hk_matvec_int8_qkv: every refusal of its own, with its message, and nothing written. Q, K and V
+ * are 16 Q8_0 rows of k = 32 each in w (one head of 16 values each, the views overlapping), q_out
+ * at y, the caches (f32, one row) after it in y. */
+static void test_matvec_qkv(void)
+{
+    const hk_view ws[3] = {{w, 0}, {w, 2}, {w, 4}};
+    hk_view xv = {x, 0}, pos = {x, 512}, none = {NULL, 0}, qo = {y, 0}, kc = {y, 64}, vc = {y, 128};
+    hk_view k_end = {y, 240}, in_x = {x, 16}, in_w = {w, 64};
+    hk_rope_desc d = {.n_tokens = 1, .n_heads = 1, .n_kv_heads = 1, .head_dim = 16, .theta_base = 10000.0f,
+                      .freq_scale = 1.0f, .kv = {HK_TYPE_F32, 1, 64, 64, 64, 64}};
+#define QKV(roles, desc, q, k, v) hk_matvec_int8_qkv(ctx, NULL, HK_TYPE_Q8_0, roles, ws, xv, 32, desc, pos, none, q, k, v)
+    const uint32_t all = HK_QKV_Q | HK_QKV_K | HK_QKV_V;
+    hk_check_status("valid matvec_int8_qkv", QKV(all, &d, qo, kc, vc), HK_OK, NULL);
+    hk_check_status("valid matvec_int8_qkv of V alone", QKV(HK_QKV_V, &d, none, none, vc), HK_OK, NULL);
+    EXPECT("qkv null context", hk_matvec_int8_qkv(NULL, NULL, HK_TYPE_Q8_0, all, ws, xv, 32, &d, pos, none, qo, kc, vc),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_qkv: context is NULL");
+    EXPECT("qkv w null", hk_matvec_int8_qkv(ctx, NULL, HK_TYPE_Q8_0, all, NULL, xv, 32, &d, pos, none, qo, kc, vc),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_qkv: w is NULL");
+    EXPECT("qkv desc null", QKV(all, NULL, qo, kc, vc), HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_qkv: desc is NULL");
+    EXPECT("qkv roles 0", QKV(0, &d, qo, kc, vc), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: roles=0x0 is not a nonzero mask of HK_QKV_Q, _K and _V");
+    EXPECT("qkv roles past V", QKV(all | 8u, &d, qo, kc, vc), HK_ERROR_INVALID_ARGUMENT, "roles=0xf is not");
+    hk_rope_desc bad = d;
+    bad.neox = 1;
+    EXPECT("qkv neox", QKV(all, &bad, qo, kc, vc), HK_ERROR_UNSUPPORTED, "(n_tokens=1, neox=1, norms none, kv.type=f32)");
+    bad = d;
+    bad.q_norm = (hk_view){x, 0};
+    bad.norm_eps = 1e-6f;
+    EXPECT("qkv q norm", QKV(all, &bad, qo, kc, vc), HK_ERROR_UNSUPPORTED, "norms given");
+    bad = d;
+    bad.n_tokens = 2;
+    EXPECT("qkv two tokens", QKV(all, &bad, qo, kc, vc), HK_ERROR_UNSUPPORTED, "hk_rope serves");
+    bad = d;
+    bad.kv = (hk_kv_layout){HK_TYPE_Q8_0, 1, 34, 34, 34, 34};
+    bad.head_dim = 32;
+    EXPECT("qkv q8_0 cache", QKV(all, &bad, qo, kc, vc), HK_ERROR_UNSUPPORTED, "kv.type=q8_0");
+    bad = d;
+    bad.theta_base = 0.0f;
+    EXPECT("qkv theta 0", QKV(all, &bad, qo, kc, vc), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: theta_base=0 is not a positive number");
+    bad = d;
+    bad.rot_dim = 3;
+    EXPECT("qkv odd rot_dim", QKV(all, &bad, qo, kc, vc), HK_ERROR_INVALID_ARGUMENT, "rot_dim=3 is not even");
+    EXPECT("qkv q_out missing", QKV(all, &d, none, kc, vc), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: q_out.buffer is NULL");
+    EXPECT("qkv v_cache missing", QKV(all, &d, qo, kc, none), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: v_cache.buffer is NULL");
+    EXPECT("qkv k_cache past the end", QKV(all, &d, qo, k_end, vc), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: k_cache needs 64 bytes at offset 240");
+    EXPECT("qkv positions missing", hk_matvec_int8_qkv(ctx, NULL, HK_TYPE_Q8_0, all, ws, xv, 32, &d, none, none, qo, kc,
+                                                       vc),
+           HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_qkv: positions.buffer is NULL");
+    EXPECT("qkv q_out overlaps xq", QKV(all, &d, in_x, kc, vc), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: output q_out overlaps xq");
+    EXPECT("qkv k_cache overlaps a matrix", QKV(all, &d, qo, in_w, vc), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_qkv: output k_cache overlaps w[0]");
+    EXPECT("qkv f16 weights", hk_matvec_int8_qkv(ctx, NULL, HK_TYPE_F16, all, ws, xv, 32, &d, pos, none, qo, kc, vc),
+           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_qkv: wtype=f16 (5) is not a matvec weight type");
+    EXPECT("qkv k off the block", hk_matvec_int8_qkv(ctx, NULL, HK_TYPE_Q8_0, all, ws, xv, 48, &d, pos, none, qo, kc, vc),
+           HK_ERROR_INVALID_ARGUMENT, "k=48 is not a positive multiple of 32");
+#undef QKV
+}
+
 /* hk_moe_matvec_int8_glu: every refusal, with its message, and nothing written. w holds 4 experts
  * of 1 Q4_K row of k = 256 (576 bytes), xq and ids in an aligned buffer, y 64 floats. */
 static void test_moe_glu(hk_buffer *aligned)
@@ -1292,6 +1355,7 @@ int main(int argc, char **argv)
     test_matvec_fused();
     test_matvec_add_norm();
     test_matvec_multi();
+    test_matvec_qkv();
     test_matvec_f32x();
     test_moe_glu(aligned);
     test_glu_q8(aligned);

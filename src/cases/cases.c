@@ -327,7 +327,7 @@ extern const hk_case hk_case_matvec, hk_case_matvec_int8, hk_case_matvec_int8_to
     hk_case_moe_matvec_int8_glu_q8_1, hk_case_moe_matvec_int8_glu_q8_1_ranked, hk_case_moe_matvec_int8_combine;
 extern const hk_case hk_case_rmsnorm_q8_1;
 /* attention (cases_attention.c) */
-extern const hk_case hk_case_sdpa, hk_case_rope;
+extern const hk_case hk_case_sdpa, hk_case_rope, hk_case_matvec_int8_qkv;
 /* prefill (cases_prefill.c) */
 extern const hk_case hk_case_mmq, hk_case_moe_expert_rows, hk_case_mmq_id, hk_case_gemm_f16;
 /* elementwise (cases_elementwise.c) */
@@ -340,7 +340,7 @@ extern const hk_case hk_case_get_rows, hk_case_moe_combine;
 const hk_case *const hk_cases[] = {
     &hk_case_matvec,    &hk_case_matvec_int8, &hk_case_matvec_int8_tokens, &hk_case_moe_matvec, &hk_case_moe_matvec_int8,
     &hk_case_matvec_int8_add, &hk_case_matvec_int8_add_norm, &hk_case_matvec_int8_glu, &hk_case_matvec_int8_glu_q8_1, &hk_case_matvec_int8_multi,
-    &hk_case_matvec_int8_f32x, &hk_case_moe_matvec_int8_glu, &hk_case_moe_matvec_int8_glu_q8_1, &hk_case_moe_matvec_int8_glu_q8_1_ranked,
+    &hk_case_matvec_int8_qkv,    &hk_case_matvec_int8_f32x, &hk_case_moe_matvec_int8_glu, &hk_case_moe_matvec_int8_glu_q8_1, &hk_case_moe_matvec_int8_glu_q8_1_ranked,
     &hk_case_moe_matvec_int8_combine,
     &hk_case_moe_route, &hk_case_gemv_f32,    &hk_case_gemv_f32_tokens, &hk_case_rmsnorm, &hk_case_quantize_q8_1,
     &hk_case_rmsnorm_q8_1,

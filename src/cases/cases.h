@@ -196,11 +196,13 @@ int hk_case_kv_pack(const hk_case_kv *c, const uint8_t *k_image, const uint8_t *
                     float **v);
 /* rope's angles are good to ~1e-6 rad up to position 2^24 (include/hkernel.h) */
 #define HK_CASE_GATE_ROPE 1e-5
+/* What a cache row holds (hk_case_kv_row_mismatches): K rotated, V copied, V a matvec's product. */
+enum { HK_CASE_KV_K, HK_CASE_KV_V, HK_CASE_KV_V_PRODUCT };
 /* A written cache row of an image against the values it should hold: f32 within the rope gate
- * (v exact); f16 within one unit in the last place of the reference's rounding (v exact); Q8_0 d
- * within one f16 step and each quant within one of the reference quantizer's. Returns the bad
- * values; *worst gets the largest f32 error. */
-uint32_t hk_case_kv_row_mismatches(const hk_case_kv *c, const uint8_t *image, int is_v, uint32_t head, uint32_t row,
+ * (copied V exact); f16 within one unit in the last place of the reference's rounding (copied V
+ * exact); Q8_0 d within one f16 step and each quant within one of the reference quantizer's.
+ * Returns the bad values; *worst gets the largest f32 error. */
+uint32_t hk_case_kv_row_mismatches(const hk_case_kv *c, const uint8_t *image, int kind, uint32_t head, uint32_t row,
                                    const float *want, double *worst);
 
 #endif

@@ -402,6 +402,8 @@ typedef struct rope_state {
     uint32_t *positions;
     float *k_ref, *v; /* rotated k and the raw v, [n_tokens, n_kv_heads, d] */
     int q_out, k_cache, v_cache, q_norm; /* tensor indices (q_norm: k_norm follows; -1: none) */
+    uint32_t roles;   /* HK_QKV_* the call writes (hk_rope: all three) */
+    int v_kind;       /* how a written V row is held (hk_case_kv_row_mismatches): copied, or a product */
     /* ROPE_QK_NORM: the unfused calls' q_out and cache images, in the state's allocation */
     float *unfused_q;
     uint8_t *unfused_k, *unfused_v;
@@ -475,6 +477,8 @@ static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
     }
     memset(st, 0, sizeof *st);
     st->q_norm = -1;
+    st->roles = HK_QKV_Q | HK_QKV_K | HK_QKV_V;
+    st->v_kind = HK_CASE_KV_V;
     run->state = st;
     st->cache = cache;
     st->k_ref = (float *)(st + 1);
@@ -586,10 +590,11 @@ static hk_status record_rope(const hk_case_run *run, hk_stream *s, const hk_view
                    v[st->q_out], v[st->k_cache], v[st->v_cache]);
 }
 
-uint32_t hk_case_kv_row_mismatches(const hk_case_kv *c, const uint8_t *image, int is_v, uint32_t head, uint32_t row,
-                               const float *want, double *worst)
+uint32_t hk_case_kv_row_mismatches(const hk_case_kv *c, const uint8_t *image, int kind, uint32_t head, uint32_t row,
+                                   const float *want, double *worst)
 {
-    const uint8_t *got = image + hk_case_kv_row(c, is_v, head, row);
+    const uint8_t *got = image + hk_case_kv_row(c, kind != HK_CASE_KV_K, head, row);
+    int is_v = kind == HK_CASE_KV_V; /* copied: exact */
     uint32_t d = c->head_dim, bad = 0;
     if (c->kv.type == HK_TYPE_F32) {
         float amax = 1e-30f;
@@ -637,8 +642,8 @@ static double compare_rope(const hk_case_run *run, char *detail, size_t size)
 {
     const rope_state *st = run->state;
     const hk_case_tensor *kt = &run->t[st->k_cache], *vt = &run->t[st->v_cache];
-    uint32_t n_tokens = run->shape.d[0], n_kv = run->shape.d[2], dim = run->shape.d[3];
-    double rel = hk_scale_rel(run->t[st->q_out].got, run->ref, run->ref_count);
+    uint32_t n_tokens = st->desc.n_tokens, n_kv = st->desc.n_kv_heads, dim = st->desc.head_dim;
+    double rel = run->ref_count ? hk_scale_rel(run->t[st->q_out].got, run->ref, run->ref_count) : 0.0;
     uint8_t *k_want = hk_case_alloc(kt->bytes), *v_want = hk_case_alloc(vt->bytes);
     if (!k_want || !v_want) {
         free(k_want);
@@ -659,18 +664,23 @@ static double compare_rope(const hk_case_run *run, char *detail, size_t size)
             continue;
         for (uint32_t h = 0; h < n_kv; h++) {
             size_t at = ((size_t)t * n_kv + h) * dim;
-            bad += hk_case_kv_row_mismatches(&st->cache, kt->got, 0, h, p, st->k_ref + at, &worst);
-            bad += hk_case_kv_row_mismatches(&st->cache, vt->got, 1, h, p, st->v + at, &worst);
             uint64_t ko = hk_case_kv_row(&st->cache, 0, h, p), vo = hk_case_kv_row(&st->cache, 1, h, p);
-            memcpy(k_want + ko, (const uint8_t *)kt->got + ko, row_bytes);
-            memcpy(v_want + vo, (const uint8_t *)vt->got + vo, row_bytes);
-            rows++;
+            if (st->roles & HK_QKV_K) {
+                bad += hk_case_kv_row_mismatches(&st->cache, kt->got, HK_CASE_KV_K, h, p, st->k_ref + at, &worst);
+                memcpy(k_want + ko, (const uint8_t *)kt->got + ko, row_bytes);
+                rows++;
+            }
+            if (st->roles & HK_QKV_V) {
+                bad += hk_case_kv_row_mismatches(&st->cache, vt->got, st->v_kind, h, p, st->v + at, &worst);
+                memcpy(v_want + vo, (const uint8_t *)vt->got + vo, row_bytes);
+                rows++;
+            }
         }
     }
     int same = !memcmp(k_want, kt->got, kt->bytes) && !memcmp(v_want, vt->got, vt->bytes);
     free(k_want);
     free(v_want);
-    /* ROPE_QK_NORM: the unfused calls' bits, q_out and both caches */
+    /* ROPE_QK_NORM and hk_matvec_int8_qkv: the unfused calls' bits, q_out and both caches */
     int unfused_same = !st->unfused_ran || (!memcmp(st->unfused_q, run->t[st->q_out].got, run->ref_count * 4) &&
                                             !memcmp(st->unfused_k, kt->got, kt->bytes) &&
                                             !memcmp(st->unfused_v, vt->got, vt->bytes));
@@ -711,4 +721,225 @@ const hk_case hk_case_rope = {
     .record = record_rope,
     .compare = compare_rope,
     CASE_SHAPES(rope_tests, rope_quick, rope_full),
+};
+
+/* ---- hk_matvec_int8_qkv: d = {n_heads, n_kv_heads, head_dim, rot_dim, capacity, position, theta
+ * base, k}, type the weights'; variant: the roles (HK_QKV_*) and QKV_* below. Held to the bits of
+ * hk_matvec_int8_multi into f32 and hk_rope on it, run on the device at prepare (the roles a call
+ * lacks keep the images as they were), and to hk_ref_matvec_q8_1 before hk_ref_rope; the cache
+ * rows checked as hk_rope's case checks them, V as a product (within the rope gate). ---- */
+enum { QKV_F16 = 8, QKV_FACTORS = 16, QKV_TOKEN_MAJOR = 32 };
+
+/* The unfused calls on the device: hk_matvec_int8_multi of the roles' matrices into f32 q | k | v
+ * (a role the call lacks: zeros), then hk_rope on them from the same cache images. */
+static hk_status qkv_unfused(hk_context *ctx, rope_state *st, hk_type wtype, uint8_t *const *w, const uint32_t *rows,
+                             uint32_t n, const hk_block_q8_1 *xq, uint32_t k, const float *factors)
+{
+    const hk_rope_desc *d = &st->desc;
+    uint64_t nq = (uint64_t)d->n_heads * d->head_dim * 4, nk = (uint64_t)d->n_kv_heads * d->head_dim * 4;
+    uint64_t rot = d->rot_dim ? d->rot_dim : d->head_dim, cb = st->cache.bytes, row_bytes = hk_ref_row_bytes(wtype, k);
+    /* q, k, v, positions, factors, k image, v image, q_out, xq, the weights */
+    uint64_t sizes[12] = {nq, nk, nk, 4, rot / 2 * 4, cb, cb, nq, (uint64_t)k / 32 * 36, 0, 0, 0}, at[12], end = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sizes[9 + i] = row_bytes * rows[i];
+    for (int i = 0; i < 12; i++) {
+        at[i] = end;
+        end += (sizes[i] + 255) / 256 * 256;
+    }
+    const void *src[9] = {NULL, NULL, NULL, st->positions, factors, st->unfused_k, st->unfused_v, NULL, xq};
+    hk_buffer *b = NULL;
+    hk_status s = hk_buffer_create(ctx, end, &b);
+    float *zeros = s == HK_OK ? hk_case_alloc(nq > nk ? nq : nk) : NULL;
+    if (s == HK_OK && !zeros)
+        s = HK_ERROR_OUT_OF_MEMORY;
+    if (zeros)
+        memset(zeros, 0, nq > nk ? nq : nk);
+    for (int i = 0; i < 3 && s == HK_OK; i++)
+        s = hk_buffer_upload(b, at[i], zeros, sizes[i]);
+    for (int i = 3; i < 9 && s == HK_OK; i++)
+        if (src[i])
+            s = hk_buffer_upload(b, at[i], src[i], sizes[i]);
+    for (uint32_t i = 0; i < n && s == HK_OK; i++)
+        s = hk_buffer_upload(b, at[9 + i], w[i], sizes[9 + i]);
+    free(zeros);
+    hk_view vw[12];
+    for (int i = 0; i < 12; i++)
+        vw[i] = (hk_view){b, at[i]};
+    /* each role's products at its place in q | k | v (the multi's sums are each matrix's alone) */
+    for (uint32_t i = 0, m = 0; i < 3 && s == HK_OK; i++)
+        if (st->roles & 1u << i) {
+            s = hk_matvec_int8_multi(ctx, NULL, wtype, 1, &vw[9 + m], &rows[m], vw[8], vw[i], k);
+            m++;
+        }
+    (void)n;
+    if (s == HK_OK)
+        s = hk_rope(ctx, NULL, d, vw[0], vw[1], vw[2], vw[3], factors ? vw[4] : (hk_view){NULL, 0}, vw[7], vw[5],
+                    vw[6]);
+    /* the roles the call has: their outputs; the others' images stay as they were */
+    if (s == HK_OK && (st->roles & HK_QKV_Q))
+        s = hk_buffer_download(b, at[7], st->unfused_q, nq);
+    if (s == HK_OK && (st->roles & HK_QKV_K))
+        s = hk_buffer_download(b, at[5], st->unfused_k, cb);
+    if (s == HK_OK && (st->roles & HK_QKV_V))
+        s = hk_buffer_download(b, at[6], st->unfused_v, cb);
+    st->unfused_ran = s == HK_OK;
+    hk_buffer_destroy(b);
+    return s;
+}
+
+static hk_status prepare_qkv(hk_case_run *run, uint64_t seed)
+{
+    static const char *const names[] = {"w_q", "w_k", "w_v"};
+    const uint32_t *d = run->shape.d;
+    uint32_t n_heads = d[0], n_kv = d[1], dim = d[2], rot = d[3] ? d[3] : d[2], capacity = d[4], k = d[7];
+    int variant = run->shape.variant;
+    uint32_t roles = (uint32_t)variant & (HK_QKV_Q | HK_QKV_K | HK_QKV_V);
+    hk_type wtype = run->shape.type, ctype = variant & QKV_F16 ? HK_TYPE_F16 : HK_TYPE_F32;
+    hk_rng rng = {seed};
+    size_t nq = (size_t)n_heads * dim, nk = (size_t)n_kv * dim;
+    hk_case_kv cache;
+    if (!hk_case_kv_create(&cache, ctype, capacity, n_kv, dim, variant & QKV_TOKEN_MAJOR, 0))
+        return HK_ERROR_OUT_OF_MEMORY;
+    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + 1) * 4 + nq * 4 + 2 * cache.bytes);
+    if (!st) {
+        hk_case_kv_destroy(&cache);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    memset(st, 0, sizeof *st);
+    st->q_norm = -1;
+    st->roles = roles;
+    st->v_kind = HK_CASE_KV_V_PRODUCT;
+    run->state = st;
+    st->cache = cache;
+    st->k_ref = (float *)(st + 1);
+    st->v = st->k_ref + nk;
+    st->positions = (uint32_t *)(st->v + nk);
+    st->unfused_q = (float *)(st->positions + 1);
+    st->unfused_k = (uint8_t *)(st->unfused_q + nq);
+    st->unfused_v = st->unfused_k + cache.bytes;
+    st->desc = (hk_rope_desc){.n_tokens = 1, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
+                              .rot_dim = d[3], .theta_base = (float)d[6], .freq_scale = 1.0f, .kv = cache.kv};
+    st->positions[0] = d[5];
+    /* a few rows already in the cache, the token's own among them: they must survive where the
+     * call has no such role */
+    float *row = hk_case_alloc(dim * 4);
+    if (!row)
+        return HK_ERROR_OUT_OF_MEMORY;
+    for (uint32_t h = 0; h < n_kv; h++)
+        for (uint32_t j = 0; j < capacity && j < 3; j++) {
+            uint32_t r = j == 2 && d[5] < capacity ? d[5] : j;
+            hk_rng_fill(&rng, row, dim, -1.0f, 1.0f);
+            hk_case_kv_put(&st->cache, 0, h, r, row);
+            hk_case_kv_put(&st->cache, 1, h, r, row);
+        }
+    free(row);
+    memcpy(st->unfused_k, st->cache.k, cache.bytes);
+    memcpy(st->unfused_v, st->cache.v, cache.bytes);
+    uint32_t rows[3], n = 0;
+    uint8_t *w[3] = {NULL, NULL, NULL};
+    float *x = hk_case_alloc((size_t)k * 4), *factors = hk_case_alloc(rot / 2 * 4);
+    hk_block_q8_1 *xq = hk_case_alloc((size_t)k / 32 * sizeof *xq);
+    uint32_t *positions = hk_case_alloc(4);
+    int ok = x && factors && xq && positions;
+    for (uint32_t i = 0; i < 3; i++)
+        if (roles & 1u << i) {
+            rows[n] = (i == 0 ? n_heads : n_kv) * dim;
+            w[n] = hk_random_weights(&rng, (int)wtype, rows[n], k, 0);
+            ok = ok && w[n++];
+        }
+    if (!ok) {
+        free(x), free(factors), free(xq), free(positions), free(w[0]), free(w[1]), free(w[2]);
+        return HK_ERROR_OUT_OF_MEMORY;
+    }
+    positions[0] = d[5];
+    hk_rng_fill(&rng, x, k, -1.0f, 1.0f);
+    hk_quant_row_q8_1(x, xq, k);
+    free(x);
+    for (uint32_t i = 0; i < rot / 2; i++)
+        factors[i] = i < rot / 4 ? 1.0f : hk_rng_uniform(&rng, 1.0f, 40.0f);
+    const float *ff = variant & QKV_FACTORS ? factors : NULL;
+    hk_status status = HK_OK;
+    if (run->ref_mode != HK_REF_NONE) {
+        run->ref_count = roles & HK_QKV_Q ? nq : 0;
+        if (!(run->ref = hk_case_alloc(nq * 4))) {
+            free(factors), free(xq), free(positions), free(w[0]), free(w[1]), free(w[2]);
+            return HK_ERROR_OUT_OF_MEMORY;
+        }
+        float *out[3] = {run->ref, st->k_ref, st->v};
+        for (uint32_t i = 0, m = 0; i < 3; i++)
+            if (roles & 1u << i) {
+                hk_ref_matvec_q8_1((int)wtype, w[m], xq, out[i], rows[m], k);
+                m++;
+            }
+        hk_ref_rope(run->ref, st->positions, 1, n_heads, dim, rot, 0, st->desc.theta_base, 1.0f, ff);
+        hk_ref_rope(st->k_ref, st->positions, 1, n_kv, dim, rot, 0, st->desc.theta_base, 1.0f, ff);
+        status = qkv_unfused(run->ctx, st, wtype, w, rows, n, xq, k, ff);
+    }
+    uint64_t row_bytes = hk_ref_row_bytes((int)wtype, k);
+    for (uint32_t i = 0, m = 0; i < 3; i++)
+        if (roles & 1u << i) {
+            hk_case_tensor_add(run, names[i], HK_CASE_IN, row_bytes * rows[m], wtype == HK_TYPE_Q4_K ||
+                               wtype == HK_TYPE_Q5_K ? 16 : 2, 1, w[m]);
+            m++;
+        }
+    hk_case_tensor_add(run, "xq", HK_CASE_IN, (uint64_t)k / 32 * 36, 4, 0, xq);
+    hk_case_tensor_add(run, "positions", HK_CASE_IN, 4, 4, 0, positions);
+    hk_case_tensor_add(run, "freq_factors", HK_CASE_IN, ff ? rot / 2 * 4 : 0, 4, 0, factors);
+    st->q_out = hk_case_tensor_add(run, "q_out", HK_CASE_OUT, roles & HK_QKV_Q ? nq * 4 : 0, 4, 0, NULL);
+    uint32_t align = hk_type_alignment(ctype);
+    st->k_cache = hk_case_tensor_add(run, "k_cache", HK_CASE_INOUT, st->cache.bytes, align, 0, st->cache.k);
+    st->v_cache = hk_case_tensor_add(run, "v_cache", HK_CASE_INOUT, st->cache.bytes, align, 0, st->cache.v);
+    st->cache.k = st->cache.v = NULL; /* the tensors own the images now */
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += rows[i];
+    run->bytes = (double)row_bytes * total + 36.0 * k / 32 + (roles & HK_QKV_Q ? 4.0 * nq : 0.0) +
+                 (double)hk_type_bytes(ctype, dim) * n_kv * ((roles & HK_QKV_K ? 1 : 0) + (roles & HK_QKV_V ? 1 : 0));
+    snprintf(run->label, sizeof run->label, "%s %s%s%s H%u/%u d%u rot%u x%u %s cap%u pos%u%s%s", hk_type_name(wtype),
+             roles & HK_QKV_Q ? "q" : "", roles & HK_QKV_K ? "k" : "", roles & HK_QKV_V ? "v" : "", n_heads, n_kv, dim,
+             rot, k, hk_type_name(ctype), capacity, d[5], ff ? " factors" : "",
+             variant & QKV_TOKEN_MAJOR ? " token-major" : "");
+    return status;
+}
+
+static hk_status record_qkv(const hk_case_run *run, hk_stream *s, const hk_view *v, uint32_t op)
+{
+    (void)op;
+    const rope_state *st = run->state;
+    hk_view none = {NULL, 0};
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < 3; i++)
+        n += (st->roles >> i) & 1u;
+    return hk_matvec_int8_qkv(run->ctx, s, run->shape.type, st->roles, v, v[n], run->shape.d[7], &st->desc, v[n + 1],
+                              run->shape.variant & QKV_FACTORS ? v[n + 2] : none,
+                              st->roles & HK_QKV_Q ? v[st->q_out] : none, st->roles & HK_QKV_K ? v[st->k_cache] : none,
+                              st->roles & HK_QKV_V ? v[st->v_cache] : none);
+}
+
+#define QK (HK_QKV_Q | HK_QKV_K)
+#define QKV (HK_QKV_Q | HK_QKV_K | HK_QKV_V)
+static const hk_case_shape qkv_tests[] = {
+    /* {H, Hkv, d, rot, capacity, position, theta, k} */
+    {HK_TYPE_Q4_K, {8, 2, 128, 0, 64, 17, 500000, 256}, QK | QKV_F16, 0},           /* Llama's Q and K */
+    {HK_TYPE_Q6_K, {8, 2, 128, 0, 64, 17, 500000, 256}, HK_QKV_V | QKV_F16, 0},     /* and its Q6_K V */
+    {HK_TYPE_Q8_0, {4, 2, 64, 32, 40, 39, 10000, 512}, QKV | QKV_FACTORS, 0},       /* partial, last row */
+    {HK_TYPE_Q5_K, {6, 3, 80, 0, 8, 1000003, 10000, 256}, QKV | QKV_TOKEN_MAJOR, 0}, /* past the capacity */
+    {HK_TYPE_Q4_K, {2, 1, 16, 0, 4, 3, 10000, 512}, HK_QKV_K | QKV_F16 | QKV_FACTORS, 0},
+    {HK_TYPE_Q8_0, {4, 4, 32, 0, 16, 5, 10000, 64}, HK_QKV_Q, 0},
+    {HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16 | QKV_FACTORS, 0}, /* Llama-3-8B */
+};
+static const hk_case_shape qkv_quick[] = {{HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16, 0}};
+static const hk_case_shape qkv_full[] = {{HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16, 0},
+                                         {HK_TYPE_Q6_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, HK_QKV_V | QKV_F16, 0},
+                                         {HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QKV | QKV_F16, 0}};
+#undef QK
+#undef QKV
+
+const hk_case hk_case_matvec_int8_qkv = {
+    .name = "matvec_int8_qkv",
+    .gate = HK_CASE_GATE_ROPE,
+    .prepare = prepare_qkv,
+    .record = record_qkv,
+    .compare = compare_rope,
+    CASE_SHAPES(qkv_tests, qkv_quick, qkv_full),
 };

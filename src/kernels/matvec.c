@@ -10,6 +10,7 @@
  *  - portable (f32 x only): one workgroup per row, any subgroup size, 2-byte aligned views. */
 #include "matvec.h"
 
+#include "attention.h"
 #include "elementwise.h"
 
 #include <math.h>
@@ -160,7 +161,8 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {{EPI_SHADERS(MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MATVEC_##t, GLU_GELU_Q8)},                                \
          {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8)},                        \
          {EPI_SHADERS(MOE_MATVEC_##t, GLU_SILU_Q8_RANKED), EPI_SHADERS(MOE_MATVEC_##t, GLU_GELU_Q8_RANKED)}},       \
-        .add_norm = EPI_SHADERS(MATVEC_##t, ADD_NORM)
+        .add_norm = EPI_SHADERS(MATVEC_##t, ADD_NORM),                                                                \
+        .qkv = {EPI_SHADERS(MATVEC_##t, QKV_F32), EPI_SHADERS(MATVEC_##t, QKV_F16)}
 /* hk_matvec only (f32 x): no int8, MoE or epilogue variants */
 #define MATVEC_F32_SHADERS(t)                                                                                          \
     1, {{HK_SHADER_MATVEC_##t##_ROWS, HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER, HK_NO_SHADER}},        \
@@ -179,7 +181,9 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}},                                                  \
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}                                                   \
     }                                                                                                                  \
-    , .add_norm = {HK_NO_SHADER, HK_NO_SHADER}
+    , .add_norm = {HK_NO_SHADER, HK_NO_SHADER}, .qkv = {                                                               \
+        {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}                                                      \
+    }
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
  * mode), applied where each row's sum is written, and its several matrices (hk_matvec_int8_multi). */
@@ -198,6 +202,7 @@ typedef struct matvec_type {
     int glu_q8[3][2][2];    /* the int8 GLU with its output as Q8_1 blocks [dense, moe, moe ranking its experts]
                              * [EPI_GLU_* - EPI_GLU_SILU][as epi] */
     int add_norm[2];        /* the residual add with the RMSNorm tail (hk_matvec_int8_add_norm) [as epi] */
+    int qkv[2][2];          /* the multi with hk_rope's epilogue (hk_matvec_int8_qkv) [f32, f16 cache][as epi] */
     uint32_t item;          /* values of an item (a lane's unit of k): Q8_0 half a block, the K-quants 64, F16 8 */
     uint32_t x_sums;        /* the dot reads x's block sums (the K-quants' mins), so the staging copies them */
     uint32_t load16;        /* the weights may load 16 bits at a time (MV_LOAD_BITS): Q8_0's 34-byte blocks */
@@ -813,7 +818,24 @@ typedef struct epilogue {
     int q8_1;        /* the GLU's output as Q8_1 blocks of 32 rows (y: rows / 32 blocks) */
     int ranked;      /* the MoE GLU with Q8_1 output ranks each slot's expert from the logits (the ids view) */
     const hk_norm_out *tail; /* EPI_ADD: the new residual's RMSNorm by the last workgroup (NULL: none) */
+    const struct qkv_rope *qkv; /* EPI_MULTI: hk_rope's epilogue (NULL: none) */
 } epilogue;
+
+/* hk_matvec_int8_qkv's epilogue: hk_rope's desc (checked) and its views */
+typedef struct qkv_rope {
+    const hk_rope_desc *desc;
+    uint32_t roles, rot; /* HK_QKV_* of the matrices; the rotated dims */
+    int factors;         /* freq_factors given */
+    hk_view positions, freq_factors, k_cache, v_cache;
+    uint64_t k_bytes, v_bytes;
+} qkv_rope;
+
+/* its push constants after hk_matvec_int8_multi's five words (shaders/matvec.comp, HK_QKV_ROPE) */
+typedef struct qkv_params {
+    uint32_t rows, k, rows1, rows2, x_stride;
+    uint32_t rope, capacity, k_row, k_head, v_row, v_head, pad;
+    float turns[2], pow2[4][2];
+} qkv_params;
 
 /* hk_matvec_int8_add_norm: the most rows (the one workgroup of the tail loops over every value a
  * few times) and its workspace, the arrival counter. */
@@ -905,11 +927,11 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int add = epi && epi->kind == EPI_ADD, multi = epi && epi->kind == EPI_MULTI;
     int glu = epi && (epi->kind == EPI_GLU_SILU || epi->kind == EPI_GLU_GELU), f32x = epi && epi->f32x;
     int has_norm = f32x && epi->norm.buffer, combine = epi && epi->kind == EPI_COMBINE;
-    int has_residual = combine && epi->view.buffer, tail = add && epi->tail, has_yn = 0;
-    const char *names[8] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
-                            glu && epi->q8_1 ? "yq" : "y",
+    int has_residual = combine && epi->view.buffer, tail = add && epi->tail, has_yn = 0, qkv = multi && epi->qkv;
+    const char *names[9] = {glu ? "w_gate" : multi ? "w[0]" : "w", int8 && !f32x ? "xq" : "x",
+                            glu && epi->q8_1 ? "yq" : qkv ? "q_out" : "y",
                             moe ? (epi && epi->ranked ? "logits" : "ids") : add ? "residual" : multi ? "w[1]" : "w_up",
-                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual", NULL, NULL};
+                            combine ? "weights" : moe ? "w_up" : "w[2]", "residual", NULL, NULL, NULL};
     int q8 = glu && epi->q8_1;
     hk_status st = check_shape(fn, wtype, rows, k, tokens, int8, moe != NULL);
     if (st != HK_OK)
@@ -941,11 +963,12 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     uint64_t row_bytes = (uint64_t)k / block * hk_type_block_bytes(wtype), w_bytes = row_bytes * w_rows;
     if (multi)
         w_bytes = row_bytes * epi->rows[0];
-    hk_binding b[8] = {
+    hk_binding b[9] = {
         {w, w_bytes, w_align, 0, 0},
         {x, moe && moe->shape->x_per_slot ? x_bytes * slots : x_bytes * tokens, (moe && !int8) ? 16 : 4, 0, 0},
         {y, q8 ? (uint64_t)rows / 32 * 36 : (uint64_t)rows * tokens * 4, 4, 1, 0},
         {moe ? moe->ids : (hk_view){0}, (uint64_t)slots * 4, 4, 0, 0}, /* ranked: the logits, below */
+        {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
         {{0}, 0, 0, 0, 0},
@@ -983,11 +1006,39 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     int in_place = (add || has_residual) && epi->view.buffer == y.buffer && epi->view.offset == y.offset;
     uint32_t checked = in_place ? (combine ? 5 : 3) : count;
     hk_binding norm_b = has_norm ? (hk_binding){epi->norm, (uint64_t)k * 4, 4, 0, 0} : (hk_binding){x, 0, 4, 0, 0};
-    hk_binding check[8];
+    hk_binding check[9];
     memcpy(check, b, sizeof check);
     if (has_norm) { /* the norm's weight is checked after the others, then bound 6th */
         check[checked] = norm_b;
         names[checked++] = "norm";
+    }
+    if (qkv) {
+        /* the roles' outputs, the positions and the factors; what a call lacks is bound as W0 with
+         * no bytes, never read or written */
+        const qkv_rope *r = epi->qkv;
+        hk_binding none = {w, 0, w_align, 0, 0};
+        uint32_t kv_align = hk_type_alignment(r->desc->kv.type);
+        if (r->roles & HK_QKV_Q)
+            b[2].bytes = (uint64_t)epi->rows[0] * 4;
+        else
+            b[2] = none;
+        for (uint32_t i = epi->n; i < 3; i++)
+            b[2 + i] = none;
+        b[5] = (hk_binding){r->positions, 4, 4, 0, 0};
+        b[6] = r->factors ? (hk_binding){r->freq_factors, (uint64_t)r->rot / 2 * 4, 4, 0, 0} : none;
+        b[7] = r->roles & HK_QKV_K ? (hk_binding){r->k_cache, r->k_bytes, kv_align, 1, 0} : none;
+        b[8] = r->roles & HK_QKV_V ? (hk_binding){r->v_cache, r->v_bytes, kv_align, 1, 0} : none;
+        names[5] = "positions";
+        names[6] = "freq_factors";
+        names[7] = "k_cache";
+        names[8] = "v_cache";
+        count = 9;
+        checked = 0;
+        for (uint32_t i = 0; i < 9; i++)
+            if (b[i].bytes) {
+                check[checked] = b[i];
+                names[checked++] = names[i];
+            }
     }
     if (tail) { /* every binding but the residual in place and the absent yn */
         checked = 0;
@@ -1038,6 +1089,29 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         params[5] = epi->top_k;
     hk_dispatch_desc d = {.bindings = b, .binding_count = count, .params = params,
                           .params_bytes = f32x || combine || tail ? sizeof params : (ranked ? 6 : 5) * sizeof *params};
+    qkv_params rope_params;
+    if (qkv) {
+        const qkv_rope *r = epi->qkv;
+        const hk_rope_desc *rd = r->desc;
+        const hk_kv_layout *kv = &rd->kv;
+        uint32_t roles = 0;
+        for (uint32_t bit = 0, m = 0; bit < 3; bit++) /* each matrix's role (0 Q, 1 K, 2 V) */
+            if (r->roles & 1u << bit)
+                roles |= bit << 2 * m++;
+        rope_params = (qkv_params){
+            .rows = params[0], .k = k, .rows1 = params[2], .rows2 = params[3],
+            .rope = r->rot / 2 | rd->head_dim << 8 | roles << 17 | (uint32_t)r->factors << 23,
+            .capacity = kv->capacity,
+            /* strides in use stay below the cache spans, which the device can bind */
+            .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
+            .k_head = rd->n_kv_heads > 1 ? (uint32_t)kv->k_head_stride : 0,
+            .v_row = kv->capacity > 1 ? (uint32_t)kv->v_row_stride : 0,
+            .v_head = rd->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
+        };
+        hk__rope_angles(rd, r->rot, rope_params.turns, rope_params.pow2);
+        d.params = &rope_params;
+        d.params_bytes = sizeof rope_params;
+    }
     int mode = !int8 ? MODE_F32 : (context->features & HK_FEATURE_INTEGER_DOT) ? MODE_INT8 : MODE_INT8_SCALAR;
     if (tokens > 1)
         return tokens_dispatch(context, stream, fn, wtype, mode, &d, params, rows, k, tokens, x_bytes);
@@ -1081,8 +1155,15 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                 return st;
             if (glu)
                 glu_config(context, wtype, rows, k, &nrows, &items);
+            /* a rotated pair's two rows in one row group */
+            int pairs = qkv && (epi->qkv->roles & (HK_QKV_Q | HK_QKV_K));
+            if (pairs && nrows < 2)
+                nrows = 2;
             if (multi)
                 multi_config(context, wtype, epi->rows, epi->n, k, &nrows, &items);
+            if (pairs && nrows % 2)
+                return hk__fail(HK_ERROR_UNSUPPORTED, fn, "k=%u: the rotated matrices' rows loop past the budget "
+                                "in row pairs", k);
             if (tuned && sched.plant && !multi)
                 params[0] = rows / 2; /* testing only: a candidate that leaves half the rows unwritten */
         }
@@ -1095,6 +1176,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                    : q8 ? mt->glu_q8[ranked ? 2 : moe != NULL][epi->kind - EPI_GLU_SILU][dot]
                    : f32x ? mt->f32x[epi->kind][dot]
                    : tail ? mt->add_norm[dot]
+                   : qkv ? mt->qkv[epi->qkv->desc->kv.type == HK_TYPE_F16][dot]
                    : !epi ? mt->rows[moe != NULL][mode]
                    : moe ? mt->moe_glu[epi->kind - EPI_GLU_SILU][dot]
                          : mt->epi[epi->kind - 1][dot];
@@ -1222,14 +1304,11 @@ hk_status hk_matvec_int8_glu_q8_1(hk_context *context, hk_stream *stream, hk_typ
     return dense_glu(context, stream, "hk_matvec_int8_glu_q8_1", 1, wtype, w_gate, w_up, xq, yq, rows, k, mode);
 }
 
-hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n, const hk_view *w,
-                               const uint32_t *rows, hk_view xq, hk_view y, uint32_t k)
+/* hk_matvec_int8_multi's checks of the matrices, then the call (qkv: hk_matvec_int8_qkv's epilogue) */
+static hk_status multi_call(hk_context *context, hk_stream *stream, const char *fn, hk_type wtype, uint32_t n,
+                            const hk_view *w, const uint32_t *rows, hk_view xq, hk_view y, uint32_t k,
+                            const qkv_rope *qkv)
 {
-    static const char fn[] = "hk_matvec_int8_multi";
-    if (n == 0 || n > HK_MATVEC_MULTI_MAX)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n=%u is not in 1..%u", n, HK_MATVEC_MULTI_MAX);
-    if (!w || !rows)
-        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", !w ? "w" : "rows");
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (rows[i] == 0)
@@ -1242,8 +1321,52 @@ hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type w
     hk_status st = hk__check_limit(fn, "rows[0]+...+rows[n-1]", total, HK_MATVEC_MAX_ROWS);
     if (st != HK_OK)
         return st;
-    const epilogue epi = {.kind = EPI_MULTI, .w = w, .rows = rows, .n = n};
+    const epilogue epi = {.kind = EPI_MULTI, .w = w, .rows = rows, .n = n, .qkv = qkv};
     return matvec(context, stream, fn, 1, wtype, w[0], xq, y, (uint32_t)total, k, 1, NULL, &epi);
+}
+
+hk_status hk_matvec_int8_multi(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t n, const hk_view *w,
+                               const uint32_t *rows, hk_view xq, hk_view y, uint32_t k)
+{
+    static const char fn[] = "hk_matvec_int8_multi";
+    if (n == 0 || n > HK_MATVEC_MULTI_MAX)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "n=%u is not in 1..%u", n, HK_MATVEC_MULTI_MAX);
+    if (!w || !rows)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", !w ? "w" : "rows");
+    return multi_call(context, stream, fn, wtype, n, w, rows, xq, y, k, NULL);
+}
+
+hk_status hk_matvec_int8_qkv(hk_context *context, hk_stream *stream, hk_type wtype, uint32_t roles, const hk_view *w,
+                             hk_view xq, uint32_t k, const hk_rope_desc *desc, hk_view positions,
+                             hk_view freq_factors, hk_view q_out, hk_view k_cache, hk_view v_cache)
+{
+    static const char fn[] = "hk_matvec_int8_qkv";
+    if (!context)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (!w || !desc)
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", !w ? "w" : "desc");
+    if (roles == 0 || roles & ~(HK_QKV_Q | HK_QKV_K | HK_QKV_V))
+        return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "roles=0x%x is not a nonzero mask of HK_QKV_Q, _K and _V",
+                        roles);
+    qkv_rope r = {.desc = desc, .roles = roles, .positions = positions, .freq_factors = freq_factors,
+                  .k_cache = k_cache, .v_cache = v_cache};
+    hk_status st = hk__rope_check(fn, desc, freq_factors, &r.rot, &r.factors, &r.k_bytes, &r.v_bytes);
+    if (st != HK_OK)
+        return st;
+    if (desc->n_tokens != 1 || desc->neox || desc->q_norm.buffer || desc->k_norm.buffer ||
+        (desc->kv.type != HK_TYPE_F32 && desc->kv.type != HK_TYPE_F16))
+        return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the epilogue takes one token, GGUF's normal pairs (neox 0), no q or "
+                        "k norm and an f32 or f16 cache (n_tokens=%u, neox=%d, norms %s, kv.type=%s): hk_rope serves",
+                        desc->n_tokens, desc->neox, desc->q_norm.buffer || desc->k_norm.buffer ? "given" : "none",
+                        hk_type_name(desc->kv.type));
+    uint32_t rows[3], n = 0;
+    if (roles & HK_QKV_Q)
+        rows[n++] = desc->n_heads * desc->head_dim;
+    if (roles & HK_QKV_K)
+        rows[n++] = desc->n_kv_heads * desc->head_dim;
+    if (roles & HK_QKV_V)
+        rows[n++] = desc->n_kv_heads * desc->head_dim;
+    return multi_call(context, stream, fn, wtype, n, w, rows, xq, q_out, k, &r);
 }
 
 hk_status hk_matvec_int8_f32x(hk_context *context, hk_stream *stream, const hk_matvec_f32x_desc *desc)
