@@ -356,7 +356,8 @@ HK_API int hk_context_device_lost(const hk_context *context);
  * shapes an engine runs, record its steps once into a prepare stream (hk_stream_create_prepare)
  * instead. kernels: NULL for every kernel, or a comma-separated list of public function names
  * ("hk_matvec_int8,hk_rmsnorm"; hk_matvec, hk_matvec_int8, hk_matvec_int8_tokens, hk_matvec_int8_add,
- * hk_matvec_int8_add_norm, hk_matvec_int8_glu, hk_matvec_int8_glu_q8_1, hk_matvec_int8_multi, hk_matvec_int8_f32x,
+ * hk_matvec_int8_add_norm, hk_matvec_int8_glu, hk_matvec_int8_glu_q8_1, hk_matvec_int8_multi,
+ * hk_matvec_int8_qkv, hk_matvec_int8_f32x,
  * hk_moe_matvec, hk_moe_matvec_int8, hk_moe_matvec_int8_glu, hk_moe_matvec_int8_glu_q8_1 (with
  * hk_moe_matvec_int8_glu_q8_1_ranked),
  * hk_moe_matvec_int8_combine,

@@ -15,7 +15,7 @@ extern const hk__family hk__family_argmax, hk__family_softmax;
 extern const hk__family hk__family_moe_combine, hk__family_get_rows;
 extern const hk__family hk__family_rmsnorm_q8_1;
 extern const hk__family hk__family_matvec_int8_add, hk__family_matvec_int8_add_norm, hk__family_matvec_int8_glu, hk__family_matvec_int8_glu_q8_1,
-    hk__family_matvec_int8_multi, hk__family_matvec_int8_f32x;
+    hk__family_matvec_int8_multi, hk__family_matvec_int8_qkv, hk__family_matvec_int8_f32x;
 extern const hk__family hk__family_moe_matvec_int8_glu, hk__family_moe_matvec_int8_glu_q8_1,
     hk__family_moe_matvec_int8_combine;
 
@@ -23,7 +23,7 @@ extern const hk__family hk__family_moe_matvec_int8_glu, hk__family_moe_matvec_in
 const hk__family *const hk__families[] = {
     &hk__family_matvec,        &hk__family_matvec_int8,     &hk__family_matvec_int8_tokens,
     &hk__family_matvec_int8_add, &hk__family_matvec_int8_add_norm, &hk__family_matvec_int8_glu, &hk__family_matvec_int8_glu_q8_1,
-    &hk__family_matvec_int8_multi, &hk__family_matvec_int8_f32x,
+    &hk__family_matvec_int8_multi, &hk__family_matvec_int8_qkv, &hk__family_matvec_int8_f32x,
     &hk__family_moe_matvec,    &hk__family_moe_matvec_int8, &hk__family_moe_matvec_int8_glu,
     &hk__family_moe_matvec_int8_glu_q8_1, &hk__family_moe_matvec_int8_combine,
     &hk__family_moe_route,

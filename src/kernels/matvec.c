@@ -1884,7 +1884,35 @@ const hk__family hk__family_matvec_int8_add = {"hk_matvec_int8_add", prepare_mat
 const hk__family hk__family_matvec_int8_add_norm = {"hk_matvec_int8_add_norm", prepare_matvec_int8_add_norm, {NULL}};
 const hk__family hk__family_matvec_int8_glu = {"hk_matvec_int8_glu", prepare_matvec_int8_glu, {NULL}};
 const hk__family hk__family_matvec_int8_glu_q8_1 = {"hk_matvec_int8_glu_q8_1", prepare_matvec_int8_glu_q8, {NULL}};
+/* hk_matvec_int8_qkv: every type, f32 and f16 caches, Q and K, V alone, and all three, at the
+ * attention shapes of one head, Llama-3-8B's and a larger one (32 and 64 heads of 128, 8 kv heads),
+ * k 2048 and 4096 */
+static hk_status prepare_matvec_int8_qkv(hk__prep *p)
+{
+    static const uint32_t heads[][2] = {{1, 1}, {32, 8}, {64, 8}}, widths[] = {2048, 4096};
+    static const uint32_t roles[] = {HK_QKV_Q | HK_QKV_K, HK_QKV_V, HK_QKV_Q | HK_QKV_K | HK_QKV_V};
+    static const hk_type caches[] = {HK_TYPE_F32, HK_TYPE_F16};
+    hk_type types[HK_REF_TYPES];
+    uint32_t n_types = matvec_types_of(1, 0, types);
+    const hk_view w[3] = {hk__prep_view(p, 0), hk__prep_view(p, 3), hk__prep_view(p, 4)};
+    for (uint32_t t = 0; t < n_types; t++)
+        for (int c = 0; c < 2; c++)
+            for (int h = 0; h < 3; h++)
+                for (int wi = 0; wi < 2; wi++)
+                    for (int r = 0; r < 3; r++) {
+                        hk_rope_desc d = {.n_tokens = 1, .n_heads = heads[h][0], .n_kv_heads = heads[h][1],
+                                          .head_dim = 128, .theta_base = 500000.0f, .freq_scale = 1.0f,
+                                          .kv = hk__prep_kv(caches[c], 128, 4096)};
+                        HK_PREP_TRY(p, hk_matvec_int8_qkv(p->ctx, p->s, types[t], roles[r], w, hk__prep_view(p, 1),
+                                                          widths[wi], &d, hk__prep_view(p, 5),
+                                                          (hk_view){NULL, 0}, hk__prep_view(p, 2),
+                                                          hk__prep_view(p, 6), hk__prep_view(p, 7)));
+                    }
+    return HK_OK;
+}
+
 const hk__family hk__family_matvec_int8_multi = {"hk_matvec_int8_multi", prepare_matvec_int8_multi, {NULL}};
+const hk__family hk__family_matvec_int8_qkv = {"hk_matvec_int8_qkv", prepare_matvec_int8_qkv, {NULL}};
 const hk__family hk__family_matvec_int8_f32x = {"hk_matvec_int8_f32x", prepare_f32x, {NULL}};
 const hk__family hk__family_moe_matvec = {"hk_moe_matvec", prepare_moe, {NULL}};
 const hk__family hk__family_moe_matvec_int8 = {"hk_moe_matvec_int8", prepare_moe_int8, {&tune_moe_matvec_int8}};
