@@ -308,10 +308,15 @@ void store_tile(uint j, uint seen)
         uint e = gl_LocalInvocationIndex + i * WG;
         if (e < KV8) {
             uint at = ((e / (D / 8)) * STR8 + e % (D / 8)) * OCTW;
-            // one finite_v per oct: the twin's HK_PUT8 reads its argument twice
-            OCT v = check ? finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u) : vreg[i];
             HK_PUT8(K_BASE + at, kreg[i]);
-            HK_PUT8(V_BASE + at, v);
+            // the check in a branch of its own (a select of both costs the matrix path), its
+            // result named once (the twin's HK_PUT8 reads its argument twice)
+            if (check) {
+                OCT v = finite_v(vreg[i], j * BKV + e / (D / 8), (e % (D / 8)) * 8u);
+                HK_PUT8(V_BASE + at, v);
+            } else {
+                HK_PUT8(V_BASE + at, vreg[i]);
+            }
         }
     }
 }
