@@ -82,8 +82,9 @@ static void usage(FILE *f)
             "  --activations A   int8 (default: Q8_1 activations, the int8 kernels) or f32 (hk_matvec for a token,\n"
             "                    hk_gemm_f16 for a batch: slower, without the activations' rounding)\n"
             "  --form F,F,...    decode steps in these of hk-bench --step's forms (f32x, attn-q8_1, glu-q8_1,\n"
-            "                    moe-glu-quantize, qk-norm, moe-glu-ranked, norm-tail; one the model has no place\n"
-            "                    for changes nothing): the same bits, other dispatches, for comparisons\n"
+            "                    moe-glu-quantize, qk-norm, moe-glu-ranked, norm-tail, qkv-rope; one the model\n"
+            "                    has no place for changes nothing): the same bits, other dispatches, for\n"
+            "                    comparisons\n"
             "Exit 0: done; 1: a failure on the device; 2: bad input (file, model, options).\n",
             BENCH_PROMPT, BENCH_GENERATE);
 }

@@ -483,11 +483,39 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     hk_view q_out = s->q, k_out = m == 1 ? at(s->q, 4ull * q) : s->k,
             v_out = m == 1 ? at(s->q, 4ull * (q + hp->n_head_kv * hp->head_dim)) : s->v;
     hk_view out[3] = {q_out, k_out, v_out};
+    hk_rope_desc rd = {0};
+    if (l->q_norm.present && !s->qk_norm_apart) {
+        rd.q_norm = l->q_norm.view;
+        rd.k_norm = l->k_norm.view;
+        rd.norm_eps = hp->eps;
+    }
+    rd.n_tokens = m;
+    rd.n_heads = hp->n_head;
+    rd.n_kv_heads = hp->n_head_kv;
+    rd.head_dim = hp->head_dim;
+    rd.neox = hp->rope_neox;
+    rd.theta_base = hp->rope_base;
+    rd.freq_scale = hp->rope_freq_scale;
+    rd.kv = s->kv;
+    hk_view factors = s->model->rope_freqs.present ? s->model->rope_freqs.view : (hk_view){NULL, 0};
+    /* a token's RoPE and cache append in the projections' epilogue (hk_matvec_int8_qkv): GGUF's
+     * normal pairs, nothing between the products and the rotation (no q or k norm, no bias), an f32
+     * or f16 cache */
+    int rope_in_qkv = s->rope_in_qkv && !own_norm && !hp->rope_neox && !l->q_norm.present && !l->bq.present &&
+                      (s->kv.type == HK_TYPE_F32 || s->kv.type == HK_TYPE_F16) && fused(s, w[0], m) &&
+                      fused(s, w[1], m) && fused(s, w[2], m);
     for (uint32_t i = 0; i < 3;) {
         uint32_t n = 1;
         while (fused(s, w[i], m) && i + n < 3 && w[i + n]->type == w[i]->type)
             n++;
-        if (own_norm)
+        if (rope_in_qkv) {
+            hk_view views[3];
+            for (uint32_t j = 0; j < n; j++)
+                views[j] = w[i + j]->view;
+            uint32_t roles = ((1u << n) - 1) << i; /* HK_QKV_Q, _K, _V are bits 0, 1, 2 */
+            LAYER_CALL(hk_matvec_int8_qkv(c, st, w[i]->type, roles, views, s->xq, e, &rd, io->positions, factors,
+                                          q_out, s->k_cache[il], s->v_cache[il]));
+        } else if (own_norm)
             LAYER_CALL(matvec_f32x(s, st, w + i, n, s->x, &l->attn_norm, HK_MATVEC_PLAIN, (hk_view){NULL, 0}, out[i]));
         else if (n == 1)
             LAYER_CALL(linear(s, st, w[i], s->xn, out[i], m));
@@ -512,22 +540,9 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
         LAYER_CALL(hk_rmsnorm(c, st, q_out, l->q_norm.view, q_out, m * hp->n_head, hp->head_dim, hp->eps));
         LAYER_CALL(hk_rmsnorm(c, st, k_out, l->k_norm.view, k_out, m * hp->n_head_kv, hp->head_dim, hp->eps));
     }
-    hk_rope_desc rd = {0};
-    if (l->q_norm.present && !s->qk_norm_apart) {
-        rd.q_norm = l->q_norm.view;
-        rd.k_norm = l->k_norm.view;
-        rd.norm_eps = hp->eps;
-    }
-    rd.n_tokens = m;
-    rd.n_heads = hp->n_head;
-    rd.n_kv_heads = hp->n_head_kv;
-    rd.head_dim = hp->head_dim;
-    rd.neox = hp->rope_neox;
-    rd.theta_base = hp->rope_base;
-    rd.freq_scale = hp->rope_freq_scale;
-    rd.kv = s->kv;
-    hk_view factors = s->model->rope_freqs.present ? s->model->rope_freqs.view : (hk_view){NULL, 0};
-    LAYER_CALL(hk_rope(c, st, &rd, q_out, k_out, v_out, io->positions, factors, q_out, s->k_cache[il], s->v_cache[il]));
+    if (!rope_in_qkv)
+        LAYER_CALL(hk_rope(c, st, &rd, q_out, k_out, v_out, io->positions, factors, q_out, s->k_cache[il],
+                           s->v_cache[il]));
     hk_sdpa_desc sd = sdpa_desc(s, m);
     const run_weight *wo = &l->wo;
     int own_quant = in_matvec(s, m, &wo, 1);
@@ -956,6 +971,8 @@ const run_form run_forms[] = {
      offsetof(run_state, moe_glu_ranked), RUN_FORM_EXPERTS},
     {"norm-tail", "each RMSNorm after a projection in the projection's tail (hk_matvec_int8_add_norm)",
      offsetof(run_state, norm_in_tail), RUN_FORM_ANY},
+    {"qkv-rope", "RoPE and the cache append in the Q, K and V projections (hk_matvec_int8_qkv)",
+     offsetof(run_state, rope_in_qkv), RUN_FORM_NORMAL_ROPE},
 };
 const size_t run_form_count = sizeof run_forms / sizeof run_forms[0];
 
@@ -973,6 +990,7 @@ int run_form_applies(const run_form *f, const run_model *m)
     case RUN_FORM_DENSE_FFN: return !m->hp.n_expert;
     case RUN_FORM_EXPERTS: return m->hp.n_expert != 0;
     case RUN_FORM_QK_NORM: return m->layers[0].q_norm.present;
+    case RUN_FORM_NORMAL_ROPE: return !m->hp.rope_neox && !m->layers[0].q_norm.present && !m->layers[0].bq.present;
     default: return 1;
     }
 }

@@ -61,6 +61,9 @@ typedef struct run_state {
     int norm_in_tail; /* the RMSNorm after a token's O and dense down projections in the projection's
                        * tail (hk_matvec_int8_add_norm), not a dispatch of its own: for comparisons
                        * (slower on the H100: docs/perf.md) */
+    int rope_in_qkv; /* a token's RoPE and cache append in the Q, K and V projections' epilogue
+                      * (hk_matvec_int8_qkv), not hk_rope: for comparisons until a GPU measures it
+                      * (docs/perf.md) */
     const run_weight *norm_done; /* the RMSNorm the last projection's tail made (xq, and xn where f32
                                   * weights read it): the next norm_for of it records nothing */
     hk_kv_layout kv;
@@ -98,7 +101,7 @@ typedef struct run_form {
     size_t flag;      /* offsetof the int in run_state */
     int needs;        /* RUN_FORM_*: what the model must have for the form to change anything */
 } run_form;
-enum { RUN_FORM_ANY, RUN_FORM_DENSE_FFN, RUN_FORM_EXPERTS, RUN_FORM_QK_NORM };
+enum { RUN_FORM_ANY, RUN_FORM_DENSE_FFN, RUN_FORM_EXPERTS, RUN_FORM_QK_NORM, RUN_FORM_NORMAL_ROPE };
 extern const run_form run_forms[];
 extern const size_t run_form_count;
 /* The form of this tag (NULL: none); whether a form changes anything in model m */
