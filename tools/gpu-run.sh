@@ -3,7 +3,9 @@
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
 # bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [norm]
-# [decode-plans] [forms] [sass] (default: the first three). norm: the RMSNorm's two forms
+# [decode-plans] [forms] [qkv] [sass] (default: the first three). qkv: hk_matvec_int8_qkv's rows
+# (tests, then hk-bench beside the multi and hk_rope) and hk-run --bench with and without --form
+# qkv-rope (needs gguf-py, as model). norm: the RMSNorm's two forms
 # (HK_RMSNORM_STAGED), alone and in the 8-layer steps. decode-plans: flash-decoding under a set of
 # HK_SDPA_* plans. forms: hk-run --bench of the 8-layer shapes with and without --form norm-tail
 # (needs gguf-py, as model). stage: hk_mmq and hk_mmq_id under a set of tiles (HK_MMQ_TILE,
@@ -100,6 +102,17 @@ if [[ " $steps " == *" forms "* ]]; then
     for shape in llama3-8b qwen3-30b-a3b; do
         bench_model $shape 8
         bench_model $shape 8 --form norm-tail
+    done
+fi
+if [[ " $steps " == *" qkv "* ]]; then
+    # the RoPE epilogue: its rows on this device, then in the step against hk_rope
+    ./tests/test_kernels --only matvec_int8_qkv,rope >"$OUT/qkv-tests.log" 2>&1
+    echo "test_kernels qkv,rope rc=$? $(tail -n 1 "$OUT/qkv-tests.log")"
+    grep "^FAIL" "$OUT/qkv-tests.log" | head -10
+    ./hk-bench --only matvec_int8_qkv,rope,matvec_int8_multi 2>&1 | tee "$OUT/qkv-bench.log"
+    for run in 1 2; do
+        bench_model llama3-8b 8
+        bench_model llama3-8b 8 --form qkv-rope
     done
 fi
 if [[ " $steps " == *" model-full "* ]]; then
