@@ -468,6 +468,8 @@ void hk_rows_begin(uint first, uint row0, uint row_bytes)
 #include "f16.glsl"
 #define HK_ROPE_HAS_FACTORS ((pc.rope & (1u << 23)) != 0u)
 #define HK_ROPE_FACTOR(i) factors[pc.view_offset[6] / 4u + (i)]
+#define HK_ROPE_K_VIEW 7
+#define HK_ROPE_V_VIEW 8
 #include "rope.glsl"
 const uint ROLE_Q = 0u, ROLE_K = 1u, ROLE_V = 2u;
 
@@ -498,19 +500,8 @@ void hk_qkv_rows_end(uint first, bool write)
     }
     if (pos >= pc.capacity) // no cache row for this position
         return;
-    uint rb = role == ROLE_K ? pc.view_offset[7] + head * pc.k_head + pos * pc.k_row
-                             : pc.view_offset[8] + head * pc.v_head + pos * pc.v_row;
-#ifdef HK_CACHE_F16
-    if (role == ROLE_K)
-        kc16[rb / 2u + d] = uint16_t(hk_f16_bits(v));
-    else
-        vc16[rb / 2u + d] = uint16_t(hk_f16_bits(v));
-#else
-    if (role == ROLE_K)
-        kc[rb / 4u + d] = v;
-    else
-        vc[rb / 4u + d] = v;
-#endif
+    bool is_v = role == ROLE_V;
+    rope_cache_store(is_v, rope_cache_row(is_v, head, pos), d, v);
 }
 #define hk_rows_end hk_qkv_rows_end
 #else

@@ -3,7 +3,7 @@
 // Rotary position embedding fused with the KV-cache append (hk_rope). One workgroup per
 // (token, row), rows being the n_heads q heads, then the n_kv_heads k heads, then the n_kv_heads
 // v heads: q is rotated into q_out, k rotated and v copied into the caches at row positions[t],
-// converted to the cache type (HK_F32, HK_F16: round to nearest even; HK_Q8_0: d = amax/127,
+// converted to the cache type (HK_CACHE_F32, HK_CACHE_F16: round to nearest even; HK_CACHE_Q8_0: d = amax/127,
 // q = round(x/d)). The row is staged in shared memory first, so q_out may be q itself.
 // F_Q_NORM, F_K_NORM: each q (k) head is RMSNorm'ed with the weight at binding 8 (9) before it
 // rotates (Qwen3's q and k norms), in norm.glsl's order and with its code, so hk_rmsnorm's bits.
@@ -42,10 +42,12 @@ const uint F_NEOX = 1u, F_FACTORS = 2u, F_Q_NORM = 4u, F_K_NORM = 8u;
 
 #define HK_ROPE_HAS_FACTORS (((pc.rot >> 16) & F_FACTORS) != 0u)
 #define HK_ROPE_FACTOR(i) factors[pc.view_offset[4] / 4u + (i)]
+#define HK_ROPE_K_VIEW 6
+#define HK_ROPE_V_VIEW 7
 #include "rope.glsl"
 
 shared float row_sh[HK_D];
-shared float out_sh[HK_D];    // HK_Q8_0: the row to quantize
+shared float out_sh[HK_D];    // HK_CACHE_Q8_0: the row to quantize
 shared vec2 cs_sh[HK_D / 2u]; // (cos, sin) per pair
 shared float ss_sh[8];        // the norm's block sums of squares (head_dim <= 256)
 #define HK_NORM_X(i) row_sh[i]
@@ -99,8 +101,7 @@ void main()
     uint norm_flag = is_q ? F_Q_NORM : F_K_NORM;
     if (!is_v && ((pc.rot >> 16) & norm_flag) != 0u)
         norm_row(is_q);
-    uint rb = is_v ? pc.view_offset[7] + head * pc.v_head + pos * pc.v_row
-                   : pc.view_offset[6] + head * pc.k_head + pos * pc.k_row;
+    uint rb = rope_cache_row(is_v, head, pos);
     for (uint d = t; d < HK_D; d += WG) {
         float x = row_sh[d];
         if (!is_v && d < 2u * half_rot) {
@@ -113,22 +114,14 @@ void main()
         if (is_q) {
             q_out[pc.view_offset[5] / 4u + src + d] = x;
         } else {
-#if defined(HK_F32)
-            if (is_v)
-                vc[rb / 4u + d] = x;
-            else
-                kc[rb / 4u + d] = x;
-#elif defined(HK_F16)
-            if (is_v)
-                vc16[rb / 2u + d] = uint16_t(hk_f16_bits(x));
-            else
-                kc16[rb / 2u + d] = uint16_t(hk_f16_bits(x));
-#else
+#ifdef HK_CACHE_Q8_0
             out_sh[d] = x;
+#else
+            rope_cache_store(is_v, rb, d, x);
 #endif
         }
     }
-#if defined(HK_Q8_0)
+#if defined(HK_CACHE_Q8_0)
     if (is_q)
         return;
     barrier();
@@ -157,7 +150,7 @@ void main()
                 kc16[w + 1u + i] = uint16_t(pair);
         }
     }
-#elif !defined(HK_F32) && !defined(HK_F16)
-#error "define HK_F32, HK_F16 or HK_Q8_0"
+#elif !defined(HK_CACHE_F32) && !defined(HK_CACHE_F16)
+#error "define HK_CACHE_F32, HK_CACHE_F16 or HK_CACHE_Q8_0"
 #endif
 }

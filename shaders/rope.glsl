@@ -9,8 +9,10 @@
 // large pos is. Sine and cosine of the remainder come from polynomials on a quarter turn (Vulkan
 // only promises 2^-11 for sin/cos). The angle error is about 2e-13 * pos * |f_i| turns: ~1e-7 rad
 // at pos 2^20 and ~2e-6 rad at pos 2^24 for frequencies up to 1 rad per position.
-// The includer declares the push block (pc.turns: vec2, pc.pow2: vec2[4]) and defines
-// HK_ROPE_HAS_FACTORS and HK_ROPE_FACTOR(i).
+// The includer declares the push block (pc.turns: vec2, pc.pow2: vec2[4]; the caches' pc.k_row,
+// k_head, v_row, v_head) and the caches kc, kc16, vc, vc16, and defines HK_ROPE_HAS_FACTORS,
+// HK_ROPE_FACTOR(i) and the caches' view indices HK_ROPE_K_VIEW, HK_ROPE_V_VIEW; the cache type is
+// HK_CACHE_F32, HK_CACHE_F16 or HK_CACHE_Q8_0.
 // ---- double-float arithmetic (value = x + y, |y| <= ulp(x)/2) ----
 vec2 quick_two_sum(float a, float b)
 {
@@ -114,6 +116,31 @@ vec2 pair_cos_sin(uint pos, uint i)
         f = df_div(f, HK_ROPE_FACTOR(i));
     return cos_sin_turns(turn_fraction(pos, f.x) + turn_fraction(pos, f.y));
 }
+
+// The byte offset of kv head `head`'s row `pos` in the K cache, or the V cache
+uint rope_cache_row(bool is_v, uint head, uint pos)
+{
+    return is_v ? pc.view_offset[HK_ROPE_V_VIEW] + head * pc.v_head + pos * pc.v_row
+                : pc.view_offset[HK_ROPE_K_VIEW] + head * pc.k_head + pos * pc.k_row;
+}
+
+#if defined(HK_CACHE_F32) || defined(HK_CACHE_F16)
+// Value d of the cache row at byte rb, converted to the cache type (f16: round to nearest even)
+void rope_cache_store(bool is_v, uint rb, uint d, float x)
+{
+#ifdef HK_CACHE_F16
+    if (is_v)
+        vc16[rb / 2u + d] = uint16_t(hk_f16_bits(x));
+    else
+        kc16[rb / 2u + d] = uint16_t(hk_f16_bits(x));
+#else
+    if (is_v)
+        vc[rb / 4u + d] = x;
+    else
+        kc[rb / 4u + d] = x;
+#endif
+}
+#endif
 
 // A pair (x0, x1) turned by cs = (cos, sin): its first value x0 cos - x1 sin, or its second
 // x0 sin + x1 cos.

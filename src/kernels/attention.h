@@ -28,6 +28,11 @@ hk_status hk__rope_check(const char *fn, const hk_rope_desc *desc, hk_view freq_
                          uint64_t *k_bytes, uint64_t *v_bytes);
 /* The frequencies in double (as the reference), handed to rope.glsl as float pairs. */
 void hk__rope_angles(const hk_rope_desc *desc, uint32_t rot, float turns[2], float pow2[4][2]);
+/* The caches' rows and byte strides as the rotating shaders take them (0 where unused). */
+typedef struct hk__rope_cache {
+    uint32_t capacity, k_row, k_head, v_row, v_head;
+} hk__rope_cache;
+hk__rope_cache hk__rope_cache_of(const hk_rope_desc *desc);
 
 /* Flash-decoding (attention.c): every shape hk_sdpa_blk accepts. */
 /* The workspace bytes of a shape (0: none); fails only on a malformed tuning hook. */

@@ -182,7 +182,7 @@ enum { MODE_F32, MODE_INT8, MODE_INT8_SCALAR };
         {{HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}}                                                   \
     }                                                                                                                  \
     , .add_norm = {HK_NO_SHADER, HK_NO_SHADER}, .qkv = {                                                               \
-        {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}                                                      \
+        {HK_NO_SHADER, HK_NO_SHADER}, {HK_NO_SHADER, HK_NO_SHADER}                                                     \
     }
 
 /* The epilogues of the dense one-token int8 kernel (hk_matvec_int8_add, hk_matvec_int8_glu by
@@ -833,7 +833,9 @@ typedef struct qkv_rope {
 /* its push constants after hk_matvec_int8_multi's five words (shaders/matvec.comp, HK_QKV_ROPE) */
 typedef struct qkv_params {
     uint32_t rows, k, rows1, rows2, x_stride;
-    uint32_t rope, capacity, k_row, k_head, v_row, v_head, pad;
+    uint32_t rope;
+    hk__rope_cache cache;
+    uint32_t pad;
     float turns[2], pow2[4][2];
 } qkv_params;
 
@@ -1093,7 +1095,6 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
     if (qkv) {
         const qkv_rope *r = epi->qkv;
         const hk_rope_desc *rd = r->desc;
-        const hk_kv_layout *kv = &rd->kv;
         uint32_t roles = 0;
         for (uint32_t bit = 0, m = 0; bit < 3; bit++) /* each matrix's role (0 Q, 1 K, 2 V) */
             if (r->roles & 1u << bit)
@@ -1101,12 +1102,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         rope_params = (qkv_params){
             .rows = params[0], .k = k, .rows1 = params[2], .rows2 = params[3],
             .rope = r->rot / 2 | rd->head_dim << 8 | roles << 17 | (uint32_t)r->factors << 23,
-            .capacity = kv->capacity,
-            /* strides in use stay below the cache spans, which the device can bind */
-            .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
-            .k_head = rd->n_kv_heads > 1 ? (uint32_t)kv->k_head_stride : 0,
-            .v_row = kv->capacity > 1 ? (uint32_t)kv->v_row_stride : 0,
-            .v_head = rd->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
+            .cache = hk__rope_cache_of(rd),
         };
         hk__rope_angles(rd, r->rot, rope_params.turns, rope_params.pow2);
         d.params = &rope_params;

@@ -34,8 +34,8 @@ static const rope_type rope_types[HK_REF_TYPES] = {
 };
 
 typedef struct rope_params {
-    uint32_t n_tokens, heads, rot, capacity;
-    uint32_t k_row, k_head, v_row, v_head;
+    uint32_t n_tokens, heads, rot;
+    hk__rope_cache cache;
     float turns[2];   /* freq_scale / (2 pi) as a double-float */
     float pow2[4][2]; /* theta^(-2 * 2^b / rot_dim), b = 0..3, as double-floats (the shader squares on) */
     float eps;        /* the q and k norms' */
@@ -82,6 +82,19 @@ void hk__rope_angles(const hk_rope_desc *d, uint32_t rot, float turns[2], float 
     split_double((double)d->freq_scale / (2.0 * 3.14159265358979323846), turns);
     for (int i = 0; i < 4; i++)
         split_double(pow((double)d->theta_base, -2.0 * (double)(1u << i) / (double)rot), pow2[i]);
+}
+
+hk__rope_cache hk__rope_cache_of(const hk_rope_desc *d)
+{
+    const hk_kv_layout *kv = &d->kv;
+    /* strides in use stay below the cache spans, which the device can bind */
+    return (hk__rope_cache){
+        .capacity = kv->capacity,
+        .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
+        .k_head = d->n_kv_heads > 1 ? (uint32_t)kv->k_head_stride : 0,
+        .v_row = kv->capacity > 1 ? (uint32_t)kv->v_row_stride : 0,
+        .v_head = d->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
+    };
 }
 
 hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *desc, hk_view q, hk_view k, hk_view v,
@@ -139,23 +152,17 @@ hk_status hk_rope(hk_context *context, hk_stream *stream, const hk_rope_desc *de
             o->view.offset < in->view.offset + in->bytes)
             return hk__fail(HK_ERROR_INVALID_ARGUMENT, fn, "output q_out overlaps %s", names[i]);
     }
-    const hk_kv_layout *kv = &d->kv;
     rope_params params = {
         .n_tokens = d->n_tokens,
         .heads = d->n_heads | d->n_kv_heads << 16,
         .rot = rot / 2 | (d->neox ? 1u : 0u) << 16 | (factors ? 2u : 0u) << 16 | (q_norm ? 4u : 0u) << 16 |
                (k_norm ? 8u : 0u) << 16,
-        .capacity = kv->capacity,
-        /* strides in use stay below the cache spans, which the device can bind */
-        .k_row = kv->capacity > 1 ? (uint32_t)kv->k_row_stride : 0,
-        .k_head = d->n_kv_heads > 1 ? (uint32_t)kv->k_head_stride : 0,
-        .v_row = kv->capacity > 1 ? (uint32_t)kv->v_row_stride : 0,
-        .v_head = d->n_kv_heads > 1 ? (uint32_t)kv->v_head_stride : 0,
+        .cache = hk__rope_cache_of(d),
     };
     hk__rope_angles(d, rot, params.turns, params.pow2);
     params.eps = d->norm_eps;
     uint32_t spec[2] = {ROPE_WG, d->head_dim};
-    hk_dispatch_desc dd = {.shader = rope_types[kv->type].shader, .spec = spec, .spec_count = 2, .bindings = b,
+    hk_dispatch_desc dd = {.shader = rope_types[d->kv.type].shader, .spec = spec, .spec_count = 2, .bindings = b,
                            .binding_count = ROPE_BINDINGS, .params = &params, .params_bytes = sizeof params,
                            .groups = (uint64_t)d->n_tokens * (d->n_heads + 2ull * d->n_kv_heads)};
     return hk__dispatch(context, stream, fn, &dd);
