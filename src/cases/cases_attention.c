@@ -457,28 +457,26 @@ static hk_status rope_unfused(hk_context *ctx, rope_state *st, const float *q, c
     return s;
 }
 
-static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
+/* The run's state for a cache of `type` (its layout; the images become the run's tensors): one
+ * allocation, the arrays after the struct, and with `unfused` room for the unfused calls' q_out and
+ * images last. NULL when out of memory. */
+static rope_state *rope_state_new(hk_case_run *run, hk_type type, uint32_t capacity, uint32_t n_tokens,
+                                  uint32_t n_heads, uint32_t n_kv, uint32_t dim, int token_major, int unfused,
+                                  uint32_t roles, int v_kind)
 {
-    const uint32_t *d = run->shape.d;
-    uint32_t n_tokens = d[0], n_heads = d[1], n_kv = d[2], dim = d[3], rot = d[4] ? d[4] : d[3], capacity = d[5];
-    int variant = run->shape.variant;
-    hk_type type = run->shape.type;
-    hk_rng rng = {seed};
     size_t nq = (size_t)n_tokens * n_heads * dim, nk = (size_t)n_tokens * n_kv * dim;
     hk_case_kv cache;
-    if (!hk_case_kv_create(&cache, type, capacity, n_kv, dim, variant & ROPE_TOKEN_MAJOR, 0))
-        return HK_ERROR_OUT_OF_MEMORY;
-    /* one allocation: the arrays follow the struct, ROPE_QK_NORM's unfused q_out and images last */
-    size_t unfused = variant & ROPE_QK_NORM ? nq * 4 + 2 * cache.bytes : 0;
-    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + n_tokens) * 4 + unfused);
+    if (!hk_case_kv_create(&cache, type, capacity, n_kv, dim, token_major, 0))
+        return NULL;
+    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + n_tokens) * 4 + (unfused ? nq * 4 + 2 * cache.bytes : 0));
     if (!st) {
         hk_case_kv_destroy(&cache);
-        return HK_ERROR_OUT_OF_MEMORY;
+        return NULL;
     }
     memset(st, 0, sizeof *st);
     st->q_norm = -1;
-    st->roles = HK_QKV_Q | HK_QKV_K | HK_QKV_V;
-    st->v_kind = HK_CASE_KV_V;
+    st->roles = roles;
+    st->v_kind = v_kind;
     run->state = st;
     st->cache = cache;
     st->k_ref = (float *)(st + 1);
@@ -489,6 +487,21 @@ static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
         st->unfused_k = (uint8_t *)(st->unfused_q + nq);
         st->unfused_v = st->unfused_k + cache.bytes;
     }
+    return st;
+}
+
+static hk_status prepare_rope(hk_case_run *run, uint64_t seed)
+{
+    const uint32_t *d = run->shape.d;
+    uint32_t n_tokens = d[0], n_heads = d[1], n_kv = d[2], dim = d[3], rot = d[4] ? d[4] : d[3], capacity = d[5];
+    int variant = run->shape.variant;
+    hk_type type = run->shape.type;
+    hk_rng rng = {seed};
+    size_t nq = (size_t)n_tokens * n_heads * dim, nk = (size_t)n_tokens * n_kv * dim;
+    rope_state *st = rope_state_new(run, type, capacity, n_tokens, n_heads, n_kv, dim, variant & ROPE_TOKEN_MAJOR,
+                                    variant & ROPE_QK_NORM, HK_QKV_Q | HK_QKV_K | HK_QKV_V, HK_CASE_KV_V);
+    if (!st)
+        return HK_ERROR_OUT_OF_MEMORY;
     st->desc = (hk_rope_desc){.n_tokens = n_tokens, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
                               .rot_dim = d[4], .neox = variant & ROPE_NEOX, .theta_base = (float)d[7],
                               .freq_scale = variant & ROPE_SCALED ? 0.25f : 1.0f, .kv = st->cache.kv};
@@ -796,29 +809,13 @@ static hk_status prepare_qkv(hk_case_run *run, uint64_t seed)
     uint32_t roles = (uint32_t)variant & (HK_QKV_Q | HK_QKV_K | HK_QKV_V);
     hk_type wtype = run->shape.type, ctype = variant & QKV_F16 ? HK_TYPE_F16 : HK_TYPE_F32;
     hk_rng rng = {seed};
-    size_t nq = (size_t)n_heads * dim, nk = (size_t)n_kv * dim;
-    hk_case_kv cache;
-    if (!hk_case_kv_create(&cache, ctype, capacity, n_kv, dim, variant & QKV_TOKEN_MAJOR, 0))
+    size_t nq = (size_t)n_heads * dim;
+    rope_state *st = rope_state_new(run, ctype, capacity, 1, n_heads, n_kv, dim, variant & QKV_TOKEN_MAJOR, 1, roles,
+                                    HK_CASE_KV_V_PRODUCT);
+    if (!st)
         return HK_ERROR_OUT_OF_MEMORY;
-    rope_state *st = hk_case_alloc(sizeof *st + (2 * nk + 1) * 4 + nq * 4 + 2 * cache.bytes);
-    if (!st) {
-        hk_case_kv_destroy(&cache);
-        return HK_ERROR_OUT_OF_MEMORY;
-    }
-    memset(st, 0, sizeof *st);
-    st->q_norm = -1;
-    st->roles = roles;
-    st->v_kind = HK_CASE_KV_V_PRODUCT;
-    run->state = st;
-    st->cache = cache;
-    st->k_ref = (float *)(st + 1);
-    st->v = st->k_ref + nk;
-    st->positions = (uint32_t *)(st->v + nk);
-    st->unfused_q = (float *)(st->positions + 1);
-    st->unfused_k = (uint8_t *)(st->unfused_q + nq);
-    st->unfused_v = st->unfused_k + cache.bytes;
     st->desc = (hk_rope_desc){.n_tokens = 1, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = dim,
-                              .rot_dim = d[3], .theta_base = (float)d[6], .freq_scale = 1.0f, .kv = cache.kv};
+                              .rot_dim = d[3], .theta_base = (float)d[6], .freq_scale = 1.0f, .kv = st->cache.kv};
     st->positions[0] = d[5];
     /* a few rows already in the cache, the token's own among them: they must survive where the
      * call has no such role */
@@ -833,8 +830,8 @@ static hk_status prepare_qkv(hk_case_run *run, uint64_t seed)
             hk_case_kv_put(&st->cache, 1, h, r, row);
         }
     free(row);
-    memcpy(st->unfused_k, st->cache.k, cache.bytes);
-    memcpy(st->unfused_v, st->cache.v, cache.bytes);
+    memcpy(st->unfused_k, st->cache.k, st->cache.bytes);
+    memcpy(st->unfused_v, st->cache.v, st->cache.bytes);
     uint32_t rows[3], n = 0;
     uint8_t *w[3] = {NULL, NULL, NULL};
     float *x = hk_case_alloc((size_t)k * 4), *factors = hk_case_alloc(rot / 2 * 4);
@@ -929,9 +926,11 @@ static const hk_case_shape qkv_tests[] = {
     {HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16 | QKV_FACTORS, 0}, /* Llama-3-8B */
 };
 static const hk_case_shape qkv_quick[] = {{HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16, 0}};
-static const hk_case_shape qkv_full[] = {{HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16, 0},
-                                         {HK_TYPE_Q6_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, HK_QKV_V | QKV_F16, 0},
-                                         {HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QKV | QKV_F16, 0}};
+static const hk_case_shape qkv_full[] = {
+    {HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QK | QKV_F16, 0},
+    {HK_TYPE_Q6_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, HK_QKV_V | QKV_F16, 0},
+    {HK_TYPE_Q4_K, {32, 8, 128, 0, 4096, 512, 500000, 4096}, QKV | QKV_F16, 0},
+};
 #undef QK
 #undef QKV
 
