@@ -81,12 +81,13 @@ static void usage(FILE *f)
             "  --no-coopmat      the portable arms instead of the cooperative-matrix ones\n"
             "  --activations A   int8 (default: Q8_1 activations, the int8 kernels) or f32 (hk_matvec for a token,\n"
             "                    hk_gemm_f16 for a batch: slower, without the activations' rounding)\n"
-            "  --form F,F,...    decode steps in these of hk-bench --step's forms (f32x, attn-q8_1, glu-q8_1,\n"
-            "                    moe-glu-quantize, qk-norm, moe-glu-ranked, norm-tail, qkv-rope; one the model\n"
-            "                    has no place for changes nothing): the same bits, other dispatches, for\n"
-            "                    comparisons\n"
-            "Exit 0: done; 1: a failure on the device; 2: bad input (file, model, options).\n",
+            "  --form F,F,...    decode steps in these of hk-bench --step's forms (one the model has no place for\n"
+            "                    changes nothing): the same bits, other dispatches, for comparisons. Forms:\n"
+            "                   ",
             BENCH_PROMPT, BENCH_GENERATE);
+    for (size_t i = 0; i < run_form_count; i++) /* the forms' table: the help never lags it */
+        fprintf(f, " %s", run_forms[i].tag);
+    fprintf(f, "\nExit 0: done; 1: a failure on the device; 2: bad input (file, model, options).\n");
 }
 
 static int number(const char *opt, const char *s, uint64_t max, uint64_t *out)
