@@ -603,56 +603,48 @@ void hk_stage_x(uint first, uint n)
 }
 
 #ifdef HK_XF32
-#define HK_Q8_1_BLOCK_ONLY
 #include "q8_1.glsl"
+// The norm's row in chunks of HK_F32X_SB blocks (specialization constant 7; the host takes the
+// whole row where it is short), its group sums one per 32 blocks of x
+#define HK_NORM_SRC(i) x[pc.view_offset[1] / 4u + (i)]
+layout(constant_id = 7) const uint HK_F32X_SB = 32;
+#define HK_NORM_SB HK_F32X_SB
+#define HK_NORM_GROUPS ((HK_XSTAGE_BLOCKS + 31u) / 32u)
+#define HK_NORM_STAGED
 #include "norm.glsl"
-// the norm's group sums (norm.glsl); the blocks' sums of squares wait in the aux words' sum halves
-shared float hk_norm_g[(HK_XSTAGE_BLOCKS + 31u) / 32u];
 
-// P_b of block b, kept in its aux word until the sums overwrite it
-void hk_put_p(uint b, float p) { hk_xs_q[hk_xs_aux(0u, b >> 1)][2u + (b & 1u)] = floatBitsToUint(p); }
-float hk_get_p(uint b) { return uintBitsToFloat(hk_xs_q[hk_xs_aux(0u, b >> 1)][2u + (b & 1u)]); }
-
-// Stages the k / 32 blocks of f32 x (binding 1), RMSNorm'ed where pc.norm, as Q8_1 blocks: an
-// invocation per block, then the sums. Every invocation calls it (it has barriers).
+// Stages the k / 32 blocks of f32 x (binding 1), RMSNorm'ed where pc.norm, as Q8_1 blocks, then
+// their sums. The loads are coalesced: the sum of squares walks the row staged in shared memory
+// (norm.glsl), and the quantizer takes four consecutive values per invocation, eight invocations a
+// block (q8_1.glsl's quad), from the staged row where it was one chunk. A block per invocation
+// would have each load instruction touch a line per lane, in every workgroup. Every invocation
+// calls it (it has barriers).
 void hk_stage_x_f32()
 {
-    uint nb = pc.k / 32u, groups = (nb + 31u) / 32u, lid = gl_LocalInvocationIndex, x0 = pc.view_offset[1] / 4u;
-    bool norm = pc.norm != 0u;
-    float scale = 1.0;
-    if (norm) {
-        for (uint b = lid; b < nb; b += WG)
-            hk_put_p(b, hk_block_sumsq(x0 + 32u * b, 32u));
-        barrier();
-        for (uint g = lid; g < groups; g += WG) {
-            precise float s = 0.0;
-            for (uint b = 32u * g; b < min(32u * g + 32u, nb); b++)
-                s = s + hk_get_p(b);
-            hk_norm_g[g] = s;
-        }
-        barrier();
-        precise float t = 0.0;
-        for (uint g = 0; g < groups; g++)
-            t = t + hk_norm_g[g];
-        scale = hk_norm_scale(t, pc.k, pc.eps);
-    }
-    uint w0 = pc.view_offset[5] / 4u;
-    for (uint b = lid; b < nb; b += WG) {
-        vec4 v[8];
-        uint i = x0 + 32u * b, wi = w0 + 32u * b;
-        for (uint j = 0; j < 8u; j++) {
-            v[j] = vec4(x[i + 4u * j], x[i + 4u * j + 1u], x[i + 4u * j + 2u], x[i + 4u * j + 3u]);
+    uint lid = gl_LocalInvocationIndex, x0 = pc.view_offset[1] / 4u, w0 = pc.view_offset[5] / 4u;
+    bool norm = pc.norm != 0u, staged = norm && pc.k <= 32u * HK_NORM_SB;
+    float scale = norm ? hk_norm_scale(hk_norm_sumsq_staged(pc.k), pc.k, pc.eps) : 1.0;
+    // uniform steps of 4 * WG values (k is a multiple of 32: whole blocks); invocations past the
+    // end quantize zeros for the quad's barriers
+    for (uint c = 0; c < pc.k; c += 4u * WG) {
+        uint i = c + 4u * lid;
+        vec4 v = vec4(0.0);
+        if (i < pc.k) {
+            v = staged ? vec4(hk_norm_staged(i), hk_norm_staged(i + 1u), hk_norm_staged(i + 2u), hk_norm_staged(i + 3u))
+                       : vec4(x[x0 + i], x[x0 + i + 1u], x[x0 + i + 2u], x[x0 + i + 3u]);
             if (norm)
-                v[j] = hk_norm_apply4(v[j], scale, vec4(norm_w[wi + 4u * j], norm_w[wi + 4u * j + 1u],
-                                                        norm_w[wi + 4u * j + 2u], norm_w[wi + 4u * j + 3u]));
+                v = hk_norm_apply4(v, scale, vec4(norm_w[w0 + i], norm_w[w0 + i + 1u], norm_w[w0 + i + 2u],
+                                                  norm_w[w0 + i + 3u]));
         }
-        uint q[8];
-        uint head = hk_q8_1_block(v, q), at = hk_xs_pair(0u, b >> 1) + 2u * (b & 1u);
-        hk_xs_q[at] = uvec4(q[0], q[1], q[2], q[3]);
-        hk_xs_q[at + 1u] = uvec4(q[4], q[5], q[6], q[7]);
-        hk_xs_q[hk_xs_aux(0u, b >> 1)][b & 1u] = floatBitsToUint(unpackHalf2x16(head).x);
+        uint head, packed = hk_q8_1_quad(v, head);
+        if (i < pc.k) {
+            uint b = i / 32u, word = lid % 8u;
+            hk_xs_q[hk_xs_pair(0u, b >> 1) + 2u * (b & 1u) + word / 4u][word % 4u] = packed;
+            if (word == 0u)
+                hk_xs_q[hk_xs_aux(0u, b >> 1)][b & 1u] = floatBitsToUint(unpackHalf2x16(head).x);
+        }
     }
-    hk_stage_sums(nb);
+    hk_stage_sums(pc.k / 32u);
 }
 #endif
 #endif

@@ -11,12 +11,16 @@
 // shared memory), before including; hk_norm_sumsq_staged then walks the row in chunks staged in
 // shared memory by consecutive invocations (each load instruction a run of whole lines, where a
 // block per invocation would touch a line per lane), and leaves the last chunk there
-// (hk_norm_staged). Shared memory: 4 * (33 * HK_NORM_SB + HK_NORM_SB + 1024) bytes.
+// (hk_norm_staged). HK_NORM_GROUPS (default 1024) may bound the row's groups of 32 blocks.
+// Shared memory: 4 * (33 * HK_NORM_SB + HK_NORM_SB + HK_NORM_GROUPS) bytes.
 #ifdef HK_NORM_STAGED
 #define HK_NORM_STRIDE 33u  // a block's place: the invocations summing consecutive blocks hit distinct banks
 shared float hk_norm_xs[HK_NORM_SB * HK_NORM_STRIDE];
 shared float hk_norm_p[HK_NORM_SB];
-shared float hk_norm_g[1024]; // rows of at most 2^20 values
+#ifndef HK_NORM_GROUPS
+#define HK_NORM_GROUPS 1024u // rows of at most 2^20 values
+#endif
+shared float hk_norm_g[HK_NORM_GROUPS];
 #define HK_NORM_X(i) hk_norm_xs[i]
 #endif
 #ifndef HK_NORM_X

@@ -1125,16 +1125,22 @@ static void test_matvec_f32x(void)
            "hk_matvec_int8_f32x: w_up.buffer is NULL");
     EXPECT("f32x y overlaps x", F32X(e.y = (hk_view){x, 16}), HK_ERROR_INVALID_ARGUMENT,
            "hk_matvec_int8_f32x: output y overlaps x");
-    /* k = 65536: its 2048 blocks need 84 KB of shared memory, over every device's 48 KiB or less */
+    /* k = 65536: its 2048 blocks need over 80 KB of shared memory, over every device's 48 KiB or less */
     hk_buffer *big_w = hk_test_buffer(ctx, 69632, NULL), *big_x = hk_test_buffer(ctx, 262144, NULL);
     EXPECT("f32x y overlaps norm", F32X(e.norm = (hk_view){big_x, 0}, e.y = (hk_view){big_x, 1008}),
            HK_ERROR_INVALID_ARGUMENT, "hk_matvec_int8_f32x: output y overlaps norm");
     EXPECT("f32x x over shared memory",
            F32X(e.wtype = HK_TYPE_Q8_0, e.w[0] = (hk_view){big_w, 0}, e.rows[0] = 1, e.k = 65536,
                 e.x = (hk_view){big_x, 0}, e.norm = (hk_view){NULL, 0}),
-           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_f32x: x of k=65536 needs 83984 bytes of shared memory");
+           HK_ERROR_UNSUPPORTED, "hk_matvec_int8_f32x: x of k=65536 needs ");
     hk_buffer_destroy(big_w);
     hk_buffer_destroy(big_x);
+    setenv("HK_MATVEC_F32X_GROUPS", "0", 1);
+    EXPECT("f32x malformed HK_MATVEC_F32X_GROUPS", F32X(e.rows[0] = 4), HK_ERROR_INVALID_ARGUMENT,
+           "hk_matvec_int8_f32x: HK_MATVEC_F32X_GROUPS=\"0\" is not an integer in 1..8192");
+    setenv("HK_MATVEC_F32X_GROUPS", "1", 1);
+    hk_check_status("valid matvec_int8_f32x on one workgroup", hk_matvec_int8_f32x(ctx, NULL, &d), HK_OK, NULL);
+    unsetenv("HK_MATVEC_F32X_GROUPS");
 #undef F32X
 }
 

@@ -57,4 +57,8 @@ uint32_t hk__types_of(uint32_t role, hk_type out[8]);
  * kernel's own, fits the device; 0 where none does. rmsnorm.c. */
 uint32_t hk__norm_stage_blocks(const hk_context *context, uint32_t other_bytes);
 
+/* Shared memory of a row's staging (shaders/norm.glsl, HK_NORM_STAGED) in chunks of `blocks`
+ * blocks, with room for `groups` group sums (HK_NORM_GROUPS). rmsnorm.c. */
+uint32_t hk__norm_stage_bytes(uint32_t blocks, uint32_t groups);
+
 #endif

@@ -288,6 +288,33 @@ static uint32_t step_blocks(hk_type wtype, uint32_t sg, uint32_t items)
     return items * sg * matvec_types[wtype].item / 32;
 }
 
+/* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
+ * power of 2 of at least F32X_MIN_BLOCKS, so that a few pipelines serve every k (a pipeline per k
+ * would be built on first use at each new width) while a workgroup's shared memory stays within
+ * twice what its x needs. */
+#define F32X_MIN_BLOCKS 64u
+static uint32_t f32x_blocks(uint32_t k)
+{
+    uint32_t blocks = F32X_MIN_BLOCKS;
+    while (blocks < k / 32)
+        blocks *= 2;
+    return blocks;
+}
+
+/* The f32x kernel's staged chunk of x for the norm (spec constant HK_F32X_SB): the whole of x's
+ * capacity where that is short, so that the quantizer reads the row from there; else 1024 values
+ * at a time. */
+#define F32X_WHOLE_BLOCKS 128u
+/* Workgroups of the f32x kernel at most (HK_MATVEC_F32X_GROUPS): a few per compute unit of the
+ * larger GPUs, the rest of the row groups in its grid-stride loop */
+#define F32X_MAX_GROUPS 1024u
+#define F32X_CHUNK_BLOCKS 32u
+static uint32_t f32x_chunk_blocks(uint32_t k)
+{
+    uint32_t blocks = f32x_blocks(k);
+    return blocks <= F32X_WHOLE_BLOCKS ? blocks : F32X_CHUNK_BLOCKS;
+}
+
 /* Loop iterations of one invocation of the int8 rows layout (shaders/matvec.comp), every loop
  * counted: O row groups of 1 + 2 * nrows * (1 + tokens) (clear and reduce the sums) + steps of
  * `items` items per lane. A step: 1 + items * (1 + nrows) (loading the weights) + items * (1 +
@@ -306,10 +333,12 @@ static uint64_t int8_loop_count(uint32_t rows, uint32_t k, hk_type wtype, const 
     uint64_t step = 1 + g->items * (1 + g->nrows) + g->items * (1 + g->nrows + tokens * (1 + g->nrows));
     uint64_t stage = 0;
     if (g->staged == 3) {
-        /* f32 x (HK_XF32): per invocation ceil(blocks / WG) blocks of 32 squares and of 8 loads, 8
-         * quants, 8 sums; ceil(groups / WG) groups of 32 block sums; the groups once; the sums */
-        uint64_t n = k / 32, groups = (n + 31) / 32;
-        stage = (n + wg - 1) / wg * (32 + 3 * 8) + (groups + wg - 1) / wg * 32 + groups;
+        /* f32 x (HK_XF32): the norm's chunks (each staged, its blocks' 2 * 32 squares, its
+         * groups' 32 sums), the groups once, then per 4 * WG values a quad of 4 written-out steps,
+         * and the sums */
+        uint64_t n = k / 32, groups = (n + 31) / 32, sb = f32x_chunk_blocks(k), chunks = (n + sb - 1) / sb;
+        stage = chunks * ((32 * sb + wg - 1) / wg + (sb + wg - 1) / wg * 64 + (sb / 32 + wg - 1) / wg * 32) +
+                groups + (k + 4 * wg - 1) / (4 * wg) * 4;
         if (matvec_types[wtype].x_sums)
             stage += 1 + (n / 2 + wg - 1) / wg;
         return o * (1 + 2 * g->nrows * (1 + tokens) + steps * step) + stage;
@@ -847,26 +876,14 @@ typedef struct qkv_params {
  * hk_xs_q's one vector, rounded up */
 #define NORM_TAIL_OTHER_SHARED 64u
 
-/* The blocks of x the f32x kernel holds (spec constant HK_XSTAGE_BLOCKS): k / 32 rounded up to a
- * power of 2 of at least F32X_MIN_BLOCKS, so that a few pipelines serve every k (a pipeline per k
- * would be built on first use at each new width) while a workgroup's shared memory stays within
- * twice what its x needs. */
-#define F32X_MIN_BLOCKS 64u
-static uint32_t f32x_blocks(uint32_t k)
-{
-    uint32_t blocks = F32X_MIN_BLOCKS;
-    while (blocks < k / 32)
-        blocks *= 2;
-    return blocks;
-}
-
-/* Whether the f32x kernel (x resident: 40 bytes of shared memory per block, the norm's group sums)
- * fits the device and loops under the budget with this schedule. */
+/* Whether the f32x kernel fits the device and loops under the budget with this schedule: shared
+ * memory for x resident (hk_xs_q: 40 bytes per block and one vector), the norm's staged chunk with
+ * a group sum per 32 blocks, and the quantizer's two words per invocation of a workgroup of wg. */
 static hk_status f32x_fits(const hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
-                           uint32_t nrows, uint32_t items, uint64_t groups)
+                           uint32_t nrows, uint32_t items, uint32_t wg, uint64_t groups)
 {
     uint32_t blocks = f32x_blocks(k);
-    uint64_t shared = 16 + 41ull * blocks; /* the header's rule; the group sums need 4 per 32 blocks */
+    uint64_t shared = 16 + 40ull * blocks + hk__norm_stage_bytes(f32x_chunk_blocks(k), (blocks + 31) / 32) + 8ull * wg;
     if (shared > context->caps.shared_memory_bytes)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "x of k=%u needs %llu bytes of shared memory, over the device's %u",
                         k, (unsigned long long)shared, context->caps.shared_memory_bytes);
@@ -1180,6 +1197,13 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded; the
          * combine's: one workgroup per token's group of rows, its subgroups over the slots */
         d.groups = one_groups(glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows, nrows);
+        if (f32x) { /* each workgroup quantizes all of x first: fewer of them, each looping longer */
+            uint32_t cap;
+            st = hk__env_u32(fn, "HK_MATVEC_F32X_GROUPS", F32X_MAX_GROUPS, 1, MATVEC_MAX_GROUPS, 0, &cap);
+            if (st != HK_OK)
+                return st;
+            d.groups = d.groups < cap ? d.groups : cap;
+        }
         if (combine) {
             uint64_t units = (uint64_t)params[0] / nrows;
             d.groups = units < MATVEC_MAX_GROUPS ? units : MATVEC_MAX_GROUPS;
@@ -1194,16 +1218,17 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.shader = mt->portable;
         d.groups = rows;
     }
-    /* the tail's chunk of y (HK_TAIL_SB) beside the kernel's own few words of shared memory */
+    /* the tail's chunk of y (HK_TAIL_SB) beside the kernel's own few words of shared memory; f32x's
+     * chunk of x (HK_F32X_SB) */
     uint32_t spec[8] = {wg, nrows, 1, f32x ? f32x_blocks(k) : 0, items, q8_0_w16, f32x,
-                        tail ? hk__norm_stage_blocks(context, NORM_TAIL_OTHER_SHARED) : 0};
+                        tail ? hk__norm_stage_blocks(context, NORM_TAIL_OTHER_SHARED) : f32x ? f32x_chunk_blocks(k) : 0};
     if (tail && !spec[7])
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the norm's tail needs more shared memory than the device's %u bytes",
                         context->caps.shared_memory_bytes);
     d.spec = spec;
-    d.spec_count = !d.subgroup_size ? 1 : tail ? 8 : f32x ? 7 : int8 ? 6 : 2;
+    d.spec_count = !d.subgroup_size ? 1 : tail || f32x ? 8 : int8 ? 6 : 2;
     if (f32x) {
-        st = f32x_fits(context, fn, wtype, rows, k, nrows, items, d.groups);
+        st = f32x_fits(context, fn, wtype, rows, k, nrows, items, wg, d.groups);
         if (st != HK_OK)
             return st;
     }

@@ -21,10 +21,12 @@ static hk_status check_shape(const char *fn, uint32_t rows, uint32_t n, float ep
     return hk__check_limit(fn, "n", n, HK_RMSNORM_MAX_N);
 }
 
+uint32_t hk__norm_stage_bytes(uint32_t blocks, uint32_t groups) { return 4 * (33 * blocks + blocks + groups); }
+
 uint32_t hk__norm_stage_blocks(const hk_context *context, uint32_t other_bytes)
 {
     for (uint32_t blocks = 128; blocks >= 32; blocks /= 2)
-        if (4ull * (33 * blocks + blocks + 1024) + other_bytes <= context->caps.shared_memory_bytes)
+        if ((uint64_t)hk__norm_stage_bytes(blocks, 1024) + other_bytes <= context->caps.shared_memory_bytes)
             return blocks;
     return 0;
 }
