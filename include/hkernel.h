@@ -1144,10 +1144,11 @@ HK_API hk_status hk_sdpa_workspace_bytes(hk_context *context, const hk_sdpa_desc
  * Decode (n_q small) splits the keys over many workgroups per kv head (flash-decoding: one
  * workgroup reads each K/V row once for up to 8 query rows, the rows being the kv head's query
  * heads times the queries) and combines their partial (max, sum, acc) through `workspace`
- * (hk_sdpa_workspace_bytes) in the same dispatch: the last split of each kv head to finish does
- * it, found by arrival words the workspace holds, which need no initialisation (any contents
- * work, the workspace may serve other kernels between calls); prefill runs flash attention on
- * the matrix cores where the device has them.
+ * (hk_sdpa_workspace_bytes), in the same dispatch (the last split of each kv head to finish does
+ * it, found by arrival words the workspace holds, which need no initialisation: any contents
+ * work, the workspace may serve other kernels between calls) or, for a short f16 or f32 cache on
+ * a GPU, in a second dispatch of the same call; prefill runs flash attention on the matrix cores
+ * where the device has them.
  * seq_k_counter: {NULL, 0} to use desc->seq_k; else a u32 on the device (4-byte aligned offset)
  * read when the kernel runs, so a recorded stream can be replayed for the next token after
  * writing the new count. A counter value of 0 or above kv.capacity (or below n_q when causal) is

@@ -226,6 +226,12 @@ _Static_assert(SDPA_MAX_CHUNK * SDPA_MAX_SPLITS == HK_SDPA_MAX_CAPACITY, "capaci
  * otherwise folds 2048 keys a split). */
 #define SDPA_LONG_SPLIT_KEYS 1024u
 #define SDPA_CPU_GROUPS 16u
+/* A short head-major f16 or f32 cache on a GPU (a capacity of at most SDPA_SHORT_CAPACITY keys):
+ * a query row per workgroup within SDPA_SHORT_GROUPS workgroups, and the partials combined by a
+ * second dispatch. Its few keys then stream through every SM, each kv head's keys read once per
+ * query head from L2, and no split waits on the arrival's chain of fences and flag reads. */
+#define SDPA_SHORT_CAPACITY 8192u
+#define SDPA_SHORT_GROUPS 512u
 
 typedef struct sdpa_plan {
     uint32_t wg;     /* invocations per workgroup */
@@ -352,6 +358,20 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
     return plan_call(context, fn, desc, p, &sched, &source, &tuned);
 }
 
+static int env_given(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v;
+}
+
+/* SDPA_SHORT_CAPACITY's cache: every kv head's keys adjacent rows, f16 or f32 */
+static int short_cache(const hk_sdpa_desc *desc)
+{
+    const hk_kv_layout *kv = &desc->kv;
+    int head_major = desc->n_kv_heads == 1 || (kv->k_head_stride >= kv->k_row_stride && kv->v_head_stride >= kv->v_row_stride);
+    return kv->capacity <= SDPA_SHORT_CAPACITY && head_major && (kv->type == HK_TYPE_F16 || kv->type == HK_TYPE_F32);
+}
+
 static hk_status make_plan_with(const hk_context *context, const char *fn, const hk_sdpa_desc *desc,
                                 const hk__sched *sched, sdpa_plan *p)
 {
@@ -396,8 +416,15 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
         st = hk__env_u32(fn, "HK_SDPA_SPLIT_KEYS", SDPA_SPLIT_KEYS, 0, SDPA_MAX_CHUNK, 0, &split_keys);
     if (st != HK_OK)
         return st;
-    const char *groups_env = getenv("HK_SDPA_GROUPS");
-    auto_target = !context->profile.few_workgroups && !(groups_env && *groups_env);
+    auto_target = !context->profile.few_workgroups && !env_given("HK_SDPA_GROUPS");
+    if (auto_target && short_cache(desc)) {
+        target = SDPA_SHORT_GROUPS;
+        auto_target = 0;
+        if (!env_given("HK_SDPA_ROWS"))
+            max_rows = 1;
+        if (!env_given("HK_SDPA_SINGLE_PASS"))
+            single = 0;
+    }
 planned:
     p->shuffle = shuffle && has_shuffle(context);
     p->single = (int)single;
