@@ -5,7 +5,7 @@
 # bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [norm]
 # [decode-plans] [forms] [qkv] [sass] (default: the first three). qkv: hk_matvec_int8_qkv's rows
 # (tests, then hk-bench beside the multi and hk_rope) and hk-run --bench with and without --form
-# qkv-rope (needs gguf-py, as model). norm: the RMSNorm's two forms
+# rope-apart (needs gguf-py, as model). norm: the RMSNorm's two forms
 # (HK_RMSNORM_STAGED), alone and in the 8-layer steps. decode-plans: flash-decoding under a set of
 # HK_SDPA_* plans. forms: hk-run --bench of the 8-layer shapes with and without --form norm-tail
 # (needs gguf-py, as model). stage: hk_mmq and hk_mmq_id under a set of tiles (HK_MMQ_TILE,
@@ -112,7 +112,7 @@ if [[ " $steps " == *" qkv "* ]]; then
     ./hk-bench --only matvec_int8_qkv,rope,matvec_int8_multi 2>&1 | tee "$OUT/qkv-bench.log"
     for run in 1 2; do
         bench_model llama3-8b 8
-        bench_model llama3-8b 8 --form qkv-rope
+        bench_model llama3-8b 8 --form rope-apart
     done
 fi
 if [[ " $steps " == *" model-full "* ]]; then

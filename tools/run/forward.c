@@ -501,7 +501,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     /* a token's RoPE and cache append in the projections' epilogue (hk_matvec_int8_qkv): GGUF's
      * normal pairs, nothing between the products and the rotation (no q or k norm, no bias), an f32
      * or f16 cache */
-    int rope_in_qkv = s->rope_in_qkv && !own_norm && !hp->rope_neox && !l->q_norm.present && !l->bq.present &&
+    int rope_in_qkv = !s->rope_apart && !own_norm && !hp->rope_neox && !l->q_norm.present && !l->bq.present &&
                       (s->kv.type == HK_TYPE_F32 || s->kv.type == HK_TYPE_F16) && fused(s, w[0], m) &&
                       fused(s, w[1], m) && fused(s, w[2], m);
     for (uint32_t i = 0; i < 3;) {
@@ -971,8 +971,8 @@ const run_form run_forms[] = {
      offsetof(run_state, moe_glu_ranked), RUN_FORM_EXPERTS},
     {"norm-tail", "each RMSNorm after a projection in the projection's tail (hk_matvec_int8_add_norm)",
      offsetof(run_state, norm_in_tail), RUN_FORM_ANY},
-    {"qkv-rope", "RoPE and the cache append in the Q, K and V projections (hk_matvec_int8_qkv)",
-     offsetof(run_state, rope_in_qkv), RUN_FORM_NORMAL_ROPE},
+    {"rope-apart", "RoPE and the cache append by hk_rope after the projections", offsetof(run_state, rope_apart),
+     RUN_FORM_NORMAL_ROPE},
 };
 const size_t run_form_count = sizeof run_forms / sizeof run_forms[0];
 

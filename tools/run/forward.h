@@ -61,9 +61,9 @@ typedef struct run_state {
     int norm_in_tail; /* the RMSNorm after a token's O and dense down projections in the projection's
                        * tail (hk_matvec_int8_add_norm), not a dispatch of its own: for comparisons
                        * (slower on the H100: docs/perf.md) */
-    int rope_in_qkv; /* a token's RoPE and cache append in the Q, K and V projections' epilogue
-                      * (hk_matvec_int8_qkv), not hk_rope: for comparisons until a GPU measures it
-                      * (docs/perf.md) */
+    int rope_apart; /* a token's RoPE and cache append by hk_rope after the projections, not in
+                     * the Q, K and V projections' epilogue (hk_matvec_int8_qkv): for comparisons
+                     * (slower on the H200: docs/perf.md) */
     const run_weight *norm_done; /* the RMSNorm the last projection's tail made (xq, and xn where f32
                                   * weights read it): the next norm_for of it records nothing */
     hk_kv_layout kv;
