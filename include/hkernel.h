@@ -784,11 +784,12 @@ typedef struct hk_matvec_f32x_desc {
  * Bit-identical to hk_rmsnorm_q8_1(x, norm, ..., 1 row, k, eps) (without norm: hk_quantize_q8_1(x,
  * k)) into a buffer xq, then the chosen call on xq: the blocks are those kernels' (the same
  * quantization code, and the same order of the sum of squares, which no workgroup changes), and
- * each row's sums and epilogue are that call's. Every workgroup reads all of x (HK_MATVEC_F32X_GROUPS
- * bounds their count): use it where x is a few thousand values. Needs 16 + 40 b + 4 ceil(b / 32) +
- * 136 s + 8 w bytes of shared memory, b being k / 32 rounded up to a power of 2 of at least 64, s
- * = b where b <= 128 and 32 beyond, w the invocations of a workgroup, four subgroups (k <= 32768
- * on 48 KiB; more is HK_ERROR_UNSUPPORTED naming the bytes).
+ * each row's sums and epilogue are that call's. Every workgroup reads all of x (docs/tuning.md's
+ * HK_MATVEC_F32X_* set their width and count): use it where x is a few thousand values. Needs 16 +
+ * 40 b + 4 ceil(b / 32) + 136 s + 8 w bytes of shared memory, b being k / 32 rounded up to a power
+ * of 2 of at least 64, s = b where b <= 128 and 32 beyond, w the invocations of a workgroup (at
+ * least two subgroups; fewer than asked where the rest does not fit): k <= 32768 on 48 KiB, more
+ * is HK_ERROR_UNSUPPORTED naming the bytes.
  * hk_context_prepare builds its pipelines for k up to 16384. Views: x, norm and y f32 with offsets
  * a multiple of 4; the weights, operand, y's overlaps and the other limits and errors as the chosen
  * call's (ADD: y may be exactly the residual); a NULL desc, n or epilogue out of range, several

@@ -460,7 +460,7 @@ static void test_rmsnorm_forms(void)
 
 /* hk_rmsnorm and hk_rmsnorm_q8_1 with the row staged in shared memory (HK_RMSNORM_STAGED=1): the
  * case rows against the references, the fused row against the two calls, and the f32x matvec's own
- * normalisation (norm.glsl's order from global loads) against them, bit for bit, past one chunk */
+ * normalisation against them, bit for bit, past one chunk */
 static void test_rmsnorm_staged(void)
 {
     if (selected(hk_case_find("rmsnorm")))
@@ -472,6 +472,17 @@ static void test_rmsnorm_staged(void)
     if (selected(hk_case_find("rmsnorm_q8_1")))
         test_rmsnorm_q8_1();
     unsetenv("HK_RMSNORM_STAGED");
+}
+
+/* hk_matvec_int8_f32x on its narrowest workgroups, few of them: a subgroup loops over several
+ * row groups, each workgroup having quantized x itself; the same bits as the unfused calls */
+static void test_f32x_narrow(void)
+{
+    setenv("HK_MATVEC_F32X_SUBGROUPS", "2", 1);
+    setenv("HK_MATVEC_F32X_GROUPS", "64", 1);
+    run_case(hk_case_find("matvec_int8_f32x"), UINT32_MAX, 0, " (64 narrow workgroups)");
+    unsetenv("HK_MATVEC_F32X_SUBGROUPS");
+    unsetenv("HK_MATVEC_F32X_GROUPS");
 }
 
 int main(int argc, char **argv)
@@ -507,6 +518,7 @@ int main(int argc, char **argv)
         test_rmsnorm_q8_1();
     test_fused_hooks();
     test_rmsnorm_staged();
+    test_f32x_narrow();
 
     /* the portable twins, on contexts that may not use the accelerated paths: the cases whose arm
      * the feature picks, on their first shapes */

@@ -305,8 +305,10 @@ static uint32_t f32x_blocks(uint32_t k)
  * capacity where that is short, so that the quantizer reads the row from there; else 1024 values
  * at a time. */
 #define F32X_WHOLE_BLOCKS 128u
-/* Workgroups of the f32x kernel at most (HK_MATVEC_F32X_GROUPS): a few per compute unit of the
- * larger GPUs, the rest of the row groups in its grid-stride loop */
+/* The f32x kernel's subgroups per workgroup (HK_MATVEC_F32X_SUBGROUPS) and workgroups at most
+ * (HK_MATVEC_F32X_GROUPS; the rest of the row groups in its grid-stride loop): each workgroup
+ * quantizes x once for many subgroups */
+#define F32X_SUBGROUPS 16u
 #define F32X_MAX_GROUPS 1024u
 #define F32X_CHUNK_BLOCKS 32u
 static uint32_t f32x_chunk_blocks(uint32_t k)
@@ -876,18 +878,24 @@ typedef struct qkv_params {
  * hk_xs_q's one vector, rounded up */
 #define NORM_TAIL_OTHER_SHARED 64u
 
-/* Whether the f32x kernel fits the device and loops under the budget with this schedule: shared
- * memory for x resident (hk_xs_q: 40 bytes per block and one vector), the norm's staged chunk with
- * a group sum per 32 blocks, and the quantizer's two words per invocation of a workgroup of wg. */
+/* The f32x kernel's shared memory: x resident (hk_xs_q: 40 bytes per block and one vector), the
+ * norm's staged chunk with a group sum per 32 blocks, and the quantizer's two words per invocation
+ * of a workgroup of wg */
+static uint64_t f32x_shared(uint32_t k, uint32_t wg)
+{
+    uint32_t blocks = f32x_blocks(k);
+    return 16 + 40ull * blocks + hk__norm_stage_bytes(f32x_chunk_blocks(k), (blocks + 31) / 32) + 8ull * wg;
+}
+
+/* Whether the f32x kernel fits the device and loops under the budget with this schedule */
 static hk_status f32x_fits(const hk_context *context, const char *fn, hk_type wtype, uint32_t rows, uint32_t k,
                            uint32_t nrows, uint32_t items, uint32_t wg, uint64_t groups)
 {
-    uint32_t blocks = f32x_blocks(k);
-    uint64_t shared = 16 + 40ull * blocks + hk__norm_stage_bytes(f32x_chunk_blocks(k), (blocks + 31) / 32) + 8ull * wg;
+    uint64_t shared = f32x_shared(k, wg);
     if (shared > context->caps.shared_memory_bytes)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "x of k=%u needs %llu bytes of shared memory, over the device's %u",
                         k, (unsigned long long)shared, context->caps.shared_memory_bytes);
-    int8_geom g = {context->caps.subgroup_size, MATVEC_SUBGROUPS, nrows, 1, items, groups, 3};
+    int8_geom g = {context->caps.subgroup_size, wg / context->caps.subgroup_size, nrows, 1, items, groups, 3};
     uint64_t loops = int8_loop_count(rows, k, wtype, &g);
     if (loops > MATVEC_LOOP_BUDGET)
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "rows=%u, k=%u loop %llu times, over the budget %u", rows, k,
@@ -1197,11 +1205,21 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded; the
          * combine's: one workgroup per token's group of rows, its subgroups over the slots */
         d.groups = one_groups(glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows, nrows);
-        if (f32x) { /* each workgroup quantizes all of x first: fewer of them, each looping longer */
-            uint32_t cap;
-            st = hk__env_u32(fn, "HK_MATVEC_F32X_GROUPS", F32X_MAX_GROUPS, 1, MATVEC_MAX_GROUPS, 0, &cap);
+        if (f32x) {
+            /* each workgroup quantizes all of x first: wider workgroups and fewer of them, each
+             * subgroup looping over more row groups */
+            uint32_t cap, subgroups;
+            st = hk__env_u32(fn, "HK_MATVEC_F32X_SUBGROUPS", F32X_SUBGROUPS, 2, 32, 1, &subgroups);
+            if (st == HK_OK)
+                st = hk__env_u32(fn, "HK_MATVEC_F32X_GROUPS", F32X_MAX_GROUPS, 1, MATVEC_MAX_GROUPS, 0, &cap);
             if (st != HK_OK)
                 return st;
+            while (subgroups > 2 && (sg * subgroups > context->caps.max_workgroup_size ||
+                                     f32x_shared(k, sg * subgroups) > context->caps.shared_memory_bytes))
+                subgroups /= 2;
+            wg = sg * subgroups;
+            uint64_t row_groups = ((glu ? 2ull * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows) + nrows - 1) / nrows;
+            d.groups = (row_groups + subgroups - 1) / subgroups;
             d.groups = d.groups < cap ? d.groups : cap;
         }
         if (combine) {
