@@ -309,7 +309,7 @@ static uint32_t f32x_blocks(uint32_t k)
  * (HK_MATVEC_F32X_GROUPS; the rest of the row groups in its grid-stride loop): each workgroup
  * quantizes x once for many subgroups */
 #define F32X_SUBGROUPS 16u
-#define F32X_MAX_GROUPS 1024u
+#define F32X_MAX_GROUPS 256u
 #define F32X_CHUNK_BLOCKS 32u
 static uint32_t f32x_chunk_blocks(uint32_t k)
 {

@@ -266,7 +266,7 @@ def check_model(checks, hk, out, name, arch, types, seed, draw):
 
 # forms that take effect together (f32x turns the tail off; the quantizer apart turns the ranking
 # off), and the RMSNorm's staged form (a hook), each of which keeps the bits
-FORM_GROUPS = (("f32x", {}), ("attn-q8_1,glu-q8_1,qk-norm,moe-glu-ranked,norm-tail", {}), ("moe-glu-quantize,rope-apart", {}),
+FORM_GROUPS = (("f32x", {}), ("attn-q8_1,glu-q8_1,qk-norm,moe-glu-ranked,norm-tail", {}), ("moe-glu-quantize,rope-apart,quant-in-matvec", {}),
                (None, {"HK_RMSNORM_STAGED": "1"}))
 
 

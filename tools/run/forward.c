@@ -321,12 +321,12 @@ static int fused(const run_state *s, const run_weight *w, uint32_t m)
     return m == 1 && !s->f32_activations && quantized(w->type);
 }
 
-/* Whether one token's product with each of the n weights quantizes (and normalises) its f32 input
- * inside the matvec (hk_matvec_int8_f32x): fused, and x fits the device's shared memory (the
- * header's rule: 16 + 41 bytes per block of k / 32 rounded up to a power of 2, at least 64). */
-static int in_matvec(const run_state *s, uint32_t m, const run_weight *const *w, uint32_t n)
+/* Whether one token's product with each of the n weights quantizes (and, where norm, normalises)
+ * its f32 input inside the matvec (hk_matvec_int8_f32x): fused, and x fits the device's shared
+ * memory on the narrowest workgroup (the header's rule, two subgroups). */
+static int in_matvec(const run_state *s, uint32_t m, const run_weight *const *w, uint32_t n, int norm)
 {
-    if (!s->quantize_in_matvec)
+    if (!s->quantize_in_matvec && (norm || !s->quant_in_matvec))
         return 0;
     hk_caps caps;
     hk_context_caps(s->ctx, &caps);
@@ -334,7 +334,9 @@ static int in_matvec(const run_state *s, uint32_t m, const run_weight *const *w,
         uint64_t blocks = 64;
         while (blocks < w[i]->k / 32)
             blocks *= 2;
-        if (!fused(s, w[i], m) || w[i]->k % 32 || 16 + 41 * blocks > caps.shared_memory_bytes)
+        uint64_t chunk = blocks <= 128 ? blocks : 32;
+        uint64_t shared = 16 + 40 * blocks + 4 * ((blocks + 31) / 32) + 136 * chunk + 16ull * caps.subgroup_size;
+        if (!fused(s, w[i], m) || w[i]->k % 32 || shared > caps.shared_memory_bytes)
             return 0;
     }
     return 1;
@@ -476,7 +478,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     uint32_t e = hp->n_embd, q = hp->n_head * hp->head_dim;
     const run_weight *w[3] = {&l->wq, &l->wk, &l->wv};
     /* a token's RMSNorm inside each matvec that reads it, or once before them */
-    int own_norm = in_matvec(s, m, w, 3);
+    int own_norm = in_matvec(s, m, w, 3, 1);
     if (!own_norm && !norm_made(s, &l->attn_norm))
         LAYER_CALL(norm_for(s, st, s->x, &l->attn_norm, m, e, &l->wq, &l->wk, &l->wv));
     /* a token's q, k and v side by side: those of one quantized type in one dispatch */
@@ -545,7 +547,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
                            s->v_cache[il]));
     hk_sdpa_desc sd = sdpa_desc(s, m);
     const run_weight *wo = &l->wo;
-    int own_quant = in_matvec(s, m, &wo, 1);
+    int own_quant = in_matvec(s, m, &wo, 1, 0);
     /* the comparison form: a token's output straight into the O projection's Q8_1 input */
     int q8_1_out = !own_quant && s->attn_q8_1_out && fused(s, wo, m) && hp->head_dim % 32 == 0;
     if (q8_1_out)
@@ -569,10 +571,10 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     const run_layer *l = &s->model->layers[il];
     uint32_t e = hp->n_embd, f = hp->n_ff;
     const run_weight *gate = &l->gate, *down = &l->down;
-    int own_norm = l->up.type == l->gate.type && in_matvec(s, m, &gate, 1);
+    int own_norm = l->up.type == l->gate.type && in_matvec(s, m, &gate, 1, 1);
     /* the comparison form: a token's gate and up writing the down projection's Q8_1 input */
     int glu_q8 = !own_norm && s->dense_glu_q8_1_out && fused(s, gate, m) && l->up.type == l->gate.type &&
-                 fused(s, down, m) && f % 32 == 0 && !in_matvec(s, m, &down, 1);
+                 fused(s, down, m) && f % 32 == 0 && !in_matvec(s, m, &down, 1, 0);
     if (own_norm)
         LAYER_CALL(matvec_f32x(s, st, &gate, 1, s->x, &l->ffn_norm, HK_MATVEC_GLU_SILU, l->up.view, s->ff_a));
     else {
@@ -592,7 +594,7 @@ static int record_ffn(run_state *s, hk_stream *st, uint32_t il, uint32_t m)
     }
     if (glu_q8)
         LAYER_CALL(linear_add(s, st, &l->down, s->ff_a, s->ff_q, m, after_ffn(s, il)));
-    else if (in_matvec(s, m, &down, 1))
+    else if (in_matvec(s, m, &down, 1, 0))
         LAYER_CALL(matvec_f32x(s, st, &down, 1, s->ff_a, NULL, HK_MATVEC_ADD, s->x, s->x));
     else {
         LAYER_CALL(quantize_for(s, st, s->ff_a, (uint64_t)m * f, &l->down, NULL, NULL));
@@ -960,6 +962,8 @@ done:
 const run_form run_forms[] = {
     {"f32x", "each RMSNorm and quantization inside its matvecs (hk_matvec_int8_f32x)",
      offsetof(run_state, quantize_in_matvec), RUN_FORM_ANY},
+    {"quant-in-matvec", "each quantization of the attention's and the gated activation's output inside the matvec "
+     "that reads it (hk_matvec_int8_f32x, no norm)", offsetof(run_state, quant_in_matvec), RUN_FORM_ANY},
     {"attn-q8_1", "the attention output written as Q8_1 by hk_sdpa_blk", offsetof(run_state, attn_q8_1_out),
      RUN_FORM_ANY},
     {"glu-q8_1", "the dense gated activation written as Q8_1 by its GLU", offsetof(run_state, dense_glu_q8_1_out),

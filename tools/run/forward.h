@@ -43,6 +43,8 @@ typedef struct run_state {
     int quantize_in_matvec; /* a token's RMSNorm / Q8_1 quantization inside each matvec that reads it
                              * (hk_matvec_int8_f32x), not a dispatch of its own: for comparisons (it
                              * costs more than the dispatch it saves: docs/perf.md) */
+    int quant_in_matvec; /* only the quantizations with no norm (of the attention's and the dense
+                          * gated activation's output) inside the O and down matvecs */
     int attn_q8_1_out; /* hk_sdpa_blk writes a token's attention output as the O projection's Q8_1
                         * input itself (out_type Q8_1), not f32 for hk_quantize_q8_1: for
                         * comparisons (slower on the H200: docs/perf.md) */
