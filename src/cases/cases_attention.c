@@ -366,6 +366,7 @@ static const hk_case_shape sdpa_full[] = {
     {F16, {1, 32, 8, 128, 2048, 32768, 0, 0}, 0, 0},                  /* an engine's cache, replayed */
     {Q80, {1, 32, 4, 128, 32768, 32768, 0, 0}, SDPA_TOKEN_MAJOR, 0},  /* Qwen3-30B-A3B, Q8_0 cache */
     {F16, {1, 32, 4, 128, 32768, 32768, 0, 0}, SDPA_TOKEN_MAJOR, 0},  /* the same, f16 cache (GQA 8) */
+    {F16, {1, 32, 4, 128, 32768, 32768, 0, 0}, 0, 0},                 /* ... head-major: the layout's cost */
     {F16, {1, 32, 8, 128, 513, 4096, 0, 0}, 0, 0},                    /* hk-bench --step's attention */
     {F16, {1, 32, 4, 128, 513, 4096, 0, 0}, 0, 0},
     {F16, {1, 32, 8, 128, 513, 4096, 1, 513}, SDPA_COUNTER, 0},       /* ... as the step records it */
