@@ -2,6 +2,7 @@
 #include "family.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RMSNORM_WG 128u
@@ -40,8 +41,11 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     /* a token or a few: one row per workgroup leaves most of the device idle, so a wider
      * workgroup (where the device takes it) shortens the row's chain of loads */
     const hk_caps *caps = &context->caps;
+    /* the row staged by coalesced loads on GPUs; a CPU device runs the strided loads faster */
     uint32_t staged;
-    hk_status st = hk__env_u32(fn, "HK_RMSNORM_STAGED", 0, 0, 1, 0, &staged);
+    const char *hook = getenv("HK_RMSNORM_STAGED");
+    int asked = hook && *hook;
+    hk_status st = hk__env_u32(fn, "HK_RMSNORM_STAGED", !context->profile.few_workgroups, 0, 1, 0, &staged);
     if (st != HK_OK)
         return st;
     uint32_t wg = rows < RMSNORM_FEW_ROWS && n >= 4 * RMSNORM_WIDE_WG && caps->max_workgroup_size >= RMSNORM_WIDE_WG
@@ -50,10 +54,12 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     uint32_t spec[2] = {wg, 0};
     if (staged) { /* the staged chunk beside the quantizer's two words per invocation */
         spec[1] = hk__norm_stage_blocks(context, shader == HK_SHADER_RMSNORM_Q8_1 ? 8 * wg : 0);
-        if (!spec[1])
+        if (!spec[1] && asked)
             return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_RMSNORM_STAGED=1 needs more shared memory than the "
                             "device's %u bytes", caps->shared_memory_bytes);
-        shader = shader == HK_SHADER_RMSNORM ? HK_SHADER_RMSNORM_STAGED : HK_SHADER_RMSNORM_Q8_1_STAGED;
+        staged = spec[1] != 0; /* the default falls back where the chunk does not fit */
+        if (staged)
+            shader = shader == HK_SHADER_RMSNORM ? HK_SHADER_RMSNORM_STAGED : HK_SHADER_RMSNORM_Q8_1_STAGED;
     }
     uint32_t sg = caps->subgroup_size_control && caps->subgroup_size_min < caps->subgroup_size_max ? caps->subgroup_size
                                                                                                    : 0;
