@@ -330,7 +330,7 @@ static int sdpa_sched(const hk_context *context, const hk_sdpa_desc *desc, hk__s
     static const char *const hooks[] = {"HK_SDPA_GROUPS", "HK_SDPA_WG", "HK_SDPA_LPK",         "HK_SDPA_KB",
                                         "HK_SDPA_ROWS",   "HK_SDPA_SINGLE_PASS", "HK_SDPA_SHUFFLE", "HK_SDPA_SPLIT_KEYS"};
     for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
-        if (getenv(hooks[i]) && *getenv(hooks[i]))
+        if (hk__env_given(hooks[i]))
             *source = HK_SCHED_ENV;
     return 0;
 }
@@ -356,12 +356,6 @@ static hk_status make_plan(const hk_context *context, const char *fn, const hk_s
     hk__sched sched;
     int source, tuned;
     return plan_call(context, fn, desc, p, &sched, &source, &tuned);
-}
-
-static int env_given(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v;
 }
 
 /* SDPA_SHORT_CAPACITY's cache: every kv head's keys adjacent rows, f16 or f32 */
@@ -416,13 +410,13 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
         st = hk__env_u32(fn, "HK_SDPA_SPLIT_KEYS", SDPA_SPLIT_KEYS, 0, SDPA_MAX_CHUNK, 0, &split_keys);
     if (st != HK_OK)
         return st;
-    auto_target = !context->profile.few_workgroups && !env_given("HK_SDPA_GROUPS");
+    auto_target = !context->profile.few_workgroups && !hk__env_given("HK_SDPA_GROUPS");
     if (auto_target && short_cache(desc)) {
         target = SDPA_SHORT_GROUPS;
         auto_target = 0;
-        if (!env_given("HK_SDPA_ROWS"))
+        if (!hk__env_given("HK_SDPA_ROWS"))
             max_rows = 1;
-        if (!env_given("HK_SDPA_SINGLE_PASS"))
+        if (!hk__env_given("HK_SDPA_SINGLE_PASS"))
             single = 0;
     }
 planned:

@@ -482,7 +482,7 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
                                         "HK_FLASH_EMULATE_COOPMAT"};
     p->source = HK_SCHED_DEFAULT;
     for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
-        if (getenv(hooks[i]) && *getenv(hooks[i]))
+        if (hk__env_given(hooks[i]))
             p->source = HK_SCHED_ENV;
     return ok;
 }

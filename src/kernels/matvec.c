@@ -739,7 +739,7 @@ static hk_status tokens_dispatch(hk_context *context, hk_stream *stream, const c
                                             "HK_MATVEC_TOKENS_ITEMS",     "HK_MATVEC_TOKENS_RESIDENT",
                                             "HK_MATVEC_TOKENS_WGS",       "HK_MATVEC_TOKENS_PASS"};
         for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
-            if (getenv(hooks[i]) && *getenv(hooks[i]))
+            if (hk__env_given(hooks[i]))
                 source = HK_SCHED_ENV;
     }
     tokens_plan p;
@@ -1151,8 +1151,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
             key_one_token(key, wtype, rows, k);
         tuned = hk__tune_lookup(context, family, key, &sched, &sched_source);
         /* the hooks int8_config reads: the Q8_0 loads, and the dense kernel's items */
-        if (!tuned && ((mt->load16 && getenv("HK_MATVEC_Q8_0_LOAD_BITS") && *getenv("HK_MATVEC_Q8_0_LOAD_BITS")) ||
-                       (!moe && getenv("HK_MATVEC_INT8_ITEMS") && *getenv("HK_MATVEC_INT8_ITEMS"))))
+        if (!tuned && ((mt->load16 && hk__env_given("HK_MATVEC_Q8_0_LOAD_BITS")) ||
+                       (!moe && hk__env_given("HK_MATVEC_INT8_ITEMS"))))
             sched_source = HK_SCHED_ENV;
     }
     if (rows_layout && aligned) {

@@ -2,7 +2,6 @@
 #include "family.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define RMSNORM_WG 128u
@@ -43,8 +42,6 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     const hk_caps *caps = &context->caps;
     /* the row staged by coalesced loads on GPUs; a CPU device runs the strided loads faster */
     uint32_t staged;
-    const char *hook = getenv("HK_RMSNORM_STAGED");
-    int asked = hook && *hook;
     hk_status st = hk__env_u32(fn, "HK_RMSNORM_STAGED", !context->profile.few_workgroups, 0, 1, 0, &staged);
     if (st != HK_OK)
         return st;
@@ -54,7 +51,7 @@ static hk_status dispatch(hk_context *context, hk_stream *stream, const char *fn
     uint32_t spec[2] = {wg, 0};
     if (staged) { /* the staged chunk beside the quantizer's two words per invocation */
         spec[1] = hk__norm_stage_blocks(context, shader == HK_SHADER_RMSNORM_Q8_1 ? 8 * wg : 0);
-        if (!spec[1] && asked)
+        if (!spec[1] && hk__env_given("HK_RMSNORM_STAGED"))
             return hk__fail(HK_ERROR_UNSUPPORTED, fn, "HK_RMSNORM_STAGED=1 needs more shared memory than the "
                             "device's %u bytes", caps->shared_memory_bytes);
         staged = spec[1] != 0; /* the default falls back where the chunk does not fit */

@@ -140,6 +140,12 @@ hk_status hk_type_from_ggml(uint32_t ggml_type, hk_type *out_type)
     return HK_OK;
 }
 
+int hk__env_given(const char *name)
+{
+    const char *env = getenv(name);
+    return env && *env;
+}
+
 hk_status hk__env_u32(const char *fn, const char *name, uint32_t def, uint32_t lo, uint32_t hi, int pow2,
                       uint32_t *out)
 {

@@ -198,6 +198,8 @@ hk_status hk__check_limit(const char *fn, const char *name, uint64_t value, uint
  * HK_ERROR_INVALID_ARGUMENT naming the variable. */
 hk_status hk__env_u32(const char *fn, const char *name, uint32_t def, uint32_t lo, uint32_t hi, int pow2,
                       uint32_t *out);
+/* Whether the environment variable `name` is set and not empty (a hook that overrides a default) */
+int hk__env_given(const char *name);
 /* HK_ERROR_VULKAN with "fn: what failed (VK_ERROR_...)" (HK_ERROR_OUT_OF_MEMORY, HK_ERROR_DEVICE_LOST
  * for those results); hk_last_vk_result() then says result. */
 hk_status hk__vk_fail(VkResult result, const char *fn, const char *what);
