@@ -301,15 +301,16 @@ static uint32_t f32x_blocks(uint32_t k)
     return blocks;
 }
 
-/* The f32x kernel's staged chunk of x for the norm (spec constant HK_F32X_SB): the whole of x's
- * capacity where that is short, so that the quantizer reads the row from there; else 1024 values
- * at a time. */
-#define F32X_WHOLE_BLOCKS 128u
 /* The f32x kernel's subgroups per workgroup (HK_MATVEC_F32X_SUBGROUPS) and workgroups at most
  * (HK_MATVEC_F32X_GROUPS; the rest of the row groups in its grid-stride loop): each workgroup
  * quantizes x once for many subgroups */
 #define F32X_SUBGROUPS 16u
 #define F32X_MAX_GROUPS 256u
+
+/* The f32x kernel's staged chunk of x for the norm (spec constant HK_F32X_SB): the whole of x's
+ * capacity where that is short, so that the quantizer reads the row from there; else 1024 values
+ * at a time. */
+#define F32X_WHOLE_BLOCKS 128u
 #define F32X_CHUNK_BLOCKS 32u
 static uint32_t f32x_chunk_blocks(uint32_t k)
 {
@@ -1204,7 +1205,8 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
         d.subgroup_size = sg;
         /* the GLU's groups: nrows / 2 rows of each matrix; the multi's: each matrix's rows padded; the
          * combine's: one workgroup per token's group of rows, its subgroups over the slots */
-        d.groups = one_groups(glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows, nrows);
+        uint32_t group_rows = glu ? 2 * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows;
+        d.groups = one_groups(group_rows, nrows);
         if (f32x) {
             /* each workgroup quantizes all of x first: wider workgroups and fewer of them, each
              * subgroup looping over more row groups */
@@ -1218,7 +1220,7 @@ static hk_status matvec(hk_context *context, hk_stream *stream, const char *fn, 
                                      f32x_shared(k, sg * subgroups) > context->caps.shared_memory_bytes))
                 subgroups /= 2;
             wg = sg * subgroups;
-            uint64_t row_groups = ((glu ? 2ull * rows : multi ? multi_rows(epi->rows, epi->n, nrows) : rows) + nrows - 1) / nrows;
+            uint64_t row_groups = ((uint64_t)group_rows + nrows - 1) / nrows;
             d.groups = (row_groups + subgroups - 1) / subgroups;
             d.groups = d.groups < cap ? d.groups : cap;
         }

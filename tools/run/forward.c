@@ -321,6 +321,13 @@ static int fused(const run_state *s, const run_weight *w, uint32_t m)
     return m == 1 && !s->f32_activations && quantized(w->type);
 }
 
+/* Whether a layer's RoPE is GGUF's normal pairs with nothing between the projections and the
+ * rotation (no q or k norm, no bias): what hk_matvec_int8_qkv's epilogue takes */
+static int plain_rope(const run_hparams *hp, const run_layer *l)
+{
+    return !hp->rope_neox && !l->q_norm.present && !l->bq.present;
+}
+
 /* Whether one token's product with each of the n weights quantizes (and, where norm, normalises)
  * its f32 input inside the matvec (hk_matvec_int8_f32x): fused, and x fits the device's shared
  * memory on the narrowest workgroup (the header's rule, two subgroups). */
@@ -503,7 +510,7 @@ static int record_attention(run_state *s, hk_stream *st, uint32_t il, uint32_t m
     /* a token's RoPE and cache append in the projections' epilogue (hk_matvec_int8_qkv): GGUF's
      * normal pairs, nothing between the products and the rotation (no q or k norm, no bias), an f32
      * or f16 cache */
-    int rope_in_qkv = !s->rope_apart && !own_norm && !hp->rope_neox && !l->q_norm.present && !l->bq.present &&
+    int rope_in_qkv = !s->rope_apart && !own_norm && plain_rope(hp, l) &&
                       (s->kv.type == HK_TYPE_F32 || s->kv.type == HK_TYPE_F16) && fused(s, w[0], m) &&
                       fused(s, w[1], m) && fused(s, w[2], m);
     for (uint32_t i = 0; i < 3;) {
@@ -994,7 +1001,7 @@ int run_form_applies(const run_form *f, const run_model *m)
     case RUN_FORM_DENSE_FFN: return !m->hp.n_expert;
     case RUN_FORM_EXPERTS: return m->hp.n_expert != 0;
     case RUN_FORM_QK_NORM: return m->layers[0].q_norm.present;
-    case RUN_FORM_NORMAL_ROPE: return !m->hp.rope_neox && !m->layers[0].q_norm.present && !m->layers[0].bq.present;
+    case RUN_FORM_NORMAL_ROPE: return plain_rope(&m->hp, &m->layers[0]);
     default: return 1;
     }
 }
