@@ -4,6 +4,7 @@
 #if defined(HK_COOPMAT) && !defined(HK_COOPMAT_EMU)
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 #ifdef HK_COOPMAT
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -55,7 +56,7 @@ layout(constant_id = 2) const uint BR = 64;    // rows per workgroup
 layout(constant_id = 3) const uint BC = 32;    // keys per chunk (HK_COOPMAT: a multiple of 16)
 layout(constant_id = 4) const uint FLAGS = 0;  // bit 0: K and V rows start on 16 bytes (vector
                                                // loads); bit 1: Q in registers (HK_COOPMAT);
-                                               // bit 2: PREFETCH; bit 3: WG_SYNC
+                                               // bit 2: PREFETCH; bit 3: WG_SYNC; bit 4: RSM
 layout(constant_id = 5) const uint MR = 1;     // HK_COOPMAT: 16-row blocks per subgroup
 layout(constant_id = 6) const uint BKV = 64;   // keys per staged tile, a multiple of BC
 
@@ -69,6 +70,11 @@ const uint PREFETCH = (FLAGS >> 2) & 1u;
 // Diagnostic (HK_COOPMAT on a device): units synchronise by workgroup barriers and skip nothing
 // on their own, as the emulation does
 const bool WG_SYNC = ((FLAGS >> 3) & 1u) != 0u;
+#ifdef HK_COOPMAT
+// The softmax on the accumulators (the register softmax), where they hold the quad layout (see
+// rsm_row): the host asks for it where a probe of the device found that layout.
+const bool RSM = ((FLAGS >> 4) & 1u) != 0u;
+#endif
 const float RESCALE = 8.0; // log2 of the largest P
 
 #ifdef HK_COOPMAT
@@ -187,9 +193,15 @@ shared vec4 sm[U_BASE + USZ];
 #define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
 #define CM_MUL(c, f) ((c) * (f))
 #define CM_UNROLL [[unroll]] // the matrices stay in registers
+#define CM_LEN(m) uint((m).length())
+#define CM_EL(m, e) (m)[e]
+#define CM_ACC16 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define CM_STORE_P(m, arr, off, stride) coopMatStore(CM_ACC16(m), arr, off, stride, CM_ROWS)
+float cm_xor(float v, uint x) { return subgroupShuffleXor(v, x); }
 #endif
 CM_ACC oacc[MR][D / 16];
 CM_A qreg[MR][D / 16]; // QREG: the unit's rows of Q (scaled), for the whole walk
+CM_ACC sacc[MR][BC / 16]; // S of a chunk
 #else
 vec4 oreg[D / 4 / TPR]; // row LANE / TPR, quads LANE % TPR + TPR * i
 #endif
@@ -325,12 +337,11 @@ void store_tile(uint j, uint seen)
 float v_checked(float v, uint c, uint lim) { return vbad[c] < lim ? uintBitsToFloat(0x7FC00000u) : v; }
 
 #ifdef HK_COOPMAT
-// S of the unit's rows for chunk c of the staged tile, into the unit's region: each K matrix
-// loaded once serves MR row blocks.
+// S of the unit's rows for chunk c of the staged tile, into sacc: each K matrix loaded once
+// serves MR row blocks.
 void scores(uint c)
 {
     uint u = UNIT;
-    CM_ACC sacc[MR][BC / 16];
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
             sacc[mr][cb] = CM_ZERO;
@@ -350,9 +361,14 @@ void scores(uint c)
                 sacc[mr][cb] = CM_MULADD(qa[mr], kb, sacc[mr][cb]);
         }
     }
+}
+
+// S into the unit's region (the softmax through shared memory)
+void store_scores()
+{
     CM_UNROLL for (uint mr = 0; mr < MR; mr++)
         CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
-            CM_STORE4(sacc[mr][cb], sm, U_BASE + u * USZ + (mr * 16u * SSTR + cb * 16u) / 4u, SSTR / 4u, CM_ROWS);
+            CM_STORE4(sacc[mr][cb], sm, U_BASE + UNIT * USZ + (mr * 16u * SSTR + cb * 16u) / 4u, SSTR / 4u, CM_ROWS);
 }
 
 // O = O * (the rows' factors in the unit's region), component-wise.
@@ -367,12 +383,12 @@ void scale_o()
 }
 
 // O += P V for chunk c
-void accumulate_pv(uint c)
+void accumulate_pv(uint c, uint pbase)
 {
     CM_UNROLL for (uint kc = 0; kc < BC / 16; kc++) {
         CM_A pa[MR];
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_LOAD8(pa[mr], sm, U_BASE + UNIT * USZ + mr * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
+            CM_LOAD8(pa[mr], sm, pbase + mr * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++) {
             CM_B vb;
             CM_LOAD8(vb, sm, V_BASE + (c * BC + kc * 16u) * STR8 + dt * 2u, STR8, CM_ROWS);
@@ -380,6 +396,77 @@ void accumulate_pv(uint c)
                 oacc[mr][dt] = CM_MULADD(pa[mr], vb, oacc[mr][dt]);
         }
     }
+}
+
+// The register softmax (RSM): S stays in its accumulators. In the quad layout element e of a
+// lane's 16x16 accumulator is row rsm_row(e), column rsm_col(e): a row's 16 columns lie in the 4
+// lanes of a quad, so a row's maximum and sum take two exchanges and O is rescaled element by
+// element; only P goes through shared memory, as the A operand of P V. Each lane keeps its two
+// rows' running max, and the sum over its own columns (a row's lanes rescale alike). The
+// layout is implementation-defined: the host asks for this path only where a probe found it.
+uint rsm_half(uint e) { return e >> 2; } // which of the lane's two rows
+uint rsm_row(uint e) { return (LANE >> 2) + 8u * rsm_half(e); }
+uint rsm_col(uint e) { return 8u * ((e >> 1) & 1u) + 2u * (LANE & 3u) + (e & 1u); }
+float rsm_m[MR][2], rsm_l[MR][2]; // [row block][half]: rows rsm_row(0) and rsm_row(4)
+uint rsm_lim[MR][2];              // the keys those rows see end here
+
+// The softmax of chunk c (its first key key0) on sacc, then O = alpha O + P V, P through the
+// unit's region at pb.
+void rsm_chunk(uint c, uint key0, uint pb)
+{
+    bool full = true; // every key of the chunk visible to both rows of every block
+    [[unroll]] for (uint mr = 0; mr < MR; mr++)
+        full = full && key0 + BC <= min(rsm_lim[mr][0], rsm_lim[mr][1]);
+    float mx[MR][2];
+    [[unroll]] for (uint mr = 0; mr < MR; mr++) {
+        mx[mr][0] = -1e30;
+        mx[mr][1] = -1e30;
+    }
+    CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+        CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++)
+            [[unroll]] for (uint e = 0; e < 8u; e++) {
+                uint h = rsm_half(e);
+                if (full || key0 + cb * 16u + rsm_col(e) < rsm_lim[mr][h])
+                    mx[mr][h] = max(mx[mr][h], CM_EL(sacc[mr][cb], e));
+            }
+    float alpha[MR][2];
+    bool moved = false;
+    [[unroll]] for (uint mr = 0; mr < MR; mr++)
+        [[unroll]] for (uint h = 0; h < 2u; h++) {
+            float m = max(mx[mr][h], cm_xor(mx[mr][h], 1u));
+            m = max(m, cm_xor(m, 2u));
+            float m_new = max(rsm_m[mr][h], m);
+            float m_use = m_new > rsm_m[mr][h] + RESCALE ? m_new : rsm_m[mr][h];
+            alpha[mr][h] = exp2(rsm_m[mr][h] - m_use);
+            moved = moved || alpha[mr][h] != 1.0;
+            rsm_m[mr][h] = m_use;
+        }
+    float lsum[MR][2];
+    CM_UNROLL for (uint mr = 0; mr < MR; mr++) {
+        lsum[mr][0] = 0.0;
+        lsum[mr][1] = 0.0;
+        CM_UNROLL for (uint cb = 0; cb < BC / 16; cb++) {
+            [[unroll]] for (uint e = 0; e < 8u; e++) {
+                uint h = rsm_half(e);
+                bool seen = full || key0 + cb * 16u + rsm_col(e) < rsm_lim[mr][h];
+                // l sums the P that V is weighted with: rounded to f16 first
+                float p = seen ? float(float16_t(exp2(CM_EL(sacc[mr][cb], e) - rsm_m[mr][h]))) : 0.0;
+                lsum[mr][h] += p;
+                CM_EL(sacc[mr][cb], e) = p;
+            }
+            CM_STORE_P(sacc[mr][cb], sm, pb + mr * 16u * PSTR8 + cb * 2u, PSTR8);
+        }
+        rsm_l[mr][0] = rsm_l[mr][0] * alpha[mr][0] + lsum[mr][0];
+        rsm_l[mr][1] = rsm_l[mr][1] * alpha[mr][1] + lsum[mr][1];
+    }
+    if (moved)
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
+                [[unroll]] for (uint e = 0; e < 8u; e++)
+                    CM_EL(oacc[mr][dt], e) *= alpha[mr][rsm_half(e)];
+    SYNC_UNIT(); // P written
+    accumulate_pv(c, pb);
+    SYNC_UNIT(); // P read before the next chunk writes it
 }
 #else
 // S for this thread's keys of its row in chunk c (the softmax's own mapping).
@@ -489,6 +576,15 @@ void main()
     // finite start: 2^(m_old - m) is 0, not NaN, when the first keys arrive
     float m_run = -1e30, l_run = 0.0;
     uint ub = U_BASE + u * USZ; // the unit's region
+#ifdef HK_COOPMAT
+    const bool rsm = RSM;
+    [[unroll]] for (uint mr = 0; mr < MR; mr++)
+        [[unroll]] for (uint h = 0; h < 2u; h++) {
+            rsm_m[mr][h] = -1e30;
+            rsm_l[mr][h] = 0.0;
+            rsm_lim[mr][h] = row_lim(min(urow0 + mr * 16u + rsm_row(4u * h), n_rows - 1u), sk);
+        }
+#endif
 
     for (uint j = j0; j < j1; j++) {
         bool more = j + 1u < j1;
@@ -499,6 +595,13 @@ void main()
             if (key0 >= skip_from)
                 continue;
             scores(c);
+#ifdef HK_COOPMAT
+            if (rsm) {
+                rsm_chunk(c, key0, ub);
+                continue;
+            }
+            store_scores();
+#endif
             SYNC_UNIT(); // S of the unit's rows complete
 
             uint kk = key0 + part * CPT;
@@ -564,7 +667,7 @@ void main()
 #ifdef HK_COOPMAT
             if (rescale)
                 scale_o();
-            accumulate_pv(c);
+            accumulate_pv(c, ub);
 #else
             accumulate_pv(c, alpha);
 #endif
@@ -580,6 +683,31 @@ void main()
     }
 
     // epilogue: l over the row's invocations; normalise, or hand (O, m, l) to the combine pass
+    uint nr = pc.n_q * pc.n_heads;
+    uint ws0 = pc.view_offset[4] / 4u;
+    bool split_out = pc.n_split > 1u;
+#ifdef HK_COOPMAT
+    if (rsm) {
+        float f[MR][2];
+        [[unroll]] for (uint mr = 0; mr < MR; mr++)
+            [[unroll]] for (uint h = 0; h < 2u; h++) {
+                float l = rsm_l[mr][h] + cm_xor(rsm_l[mr][h], 1u);
+                l += cm_xor(l, 2u);
+                uint rr = urow0 + mr * 16u + rsm_row(4u * h);
+                if (split_out && (LANE & 3u) == 0u && rr < n_rows) {
+                    uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(rr, kvh)) * 2u;
+                    ws[i] = rsm_m[mr][h];
+                    ws[i + 1u] = l;
+                }
+                f[mr][h] = split_out ? 1.0 : 1.0 / l;
+            }
+        if (!split_out)
+            CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+                CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
+                    [[unroll]] for (uint e = 0; e < 8u; e++)
+                        CM_EL(oacc[mr][dt], e) *= f[mr][rsm_half(e)];
+    } else {
+#endif
     if (TPR > 1u) {
         hk_partial[u * UT + lane] = l_run;
         SYNC_UNIT();
@@ -587,9 +715,6 @@ void main()
         for (uint k = 0; k < TPR; k++)
             l_run += hk_partial[u * UT + r * TPR + k];
     }
-    uint nr = pc.n_q * pc.n_heads;
-    uint ws0 = pc.view_offset[4] / 4u;
-    bool split_out = pc.n_split > 1u;
     if (split_out && part == 0u && urow0 + r < n_rows) {
         uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(urow0 + r, kvh)) * 2u;
         ws[i] = m_run;
@@ -603,6 +728,7 @@ void main()
     SYNC_UNIT();
     scale_o();
     SYNC_UNIT(); // the factors read before O overwrites them
+    }
     // out through the unit's region, BC columns at a time
     const uint TILES = BC / 16;
     CM_UNROLL for (uint g = 0; g < (D / 16 + TILES - 1) / TILES; g++) {

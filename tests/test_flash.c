@@ -469,6 +469,15 @@ static void test_tuning_errors(hk_context *ctx, int coop)
     setenv(var, "2,1,24,48,1,1", 1);
     hk_check_status("flash: chunks not a multiple of 16", hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none),
                     HK_ERROR_UNSUPPORTED, "multiple of 16");
+    if (coop)
+        unsetenv(var);
+    else
+        setenv(var, "1", 1);
+    setenv("HK_FLASH_SOFTMAX", "bogus", 1);
+    hk_check_status("flash: HK_FLASH_SOFTMAX neither registers nor shared",
+                    hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none), HK_ERROR_UNSUPPORTED,
+                    "HK_FLASH_SOFTMAX");
+    unsetenv("HK_FLASH_SOFTMAX");
     unsetenv(var);
     hk_buffer_destroy(qb);
     hk_buffer_destroy(kb);
@@ -558,6 +567,19 @@ int main(void)
         printf("-- HK_FLASH_WORKGROUP_SYNC=1, gate %.0e\n", arm_gate);
         run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
         unsetenv("HK_FLASH_WORKGROUP_SYNC");
+        setenv("HK_FLASH_SOFTMAX", "shared", 1); /* the softmax through shared memory */
+        printf("-- HK_FLASH_SOFTMAX=shared, gate %.0e\n", arm_gate);
+        run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
+        hk_caps caps;
+        hk_context_caps(ctx, &caps);
+        if (caps.vendor_id == 0x10DE) {
+            /* NVIDIA's accumulators hold the quad layout: the probe must have found it, or these
+             * calls are refused */
+            setenv("HK_FLASH_SOFTMAX", "registers", 1);
+            printf("-- HK_FLASH_SOFTMAX=registers, gate %.0e\n", arm_gate);
+            run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
+        }
+        unsetenv("HK_FLASH_SOFTMAX");
         hk_context *twin = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
         if (twin) {
             arm_name = "portable twin";
@@ -592,6 +614,12 @@ int main(void)
             run_cases(ctx, lists[i], counts[i]);
             hk_check(worst_rel > 1e-5, "flash: the emulated matrix-core arm ran", "largest scale_rel %.3e", worst_rel);
         }
+        /* the emulated arm takes the register softmax by default: the other one, on the GPU's tile */
+        setenv("HK_FLASH_EMULATE_COOPMAT", configs[0], 1);
+        setenv("HK_FLASH_SOFTMAX", "shared", 1);
+        printf("-- HK_FLASH_EMULATE_COOPMAT=%s HK_FLASH_SOFTMAX=shared, gate %.0e\n", configs[0], arm_gate);
+        run_cases(ctx, lists[0], counts[0]);
+        unsetenv("HK_FLASH_SOFTMAX");
         setenv("HK_FLASH_EMULATE_COOPMAT", "1", 1); /* its default tile */
         printf("-- HK_FLASH_EMULATE_COOPMAT=1: non-finite inputs, the key split's limit\n");
         run_nonfinite(ctx, 1);

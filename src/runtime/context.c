@@ -540,6 +540,10 @@ static void probe_caps(hk_context *context, int has_coop_khr)
                                                             : HK_ARCH_OTHER;
     dev->few_workgroups = dev->arch == HK_ARCH_CPU;
     dev->slow_unrolled_loops = dev->arch == HK_ARCH_CPU;
+    uint32_t shuffle_vote = VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT;
+    dev->shuffle_vote = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                        (v11.subgroupSupportedOperations & shuffle_vote) == shuffle_vote;
+    dev->coopmat_quads = dev->arch == HK_ARCH_NVIDIA;
     caps->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     const struct {

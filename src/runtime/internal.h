@@ -94,6 +94,11 @@ typedef struct hk_device_profile {
                                 many schedulers */
     int slow_unrolled_loops; /* the compiler takes much longer on unrolled loops and runs them no
                                 faster (LLVM on a CPU device) */
+    int shuffle_vote;        /* subgroup shuffles and votes in compute shaders */
+    int coopmat_quads;       /* 16x16 f32 accumulators of KHR cooperative matrices hold the quad layout
+                                (NVIDIA's: element e of lane l at row l / 4 + 8 (e / 4), column
+                                8 ((e / 2) % 2) + 2 (l % 4) + e % 2); a shader relying on it checks
+                                it again */
 } hk_device_profile;
 
 struct hk_context {
@@ -112,6 +117,8 @@ struct hk_context {
     uint32_t short_limit_value, short_limit_need;
     hk_caps caps;
     hk_device_profile profile;
+    _Atomic int coopmat_quads_seen; /* the probe of profile.coopmat_quads (src/kernels/flash.c): 0 not
+                                       run yet, 1 the layout found, 2 not found */
     VkPhysicalDeviceMemoryProperties memory;
     uint64_t max_allocation_size; /* maxMemoryAllocationSize (Vulkan 1.1) */
     uint64_t max_buffer_size;     /* maxBufferSize (Vulkan 1.3 / maintenance4); UINT64_MAX when unknown */
