@@ -116,7 +116,7 @@ layout(binding = 5) readonly buffer Cb { uint counter[]; };
 //   Q   BR rows of D values (absent with QREG: Q passes through the start of the array once)
 //   K   BKV rows, V  BKV rows
 //   U   per unit: S (UR rows of SSTR floats); HK_COOPMAT: then P (UR rows of PSTR8 octs of f16)
-//       and the factors (UR rows of 16 floats) over it
+//       and the factors (UR rows of 16 floats) over it; P alone for the register softmax
 // Rows of D values are padded by 8 values (16 bytes of f16) so that the 8 rows of a 16-byte
 // column hit different banks. An oct: 8 values of a row as shared memory holds them (HK_OCT from
 // two vec4, HK_OCT_F16 from 8 f16 in a uvec4); HK_PUT8 stores one at element `at`.
@@ -129,8 +129,13 @@ const uint V_BASE = K_BASE + BKV * STR8 * OCTW;
 const uint U_BASE = V_BASE + BKV * STR8 * OCTW;
 #ifdef HK_COOPMAT
 const uint F_OFF = UR * PSTR8; // the factors, within a unit's region
-const uint USZ = UR * (SSTR / 4u > PSTR8 + 4u ? SSTR / 4u : PSTR8 + 4u);
-shared uvec4 sm[U_BASE + NU * USZ];
+// per row: S, or P and the factors; P alone for the register softmax
+const uint RSM_BIT = (FLAGS >> 4) & 1u; // RSM, as a number for the sizes below
+const uint USZ = UR * (RSM_BIT * PSTR8 + (1u - RSM_BIT) * (SSTR / 4u > PSTR8 + 4u ? SSTR / 4u : PSTR8 + 4u));
+// Q in registers passes through the start of the array
+const uint U_END = U_BASE + NU * USZ, Q_END = QREG * BR * STR8;
+const uint SM_SIZE = Q_END > U_END ? Q_END : U_END;
+shared uvec4 sm[SM_SIZE];
 #define OCT uvec4
 #define HK_OCT(lo, hi)                                                                          \
     uvec4(packFloat2x16(f16vec2((lo).xy)), packFloat2x16(f16vec2((lo).zw)), packFloat2x16(f16vec2((hi).xy)), \
@@ -728,6 +733,23 @@ void main()
     SYNC_UNIT();
     scale_o();
     SYNC_UNIT(); // the factors read before O overwrites them
+    }
+    if (rsm) {
+        // each lane writes its elements where they go
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
+                [[unroll]] for (uint e = 0; e < 8u; e++) {
+                    uint rr = urow0 + mr * 16u + rsm_row(e), col = dt * 16u + rsm_col(e);
+                    if (rr < n_rows) {
+                        uint orow = hk_out_row(rr, kvh);
+                        float v = v_checked(CM_EL(oacc[mr][dt], e), col, rsm_lim[mr][rsm_half(e)]);
+                        if (split_out)
+                            ws[ws0 + (split * nr + orow) * D + col] = v;
+                        else
+                            o[pc.view_offset[3] / 4u + orow * D + col] = v;
+                    }
+                }
+        return;
     }
     // out through the unit's region, BC columns at a time
     const uint TILES = BC / 16;

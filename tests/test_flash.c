@@ -362,6 +362,8 @@ static const flash_case emulated_64[] = { /* "4,1,16,32,1,1": 4 subgroups, 2 chu
  * tiles, each type; not causal, token-major; key chunks split over workgroups and merged */
 static const flash_case nonfinite_cases[] = {
     {17, 8, 4, 64, 40, 48, 1, F16, 0, 0, 16, 0, 0, 0, 0},
+    /* the last query's rows 8 rows into a block of 16: rows 8 apart see different keys */
+    {13, 8, 4, 64, 40, 48, 1, F16, 0, 0, 16, 0, 0, 0, 0},
     {17, 8, 4, 64, 40, 48, 1, F32, 0, 0, 16, 0, 0, 0, 0},
     {17, 8, 4, 64, 40, 48, 1, Q80, 0, 0, 16, 0, 0, 0, 0},
     {6, 8, 4, 64, 30, 40, 0, F16, 1, 0, 16, 1, 0, 0, 0},

@@ -22,13 +22,14 @@ typedef struct flash_tile {
 /* Matrix-core defaults, the first that fits the device and this head_dim (shared memory, and
  * about 224 registers a lane by coop_registers) wins: 8 subgroups of 16 rows (BR 128: more warps
  * to hide latency than 4, faster on causal prefill), else 4 subgroups of 16 rows (BR 64), Q in
- * registers, tiles of 32 keys prefetched, one chunk per tile (27 KiB of shared memory at head_dim
- * 128: two workgroups fit an SM even where the driver gives a workgroup's SM only 64 KiB); Q in
- * shared memory and smaller tiles where registers or shared memory are short (head_dim above
+ * registers, chunks of 32 keys, tiles of 64 keys prefetched (half the workgroup barriers a key)
+ * where the shared memory holds them (the register softmax's units need P alone), else of 32;
+ * Q in shared memory and smaller tiles where registers or shared memory are short (head_dim above
  * 160: the O accumulators alone take 128 registers). HK_FLASH_TILE replaces them. */
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16 /* the matrix-core arm's (a toolchain without it builds the rest) */
 static const flash_tile coop_defaults[] = {
-    {8, 1, 32, 32, 1, 1}, {4, 1, 32, 32, 1, 1}, {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
+    {8, 1, 32, 64, 1, 1}, {8, 1, 32, 32, 1, 1}, {4, 1, 32, 32, 1, 1},
+    {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
 };
 #endif
 /* The emulated arm (testing, HK_FLASH_EMULATE_COOPMAT="1"): a tile that fits lavapipe's 32 KiB. */
@@ -90,18 +91,19 @@ static const flash_type flash_types[HK_REF_TYPES] = {
 };
 
 /* 16-byte elements of the matrix-core arm's array sm (flash.comp). */
-static uint64_t coop_elements(uint32_t d, const flash_tile *t)
+static uint64_t coop_elements(uint32_t d, const flash_tile *t, int rsm)
 {
     uint64_t str8 = (d + 8) / 8, ur = 16ull * t->mr, br = ur * t->nsg;
-    uint64_t s4 = (t->bc + 4) / 4, p8 = (t->bc + 8) / 8 + 4;
-    return (t->qreg ? 0 : br * str8) + 2ull * t->bkv * str8 + t->nsg * ur * (s4 > p8 ? s4 : p8);
+    uint64_t s4 = (t->bc + 4) / 4, p8 = (t->bc + 8) / 8, per_row = rsm ? p8 : s4 > p8 + 4 ? s4 : p8 + 4;
+    uint64_t n = (t->qreg ? 0 : br * str8) + 2ull * t->bkv * str8 + t->nsg * ur * per_row;
+    return t->qreg && br * str8 > n ? br * str8 : n; /* Q in registers passes through the array */
 }
 
 /* Shared memory of each arm, as flash.comp declares it (plus common.glsl's hk_partial[WG] and
  * vbad[D]), and the emulation's exchange arrays. */
-static uint64_t coop_shared_bytes(uint32_t d, const flash_tile *t, uint32_t sg, int emulated)
+static uint64_t coop_shared_bytes(uint32_t d, const flash_tile *t, uint32_t sg, int emulated, int rsm)
 {
-    return 16 * coop_elements(d, t) + 4ull * t->nsg * sg + 4ull * d + (emulated ? 2ull * t->nsg * 256 * 4 : 0);
+    return 16 * coop_elements(d, t, rsm) + 4ull * t->nsg * sg + 4ull * d + (emulated ? 2ull * t->nsg * 256 * 4 : 0);
 }
 
 static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t bkv)
@@ -112,7 +114,7 @@ static uint64_t twin_shared_bytes(uint32_t d, uint32_t br, uint32_t bc, uint32_t
 
 /* Why a matrix-core tile cannot run here (NULL: it can), for subgroups of sg invocations. */
 static const char *coop_tile_problem(const hk_context *context, uint32_t d, const flash_tile *t, uint32_t sg,
-                                     int emulated)
+                                     int emulated, int rsm)
 {
     if (t->nsg < 1 || t->nsg > 16 || (t->mr != 1 && t->mr != 2) || t->qreg > 1 || t->prefetch > 1)
         return "subgroups 1..16, row blocks 1 or 2, qreg and prefetch 0 or 1";
@@ -124,10 +126,7 @@ static const char *coop_tile_problem(const hk_context *context, uint32_t d, cons
                "keys of a chunk";
     if ((uint64_t)t->nsg * sg > context->caps.max_workgroup_size)
         return "more invocations than a workgroup may have";
-    uint64_t str8 = (d + 8) / 8, br = 16ull * t->mr * t->nsg;
-    if (t->qreg && br * str8 > coop_elements(d, t))
-        return "Q in registers passes through the tiles' shared memory, which is smaller than Q";
-    if (coop_shared_bytes(d, t, sg, emulated) > context->caps.shared_memory_bytes)
+    if (coop_shared_bytes(d, t, sg, emulated, rsm) > context->caps.shared_memory_bytes)
         return "more shared memory than the device has";
     return NULL;
 }
@@ -281,7 +280,7 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     flash_tile t;
     int e = env_tile("HK_FLASH_TILE", &t, p);
     if (e > 0) {
-        const char *why = coop_tile_problem(context, d, &t, sg, 0);
+        const char *why = coop_tile_problem(context, d, &t, sg, 0, extra & 16);
         if (!why) {
             set_tile(p, &t, sg);
             p->subgroup = sg;
@@ -295,7 +294,7 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
      * stay those of a real tile) */
     for (size_t i = 0; i < sizeof coop_defaults / sizeof coop_defaults[0]; i++) {
         t = coop_defaults[i];
-        if (!coop_tile_problem(context, d, &t, sg, 0) && coop_registers(d, &t, sg) <= 224) {
+        if (!coop_tile_problem(context, d, &t, sg, 0, extra & 16) && coop_registers(d, &t, sg) <= 224) {
             set_tile(p, &t, sg);
             p->subgroup = sg;
             p->flags |= extra;
@@ -330,13 +329,14 @@ static int plan_emulated(const hk_context *context, const hk_sdpa_desc *desc, fl
     flash_tile t = emu_default;
     if (strcmp(env, "1") && env_tile("HK_FLASH_EMULATE_COOPMAT", &t, p) < 0)
         return 0;
-    const char *why = coop_tile_problem(context, desc->head_dim, &t, 32, 1);
+    uint32_t rsm = softmax_flag(context, 1, p);
+    const char *why = coop_tile_problem(context, desc->head_dim, &t, 32, 1, rsm);
     if (why) {
         snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_EMULATE_COOPMAT=\"%.40s\" cannot run here: %s", env, why);
         return 0;
     }
     set_tile(p, &t, 32);
-    p->flags |= softmax_flag(context, 1, p);
+    p->flags |= rsm;
     p->shader = flash_types[desc->kv.type].emu;
     return 1;
 }
@@ -379,13 +379,14 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
             return 0;
         }
         flash_tile tile = {v[FL_SUBGROUPS], rows / 16, bc, bkv, v[FL_QREG], v[FL_PREFETCH]};
-        const char *problem = coop_tile_problem(context, d, &tile, sg, 0);
+        uint32_t rsm = softmax_flag(context, 0, p);
+        const char *problem = coop_tile_problem(context, d, &tile, sg, 0, rsm);
         if (problem) {
             snprintf(why, why_size, "%s", problem);
             return 0;
         }
         set_tile(p, &tile, sg);
-        p->flags |= softmax_flag(context, 0, p);
+        p->flags |= rsm;
         p->subgroup = sg;
         p->shader = ft->coop;
         return 1;
