@@ -73,7 +73,8 @@ const bool WG_SYNC = ((FLAGS >> 3) & 1u) != 0u;
 #ifdef HK_COOPMAT
 // The softmax on the accumulators (the register softmax), where they hold the quad layout (see
 // rsm_row): the host asks for it where a probe of the device found that layout.
-const bool RSM = ((FLAGS >> 4) & 1u) != 0u;
+const uint RSM_BIT = (FLAGS >> 4) & 1u; // as a number, for the sizes below
+const bool RSM = RSM_BIT != 0u;
 #endif
 const float RESCALE = 8.0; // log2 of the largest P
 
@@ -130,7 +131,6 @@ const uint U_BASE = V_BASE + BKV * STR8 * OCTW;
 #ifdef HK_COOPMAT
 const uint F_OFF = UR * PSTR8; // the factors, within a unit's region
 // per row: S, or P and the factors; P alone for the register softmax
-const uint RSM_BIT = (FLAGS >> 4) & 1u; // RSM, as a number for the sizes below
 const uint USZ = UR * (RSM_BIT * PSTR8 + (1u - RSM_BIT) * (SSTR / 4u > PSTR8 + 4u ? SSTR / 4u : PSTR8 + 4u));
 // Q in registers passes through the start of the array
 const uint U_END = U_BASE + NU * USZ, Q_END = QREG * BR * STR8;
@@ -388,12 +388,12 @@ void scale_o()
 }
 
 // O += P V for chunk c
-void accumulate_pv(uint c, uint pbase)
+void accumulate_pv(uint c)
 {
     CM_UNROLL for (uint kc = 0; kc < BC / 16; kc++) {
         CM_A pa[MR];
         CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_LOAD8(pa[mr], sm, pbase + mr * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
+            CM_LOAD8(pa[mr], sm, U_BASE + UNIT * USZ + mr * 16u * PSTR8 + kc * 2u, PSTR8, CM_ROWS);
         CM_UNROLL for (uint dt = 0; dt < D / 16; dt++) {
             CM_B vb;
             CM_LOAD8(vb, sm, V_BASE + (c * BC + kc * 16u) * STR8 + dt * 2u, STR8, CM_ROWS);
@@ -415,10 +415,10 @@ uint rsm_col(uint e) { return 8u * ((e >> 1) & 1u) + 2u * (LANE & 3u) + (e & 1u)
 float rsm_m[MR][2], rsm_l[MR][2]; // [row block][half]: rows rsm_row(0) and rsm_row(4)
 uint rsm_lim[MR][2];              // the keys those rows see end here
 
-// The softmax of chunk c (its first key key0) on sacc, then O = alpha O + P V, P through the
-// unit's region at pb.
-void rsm_chunk(uint c, uint key0, uint pb)
+// The softmax of chunk c (its first key key0) on sacc, then O = alpha O + P V.
+void rsm_chunk(uint c, uint key0)
 {
+    uint ub = U_BASE + UNIT * USZ; // the unit's region
     bool full = true; // every key of the chunk visible to both rows of every block
     [[unroll]] for (uint mr = 0; mr < MR; mr++)
         full = full && key0 + BC <= min(rsm_lim[mr][0], rsm_lim[mr][1]);
@@ -459,7 +459,7 @@ void rsm_chunk(uint c, uint key0, uint pb)
                 lsum[mr][h] += p;
                 CM_EL(sacc[mr][cb], e) = p;
             }
-            CM_STORE_P(sacc[mr][cb], sm, pb + mr * 16u * PSTR8 + cb * 2u, PSTR8);
+            CM_STORE_P(sacc[mr][cb], sm, ub + mr * 16u * PSTR8 + cb * 2u, PSTR8);
         }
         rsm_l[mr][0] = rsm_l[mr][0] * alpha[mr][0] + lsum[mr][0];
         rsm_l[mr][1] = rsm_l[mr][1] * alpha[mr][1] + lsum[mr][1];
@@ -470,7 +470,7 @@ void rsm_chunk(uint c, uint key0, uint pb)
                 [[unroll]] for (uint e = 0; e < 8u; e++)
                     CM_EL(oacc[mr][dt], e) *= alpha[mr][rsm_half(e)];
     SYNC_UNIT(); // P written
-    accumulate_pv(c, pb);
+    accumulate_pv(c);
     SYNC_UNIT(); // P read before the next chunk writes it
 }
 #else
@@ -602,7 +602,7 @@ void main()
             scores(c);
 #ifdef HK_COOPMAT
             if (rsm) {
-                rsm_chunk(c, key0, ub);
+                rsm_chunk(c, key0);
                 continue;
             }
             store_scores();
@@ -672,7 +672,7 @@ void main()
 #ifdef HK_COOPMAT
             if (rescale)
                 scale_o();
-            accumulate_pv(c, ub);
+            accumulate_pv(c);
 #else
             accumulate_pv(c, alpha);
 #endif
@@ -706,12 +706,23 @@ void main()
                 }
                 f[mr][h] = split_out ? 1.0 : 1.0 / l;
             }
-        if (!split_out)
-            CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-                CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
-                    [[unroll]] for (uint e = 0; e < 8u; e++)
-                        CM_EL(oacc[mr][dt], e) *= f[mr][rsm_half(e)];
-    } else {
+        // each lane writes its elements where they go
+        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
+            CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
+                [[unroll]] for (uint e = 0; e < 8u; e++) {
+                    uint rr = urow0 + mr * 16u + rsm_row(e), col = dt * 16u + rsm_col(e);
+                    if (rr < n_rows) {
+                        uint orow = hk_out_row(rr, kvh);
+                        float v = CM_EL(oacc[mr][dt], e) * f[mr][rsm_half(e)];
+                        v = v_checked(v, col, rsm_lim[mr][rsm_half(e)]);
+                        if (split_out)
+                            ws[ws0 + (split * nr + orow) * D + col] = v;
+                        else
+                            o[pc.view_offset[3] / 4u + orow * D + col] = v;
+                    }
+                }
+        return;
+    }
 #endif
     if (TPR > 1u) {
         hk_partial[u * UT + lane] = l_run;
@@ -733,24 +744,6 @@ void main()
     SYNC_UNIT();
     scale_o();
     SYNC_UNIT(); // the factors read before O overwrites them
-    }
-    if (rsm) {
-        // each lane writes its elements where they go
-        CM_UNROLL for (uint mr = 0; mr < MR; mr++)
-            CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
-                [[unroll]] for (uint e = 0; e < 8u; e++) {
-                    uint rr = urow0 + mr * 16u + rsm_row(e), col = dt * 16u + rsm_col(e);
-                    if (rr < n_rows) {
-                        uint orow = hk_out_row(rr, kvh);
-                        float v = v_checked(CM_EL(oacc[mr][dt], e), col, rsm_lim[mr][rsm_half(e)]);
-                        if (split_out)
-                            ws[ws0 + (split * nr + orow) * D + col] = v;
-                        else
-                            o[pc.view_offset[3] / 4u + orow * D + col] = v;
-                    }
-                }
-        return;
-    }
     // out through the unit's region, BC columns at a time
     const uint TILES = BC / 16;
     CM_UNROLL for (uint g = 0; g < (D / 16 + TILES - 1) / TILES; g++) {
