@@ -5,7 +5,7 @@
 // Where a 16x16 f32 accumulator of KHR cooperative matrices keeps each element on this device:
 // the matrix of row * 16 + column loaded from shared memory, and lane l of subgroup 0 writes its
 // element e to out[l * 8 + e] (e < 8 and below its count) and its element count to out[WG * 8 + l]. The layout is
-// implementation-defined; src/kernels/flash.c reads it once per context.
+// implementation-defined; src/runtime/context.c reads it when a context is created.
 #include "common.glsl"
 
 layout(binding = 0) writeonly buffer Ob { float o[]; };

@@ -259,16 +259,6 @@ static uint32_t pow2_floor(uint32_t x)
     return p;
 }
 
-/* Subgroup shuffles in compute shaders (the default variant's key-group sums). */
-static int has_shuffle(const hk_context *context)
-{
-    VkPhysicalDeviceVulkan11Properties v11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &v11};
-    vkGetPhysicalDeviceProperties2(context->physical_device, &p2);
-    return (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-}
-
 /* Shared memory of pass 1 in floats: the key groups' (max, sum), the merge array, common.glsl's
  * reduction array, the arrival words. */
 static uint32_t shared_floats(uint32_t wg, uint32_t lpk, uint32_t rows, uint32_t work)
@@ -420,7 +410,7 @@ static hk_status make_plan_with(const hk_context *context, const char *fn, const
             single = 0;
     }
 planned:
-    p->shuffle = shuffle && has_shuffle(context);
+    p->shuffle = shuffle && context->profile.subgroup_shuffle;
     p->single = (int)single;
     /* lanes of a key group share a subgroup of any size the device may give */
     uint32_t lim = pow2_floor(nc) < sg ? pow2_floor(nc) : pow2_floor(sg);

@@ -6,7 +6,6 @@
 #include "attention.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,21 +159,6 @@ static int env_tile(const char *var, flash_tile *t, flash_plan *p)
     return 1;
 }
 
-#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-/* The device lists 16x16x16 f16 x f16 -> f32 at subgroup scope (VkComponentTypeKHR: FLOAT16 0,
- * FLOAT32 1; VkScopeKHR: SUBGROUP 3). */
-static int coop_tile_listed(const hk_caps *caps)
-{
-    for (uint32_t i = 0; i < caps->coopmat_khr_count && i < HK_MAX_COOPMAT_PROPS; i++) {
-        const hk_coopmat_props *p = &caps->coopmat_khr_props[i];
-        if (p->m == 16 && p->n == 16 && p->k == 16 && p->a_type == 0 && p->b_type == 0 && p->c_type == 1 &&
-            p->result_type == 1 && p->scope == 3)
-            return 1;
-    }
-    return 0;
-}
-#endif
-
 static void set_tile(flash_plan *p, const flash_tile *t, uint32_t sg)
 {
     p->wg = t->nsg * sg;
@@ -193,8 +177,8 @@ static uint32_t coop_subgroup(const hk_context *context)
     const hk_caps *caps = &context->caps;
     uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_FLOAT16 | HK_FEATURE_SUBGROUP_SIZE_CONTROL;
     uint32_t sg = caps->subgroup_size;
-    if ((context->features & need) != need || !context->profile.shuffle_vote || !coop_tile_listed(caps) || sg < 16 ||
-        sg > 128 || (sg & (sg - 1)))
+    if ((context->features & need) != need || !context->profile.subgroup_shuffle || !hk__coopmat_f16_listed(caps) ||
+        sg < 16 || sg > 128 || (sg & (sg - 1)))
         return 0;
     return sg;
 #else
@@ -203,50 +187,11 @@ static uint32_t coop_subgroup(const hk_context *context)
 #endif
 }
 
-#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-/* Whether the accumulators hold the quad layout here (context->coopmat_quads_seen): where the
- * device profile expects it, a probe dispatch (shaders/coopmat_layout.comp) on the first call that
- * may run the matrix-core arm reads where each lane keeps each element. A probe that fails counts
- * as not found: the softmax then goes through shared memory. */
-static void probe_quads(hk_context *context, uint32_t sg)
-{
-    if (!context->profile.coopmat_quads || atomic_load(&context->coopmat_quads_seen))
-        return;
-    uint64_t bytes = 9ull * sg * 4;
-    float *out = malloc(bytes);
-    hk_buffer *buf = NULL;
-    int found = 0;
-    if (out && sg == 32 && hk_buffer_create(context, bytes, &buf) == HK_OK) {
-        hk_binding b = {{buf, 0}, bytes, 4, 1, 0};
-        hk_dispatch_desc d = {.shader = HK_SHADER_COOPMAT_LAYOUT,
-                              .subgroup_size = sg,
-                              .spec = &sg,
-                              .spec_count = 1,
-                              .bindings = &b,
-                              .binding_count = 1,
-                              .groups = 1};
-        if (hk__dispatch(context, NULL, "hk_sdpa_blk", &d) == HK_OK && hk_buffer_download(buf, 0, out, bytes) == HK_OK) {
-            found = 1;
-            for (uint32_t l = 0; l < sg; l++) {
-                found &= out[8 * sg + l] == 8.0f;
-                for (uint32_t e = 0; e < 8; e++) {
-                    uint32_t row = l / 4 + 8 * (e / 4), col = 8 * ((e / 2) % 2) + 2 * (l % 4) + e % 2;
-                    found &= out[l * 8 + e] == (float)(row * 16 + col);
-                }
-            }
-        }
-    }
-    hk_buffer_destroy(buf);
-    free(out);
-    atomic_store(&context->coopmat_quads_seen, found ? 1 : 2);
-}
-#endif
-
-/* FLAGS bit 4 (the register softmax) where the accumulators hold the quad layout (found by
- * probe_quads; the emulated arm's by construction), unless HK_FLASH_SOFTMAX="shared". */
+/* FLAGS bit 4 (the register softmax) where the accumulators hold the quad layout (the device
+ * profile; the emulated arm's by construction), unless HK_FLASH_SOFTMAX="shared". */
 static uint32_t softmax_flag(const hk_context *context, int emulated, flash_plan *p)
 {
-    int quads = emulated || atomic_load(&context->coopmat_quads_seen) == 1;
+    int quads = emulated || context->profile.coopmat_quads;
     const char *env = getenv("HK_FLASH_SOFTMAX");
     if (!env || !*env)
         return quads ? 16u : 0u;
@@ -621,11 +566,6 @@ uint64_t hk__sdpa_flash_workspace(const hk_context *context, const hk_sdpa_desc 
 hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn, const hk_sdpa_call *call)
 {
     const hk_sdpa_desc *d = call->desc;
-#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-    uint32_t sg = coop_subgroup(context);
-    if (sg)
-        probe_quads(context, sg);
-#endif
     flash_plan p;
     if (!plan(context, d, &p))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "internal: flash attention does not serve head_dim=%u here", d->head_dim);

@@ -540,10 +540,9 @@ static void probe_caps(hk_context *context, int has_coop_khr)
                                                             : HK_ARCH_OTHER;
     dev->few_workgroups = dev->arch == HK_ARCH_CPU;
     dev->slow_unrolled_loops = dev->arch == HK_ARCH_CPU;
-    uint32_t shuffle_vote = VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT;
-    dev->shuffle_vote = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                        (v11.subgroupSupportedOperations & shuffle_vote) == shuffle_vote;
-    dev->coopmat_quads = dev->arch == HK_ARCH_NVIDIA;
+    dev->subgroup_shuffle = (v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                            (v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    dev->coopmat_quads = 0; /* probe_quads, once the context can dispatch */
     caps->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     caps->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     const struct {
@@ -609,6 +608,61 @@ static void probe_caps(hk_context *context, int has_coop_khr)
 }
 
 
+int hk__coopmat_f16_listed(const hk_caps *caps)
+{
+    /* VkComponentTypeKHR: FLOAT16 0, FLOAT32 1; VkScopeKHR: SUBGROUP 3 */
+    for (uint32_t i = 0; i < caps->coopmat_khr_count && i < HK_MAX_COOPMAT_PROPS; i++) {
+        const hk_coopmat_props *p = &caps->coopmat_khr_props[i];
+        if (p->m == 16 && p->n == 16 && p->k == 16 && p->a_type == 0 && p->b_type == 0 && p->c_type == 1 &&
+            p->result_type == 1 && p->scope == 3)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the 16x16 f32 accumulators hold the quad layout (hk_device_profile.coopmat_quads): on
+ * NVIDIA devices with those matrices on subgroups of 32, shaders/coopmat_layout.comp loads a
+ * matrix of row * 16 + column and each lane writes its elements back. A probe that fails counts
+ * as not found. */
+static int probe_quads(hk_context *context)
+{
+#ifdef HK_HAVE_SHADER_COOPMAT_LAYOUT
+    uint32_t need = HK_FEATURE_COOPMAT_KHR | HK_FEATURE_FLOAT16 | HK_FEATURE_SUBGROUP_SIZE_CONTROL, sg = 32;
+    if (context->profile.arch != HK_ARCH_NVIDIA || (context->features & need) != need ||
+        context->caps.subgroup_size != sg || !hk__coopmat_f16_listed(&context->caps))
+        return 0;
+    float out[9 * 32];
+    hk_buffer *buf = NULL;
+    int found = 0;
+    if (hk_buffer_create(context, sizeof out, &buf) == HK_OK) {
+        hk_binding b = {{buf, 0}, sizeof out, 4, 1, 0};
+        hk_dispatch_desc d = {.shader = HK_SHADER_COOPMAT_LAYOUT,
+                              .subgroup_size = sg,
+                              .spec = &sg,
+                              .spec_count = 1,
+                              .bindings = &b,
+                              .binding_count = 1,
+                              .groups = 1};
+        if (hk__dispatch(context, NULL, "hk_context_create", &d) == HK_OK &&
+            hk_buffer_download(buf, 0, out, sizeof out) == HK_OK) {
+            found = 1;
+            for (uint32_t l = 0; l < sg; l++) {
+                found &= out[8 * sg + l] == 8.0f;
+                for (uint32_t e = 0; e < 8; e++) {
+                    uint32_t row = l / 4 + 8 * (e / 4), col = 8 * ((e / 2) % 2) + 2 * (l % 4) + e % 2;
+                    found &= out[l * 8 + e] == (float)(row * 16 + col);
+                }
+            }
+        }
+    }
+    hk_buffer_destroy(buf);
+    return found;
+#else
+    (void)context;
+    return 0;
+#endif
+}
+
 static hk_status finish_context(hk_context *context, const char *fn, const char *cache_dir, int cache_disabled,
                                 const char *tune_dir)
 {
@@ -645,7 +699,10 @@ static hk_status finish_context(hk_context *context, const char *fn, const char 
             return hk__fail(HK_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
         memcpy(context->tune_cache_dir, tune_dir, n);
     }
-    return hk__stream_create(context, 0, VK_NULL_HANDLE, &context->immediate);
+    st = hk__stream_create(context, 0, VK_NULL_HANDLE, &context->immediate);
+    if (st == HK_OK)
+        context->profile.coopmat_quads = probe_quads(context);
+    return st;
 }
 
 hk_status hk_context_create(const hk_context_desc *desc_in, hk_context **out_context)

@@ -94,11 +94,12 @@ typedef struct hk_device_profile {
                                 many schedulers */
     int slow_unrolled_loops; /* the compiler takes much longer on unrolled loops and runs them no
                                 faster (LLVM on a CPU device) */
-    int shuffle_vote;        /* subgroup shuffles and votes in compute shaders */
-    int coopmat_quads;       /* 16x16 f32 accumulators of KHR cooperative matrices hold the quad layout
-                                (NVIDIA's: element e of lane l at row l / 4 + 8 (e / 4), column
-                                8 ((e / 2) % 2) + 2 (l % 4) + e % 2); a shader relying on it checks
-                                it again */
+    int subgroup_shuffle;    /* subgroup shuffles in compute shaders */
+    int coopmat_quads;       /* 16x16 f32 accumulators of KHR cooperative matrices on subgroups of 32
+                                hold the quad layout (NVIDIA's: element e of lane l at row
+                                l / 4 + 8 (e / 4), column 8 ((e / 2) % 2) + 2 (l % 4) + e % 2): found
+                                by a probe dispatch when the context is created, where NVIDIA's
+                                layout is expected (the layout is implementation-defined) */
 } hk_device_profile;
 
 struct hk_context {
@@ -117,8 +118,6 @@ struct hk_context {
     uint32_t short_limit_value, short_limit_need;
     hk_caps caps;
     hk_device_profile profile;
-    _Atomic int coopmat_quads_seen; /* the probe of profile.coopmat_quads (src/kernels/flash.c): 0 not
-                                       run yet, 1 the layout found, 2 not found */
     VkPhysicalDeviceMemoryProperties memory;
     uint64_t max_allocation_size; /* maxMemoryAllocationSize (Vulkan 1.1) */
     uint64_t max_buffer_size;     /* maxBufferSize (Vulkan 1.3 / maintenance4); UINT64_MAX when unknown */
@@ -270,6 +269,10 @@ struct hk_dispatch_desc {
     uint32_t params_bytes;
     uint64_t groups; /* linear workgroup count, spread over x and y (shaders/common.glsl hk_group_id) */
 };
+
+/* The device lists 16x16x16 f16 x f16 -> f32 KHR cooperative matrices at subgroup scope
+ * (context.c). */
+int hk__coopmat_f16_listed(const hk_caps *caps);
 
 /* Records one dispatch into stream (NULL: into the context's immediate stream, then submits and
  * waits). Arguments must have been checked. */
