@@ -326,7 +326,7 @@ hk_status hk_gemm_f16(hk_context *context, hk_stream *stream, hk_type wtype, hk_
         prefetch = env_flag("HK_GEMM_PREFETCH", 1);
         const char *hooks[] = {"HK_GEMM_TILE", "HK_GEMM_PREFETCH", "HK_GEMM_WIDE"};
         for (int i = 0; i < 3; i++)
-            if (getenv(hooks[i]) && *getenv(hooks[i]))
+            if (hk__env_given(hooks[i]))
                 source = HK_SCHED_ENV;
     }
     uint32_t bm = p.t.wm * p.t.rm * 16, bn = p.t.wn * p.t.rn * 16;

@@ -273,13 +273,12 @@ static hk_status get_tile(hk_context *context, const char *fn, int id, hk_type w
         *out = (mmq_tile){v[0], v[1], v[2], v[3], v[4], out->prefetch, out->rolled};
         *source = HK_SCHED_ENV;
     }
-    const char *pf = getenv("HK_MMQ_PREFETCH"), *ro = getenv("HK_MMQ_ROLLED");
     hk_status st = hk__env_u32(fn, "HK_MMQ_PREFETCH", out->prefetch, 0, 1, 0, &out->prefetch);
     if (st == HK_OK)
         st = hk__env_u32(fn, "HK_MMQ_ROLLED", out->rolled, 0, 1, 0, &out->rolled);
     if (st != HK_OK)
         return st;
-    if ((pf && *pf) || (ro && *ro))
+    if (hk__env_given("HK_MMQ_PREFETCH") || hk__env_given("HK_MMQ_ROLLED"))
         *source = HK_SCHED_ENV;
     if (!tile_fits(context, out, id, wtype, arm, why, sizeof why))
         return hk__fail(HK_ERROR_UNSUPPORTED, fn, "the %s tile %ux%u warps of %ux%u subtiles (k step %u) cannot run on "
