@@ -582,7 +582,6 @@ void main()
     float m_run = -1e30, l_run = 0.0;
     uint ub = U_BASE + u * USZ; // the unit's region
 #ifdef HK_COOPMAT
-    const bool rsm = RSM;
     [[unroll]] for (uint mr = 0; mr < MR; mr++)
         [[unroll]] for (uint h = 0; h < 2u; h++) {
             rsm_m[mr][h] = -1e30;
@@ -601,7 +600,7 @@ void main()
                 continue;
             scores(c);
 #ifdef HK_COOPMAT
-            if (rsm) {
+            if (RSM) {
                 rsm_chunk(c, key0);
                 continue;
             }
@@ -692,7 +691,7 @@ void main()
     uint ws0 = pc.view_offset[4] / 4u;
     bool split_out = pc.n_split > 1u;
 #ifdef HK_COOPMAT
-    if (rsm) {
+    if (RSM) {
         float f[MR][2];
         [[unroll]] for (uint mr = 0; mr < MR; mr++)
             [[unroll]] for (uint h = 0; h < 2u; h++) {
