@@ -56,7 +56,8 @@ layout(constant_id = 2) const uint BR = 64;    // rows per workgroup
 layout(constant_id = 3) const uint BC = 32;    // keys per chunk (HK_COOPMAT: a multiple of 16)
 layout(constant_id = 4) const uint FLAGS = 0;  // bit 0: K and V rows start on 16 bytes (vector
                                                // loads); bit 1: Q in registers (HK_COOPMAT);
-                                               // bit 2: PREFETCH; bit 3: WG_SYNC; bit 4: RSM
+                                               // bit 2: PREFETCH; bit 3: WG_SYNC; bit 4: RSM;
+                                               // bit 5: ZIGZAG
 layout(constant_id = 5) const uint MR = 1;     // HK_COOPMAT: 16-row blocks per subgroup
 layout(constant_id = 6) const uint BKV = 64;   // keys per staged tile, a multiple of BC
 
@@ -76,6 +77,9 @@ const bool WG_SYNC = ((FLAGS >> 3) & 1u) != 0u;
 const uint RSM_BIT = (FLAGS >> 4) & 1u; // as a number, for the sizes below
 const bool RSM = RSM_BIT != 0u;
 #endif
+// The row tiles' launch order (flash.c set_order): heaviest first, or the first half heaviest
+// first and the second half lightest first
+const bool ZIGZAG = ((FLAGS >> 5) & 1u) != 0u;
 const float RESCALE = 8.0; // log2 of the largest P
 
 #ifdef HK_COOPMAT
@@ -508,10 +512,12 @@ void main()
     if (gid >= n_kv * pc.n_split * pc.row_tiles)
         return;
     // kv heads innermost, then chunks, then the row tiles, last first: under a causal mask the
-    // workgroups that see the most keys start first, on every kv head
+    // workgroups that see the most keys start first, on every kv head. ZIGZAG: the second half
+    // of the row tiles (in launch order) lightest first instead.
     uint kvh = gid % n_kv;
     uint split = (gid / n_kv) % pc.n_split;
-    uint rt = pc.row_tiles - 1u - gid / (n_kv * pc.n_split);
+    uint t = gid / (n_kv * pc.n_split), half_tiles = (pc.row_tiles + 1u) / 2u;
+    uint rt = !ZIGZAG || t < half_tiles ? pc.row_tiles - 1u - t : t - half_tiles;
     uint n_rows = pc.n_q * pc.group, r0 = rt * BR;
     uint sk = seq_k_now();
 

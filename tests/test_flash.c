@@ -480,6 +480,11 @@ static void test_tuning_errors(hk_context *ctx, int coop)
                     hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none), HK_ERROR_UNSUPPORTED,
                     "HK_FLASH_SOFTMAX");
     unsetenv("HK_FLASH_SOFTMAX");
+    setenv("HK_FLASH_ORDER", "lightest", 1);
+    hk_check_status("flash: HK_FLASH_ORDER neither zigzag nor heaviest",
+                    hk_sdpa_blk(ctx, NULL, &fd.desc, q, k, v, out, none, none), HK_ERROR_UNSUPPORTED,
+                    "HK_FLASH_ORDER");
+    unsetenv("HK_FLASH_ORDER");
     unsetenv(var);
     hk_buffer_destroy(qb);
     hk_buffer_destroy(kb);
@@ -582,6 +587,14 @@ int main(void)
             run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
         }
         unsetenv("HK_FLASH_SOFTMAX");
+        /* both launch orders of the row tiles, whichever the plan takes at each shape */
+        static const char *const orders[] = {"zigzag", "heaviest"};
+        for (int i = 0; i < 2; i++) {
+            setenv("HK_FLASH_ORDER", orders[i], 1);
+            printf("-- HK_FLASH_ORDER=%s, gate %.0e\n", orders[i], arm_gate);
+            run_cases_up_to(ctx, cases, sizeof cases / sizeof cases[0], 128);
+        }
+        unsetenv("HK_FLASH_ORDER");
         hk_context *twin = hk_test_context_without(HK_FEATURE_COOPMAT_KHR);
         if (twin) {
             arm_name = "portable twin";
@@ -622,6 +635,11 @@ int main(void)
         printf("-- HK_FLASH_EMULATE_COOPMAT=%s HK_FLASH_SOFTMAX=shared, gate %.0e\n", configs[0], arm_gate);
         run_cases(ctx, lists[0], counts[0]);
         unsetenv("HK_FLASH_SOFTMAX");
+        /* the row tiles in zigzag order (a GPU's plan for few row tiles) */
+        setenv("HK_FLASH_ORDER", "zigzag", 1);
+        printf("-- HK_FLASH_EMULATE_COOPMAT=%s HK_FLASH_ORDER=zigzag, gate %.0e\n", configs[0], arm_gate);
+        run_cases(ctx, lists[0], counts[0]);
+        unsetenv("HK_FLASH_ORDER");
         setenv("HK_FLASH_EMULATE_COOPMAT", "1", 1); /* its default tile */
         printf("-- HK_FLASH_EMULATE_COOPMAT=1: non-finite inputs, the key split's limit\n");
         run_nonfinite(ctx, 1);

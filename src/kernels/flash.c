@@ -24,12 +24,16 @@ typedef struct flash_tile {
  * registers, chunks of 32 keys, tiles of 64 keys prefetched (half the workgroup barriers a key)
  * where the shared memory holds them (the register softmax's units need P alone), else of 32;
  * Q in shared memory and smaller tiles where registers or shared memory are short (head_dim above
- * 160: the O accumulators alone take 128 registers). HK_FLASH_TILE replaces them. */
+ * 160: the O accumulators alone take 128 registers). Where 8 subgroups' row tiles would give
+ * fewer than two workgroups a multiprocessor (a short causal prompt: one wave, its time that of
+ * the tile that sees the most keys), 4 subgroups with tiles of 32 keys come first: twice the
+ * workgroups, half the rows each. HK_FLASH_TILE replaces them. */
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16 /* the matrix-core arm's (a toolchain without it builds the rest) */
 static const flash_tile coop_defaults[] = {
     {8, 1, 32, 64, 1, 1}, {8, 1, 32, 32, 1, 1}, {4, 1, 32, 32, 1, 1},
     {2, 1, 32, 32, 0, 0}, {2, 1, 16, 16, 0, 0}, {1, 1, 16, 16, 0, 0},
 };
+static const flash_tile coop_few_rows = {4, 1, 32, 32, 1, 1};
 #endif
 /* The emulated arm (testing, HK_FLASH_EMULATE_COOPMAT="1"): a tile that fits lavapipe's 32 KiB. */
 static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};
@@ -52,6 +56,8 @@ static const flash_tile emu_default = {2, 1, 32, 32, 1, 1};
 #define FLASH_MIN_SPLIT_KEYS 512u
 #define FLASH_MAX_SPLIT 64u
 #define FLASH_COMBINE_WG 64u
+/* FLAGS bit 5: the row tiles launched in zigzag order (set_order) */
+#define FLASH_ZIGZAG 32u
 
 #define LOG2E 1.4426950408889634
 
@@ -66,6 +72,7 @@ typedef struct flash_plan {
     uint64_t workspace;
     char bad_env[200]; /* a tuning variable the call refuses (empty: none) */
     int source;        /* HK_SCHED_*: where the tile and target came from */
+    int few_rows_tile; /* the default tile for few row tiles (coop_few_rows), two a multiprocessor */
     int plant;         /* testing only: the tuner's planted candidate */
 } flash_plan;
 
@@ -205,8 +212,8 @@ static uint32_t softmax_flag(const hk_context *context, int emulated, flash_plan
 }
 
 /* The matrix-core arm's tile for this head_dim, if the device can run it: HK_FLASH_TILE, or the
- * first default that fits. */
-static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
+ * first default that fits. few_rows: 8 subgroups' row tiles would not fill the device twice. */
+static int plan_coop(const hk_context *context, uint32_t d, int few_rows, flash_plan *p)
 {
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16
     uint32_t sg = coop_subgroup(context);
@@ -237,18 +244,21 @@ static int plan_coop(const hk_context *context, uint32_t d, flash_plan *p)
     }
     /* the defaults (also under a refused HK_FLASH_TILE: the call then fails, but the plan's sizes
      * stay those of a real tile) */
-    for (size_t i = 0; i < sizeof coop_defaults / sizeof coop_defaults[0]; i++) {
-        t = coop_defaults[i];
+    size_t count = sizeof coop_defaults / sizeof coop_defaults[0];
+    for (size_t i = few_rows ? 0 : 1; i <= count; i++) {
+        t = i == 0 ? coop_few_rows : coop_defaults[i - 1];
         if (!coop_tile_problem(context, d, &t, sg, 0, extra & 16) && coop_registers(d, &t, sg) <= 224) {
             set_tile(p, &t, sg);
             p->subgroup = sg;
             p->flags |= extra;
+            p->few_rows_tile = i == 0;
             return 1;
         }
     }
 #else
     (void)context;
     (void)d;
+    (void)few_rows;
     (void)p;
 #endif
     return 0;
@@ -371,6 +381,27 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
     return 1;
 }
 
+/* The row tiles' launch order (FLAGS bit 5, shaders/flash.comp ZIGZAG): under a causal mask, where
+ * the few-rows tile runs all its workgroups at once, two a multiprocessor, zigzag (the first half
+ * heaviest first, the second lightest first, so that the two sharing a multiprocessor, dispatched
+ * that many apart, see about as many keys together as any other two); else heaviest first (over
+ * several waves the longest start first). HK_FLASH_ORDER ("zigzag" or "heaviest") replaces the
+ * choice. */
+static void set_order(const hk_context *context, int causal, flash_plan *p)
+{
+    uint32_t schedulers = context->profile.schedulers;
+    int zigzag = causal && p->few_rows_tile && schedulers && p->groups <= schedulers / 2;
+    const char *env = getenv("HK_FLASH_ORDER");
+    if (env && *env) {
+        if (!strcmp(env, "zigzag") || !strcmp(env, "heaviest"))
+            zigzag = env[0] == 'z';
+        else
+            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_ORDER=\"%.40s\" is not zigzag or heaviest", env);
+    }
+    if (zigzag)
+        p->flags |= FLASH_ZIGZAG;
+}
+
 /* The arm, workgroup and key split for a (checked) shape with a schedule (NULL: HK_FLASH_TILE or
  * the defaults, HK_FLASH_GROUPS); 0 if flash attention does not serve it so (why, where given,
  * says why a schedule cannot run). */
@@ -390,7 +421,11 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
             return 0;
         target = sched->v[FL_GROUPS] ? sched->v[FL_GROUPS] : 1;
     } else {
-        if (plan_coop(context, d, p)) {
+        /* the 8-subgroup tiles (128 rows) under two workgroups a multiprocessor (of 4 schedulers),
+         * where the device tells its count */
+        uint64_t tiles8 = div_up((uint64_t)desc->n_q * (desc->n_heads / desc->n_kv_heads), 8 * 16) * desc->n_kv_heads;
+        int few_rows = context->profile.schedulers && tiles8 < context->profile.schedulers / 2;
+        if (plan_coop(context, d, few_rows, p)) {
             p->shader = flash_types[desc->kv.type].coop;
         } else if (!plan_emulated(context, desc, p)) {
             if (!plan_twin(context, d, p))
@@ -446,6 +481,7 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
     p->n_split = (uint32_t)n_split;
     p->row_tiles = (uint32_t)row_tiles;
     p->groups = base * n_split;
+    set_order(context, desc->causal, p);
     return p->groups <= 65535ull * 65535ull;
 }
 
