@@ -1446,7 +1446,8 @@ HK_API const char *hk_gemm_f16_path(hk_context *context, hk_type wtype);
  *    matrix cores, where a unit is a subgroup, so 16 or 32; the portable twin's unit is its one
  *    workgroup of 64 invocations, subgroups 1, qreg 0), bc 8..64, bkv 16..128, qreg 0,1,
  *    prefetch 0,1 (HK_FLASH_TILE "subgroups,mr,bc,bkv,qreg,prefetch"), groups 64..512
- *    (HK_FLASH_GROUPS). Gate: 5e-3 on the matrix cores (f16 inputs), 1e-4 on the twin, against
+ *    (HK_FLASH_GROUPS), order 0,1 (the row tiles heaviest first or in zigzag order,
+ *    HK_FLASH_ORDER). Gate: 5e-3 on the matrix cores (f16 inputs), 1e-4 on the twin, against
  *    the double softmax. The emulated arm (HK_FLASH_EMULATE_COOPMAT) takes no schedule.
  *  - HK_TUNE_MMQ, HK_TUNE_MMQ_ID: hk_mmq, hk_mmq_id. Shape class: weight type, m's power-of-two
  *    range (hk_mmq_id: n_slots'), n, k (hk_mmq_id: and n_experts, slots_per_x_row). wm, wn 1..8,

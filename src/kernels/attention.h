@@ -52,7 +52,7 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
  * per key, keys per batch, rows, combine in one pass (attention.c); flash prefill's subgroups,
  * rows per unit, chunk and tile keys, Q in registers, prefetch, split target (flash.c). */
 enum { SD_GROUPS, SD_WG, SD_LPK, SD_KB, SD_ROWS, SD_SINGLE, SD_PARAMS };
-enum { FL_SUBGROUPS, FL_ROWS, FL_BC, FL_BKV, FL_QREG, FL_PREFETCH, FL_GROUPS, FL_PARAMS };
+enum { FL_SUBGROUPS, FL_ROWS, FL_BC, FL_BKV, FL_QREG, FL_PREFETCH, FL_GROUPS, FL_ORDER, FL_PARAMS };
 /* the tuner families of hk_sdpa_blk: flash-decoding (attention.c), flash prefill (flash.c) */
 extern const hk__tunable hk__tune_sdpa_decode, hk__tune_flash_prefill;
 /* A search's shape as a call: head-major caches of kv_type, seq_k = capacity; checked as

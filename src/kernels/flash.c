@@ -381,18 +381,20 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
     return 1;
 }
 
-/* The row tiles' launch order (FLAGS bit 5, shaders/flash.comp ZIGZAG): under a causal mask, where
- * the few-rows tile runs all its workgroups at once, two a multiprocessor, zigzag (the first half
- * heaviest first, the second lightest first, so that the two sharing a multiprocessor, dispatched
- * that many apart, see about as many keys together as any other two); else heaviest first (over
- * several waves the longest start first). HK_FLASH_ORDER ("zigzag" or "heaviest") replaces the
- * choice. */
-static void set_order(const hk_context *context, int causal, flash_plan *p)
+/* The row tiles' launch order (FLAGS bit 5, shaders/flash.comp ZIGZAG): a schedule's (order 1:
+ * zigzag), else under a causal mask, where the few-rows tile runs all its workgroups at once, two a
+ * multiprocessor, zigzag (the first half heaviest first, the second lightest first, so that the two
+ * sharing a multiprocessor, dispatched that many apart, see about as many keys together as any
+ * other two); else heaviest first (over several waves the longest start first). HK_FLASH_ORDER
+ * ("zigzag" or "heaviest") replaces the default's choice. */
+static void set_order(const hk_context *context, int causal, const hk__sched *sched, flash_plan *p)
 {
     uint32_t schedulers = context->profile.schedulers;
     int zigzag = causal && p->few_rows_tile && schedulers && p->groups <= schedulers / 2;
-    const char *env = getenv("HK_FLASH_ORDER");
-    if (env && *env) {
+    const char *env = sched ? NULL : getenv("HK_FLASH_ORDER");
+    if (sched)
+        zigzag = sched->v[FL_ORDER] != 0;
+    else if (env && *env) {
         if (!strcmp(env, "zigzag") || !strcmp(env, "heaviest"))
             zigzag = env[0] == 'z';
         else
@@ -481,7 +483,7 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
     p->n_split = (uint32_t)n_split;
     p->row_tiles = (uint32_t)row_tiles;
     p->groups = base * n_split;
-    set_order(context, desc->causal, p);
+    set_order(context, desc->causal, sched, p);
     return p->groups <= 65535ull * 65535ull;
 }
 
@@ -521,7 +523,7 @@ static int plan(const hk_context *context, const hk_sdpa_desc *desc, flash_plan 
     }
     int ok = plan_with(context, desc, NULL, p, NULL, 0);
     static const char *const hooks[] = {"HK_FLASH_TILE", "HK_FLASH_GROUPS", "HK_FLASH_WORKGROUP_SYNC",
-                                        "HK_FLASH_EMULATE_COOPMAT"};
+                                        "HK_FLASH_EMULATE_COOPMAT", "HK_FLASH_ORDER"};
     p->source = HK_SCHED_DEFAULT;
     for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
         if (hk__env_given(hooks[i]))
@@ -572,7 +574,8 @@ const hk__tunable hk__tune_flash_prefill = {HK_TUNE_FLASH_PREFILL,
                                              {"bkv", 4, {16, 32, 64, 128}, 8, 256, 0},
                                              {"qreg", 2, {0, 1}, 0, 1, 0},
                                              {"prefetch", 2, {0, 1}, 0, 1, 0},
-                                             {"groups", 4, {64, 128, 256, 512}, 1, 1000000, 0}},
+                                             {"groups", 4, {64, 128, 256, 512}, 1, 1000000, 0},
+                                             {"order", 2, {0, 1}, 0, 1, 0}},
                                             shape_flash,
                                             feasible_flash,
                                             &hk_case_sdpa,
@@ -662,7 +665,7 @@ hk_status hk__sdpa_flash(hk_context *context, hk_stream *stream, const char *fn,
     if (st == HK_OK) { /* what served the call, as the tuner names it */
         uint32_t unit_rows = p.coop ? 16 * p.mr : p.br;
         const uint32_t served[FL_PARAMS] = {p.br / unit_rows, unit_rows,         p.bc, p.bkv, (p.flags >> 1) & 1,
-                                            (p.flags >> 2) & 1, p.target};
+                                            (p.flags >> 2) & 1, p.target, (p.flags & FLASH_ZIGZAG) != 0};
         hk__tune_note(context, &hk__tune_flash_prefill, served, p.source);
     }
     return st;
