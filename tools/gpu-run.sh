@@ -3,7 +3,9 @@
 # build-gpu/; logs, CSV and JSON go into one archive, $OUT/gpu-run.tgz (with the step sass, the
 # driver's shader cache into $OUT/glcache.tgz, for tools/nv-sass.py). Usage there:
 # bash tools/gpu-run.sh [tests] [check] [bench] [tune] [tuned-bench] [few] [stage] [norm]
-# [decode-plans] [forms] [qkv] [sass] (default: the first three). qkv: hk_matvec_int8_qkv's rows
+# [decode-plans] [forms] [qkv] [attention] [sass] (default: the first three). attention: the
+# attention rows (decode at Hkv 8 and 4, prefill) each class in a process of its own, then the
+# prefill under both launch orders (HK_FLASH_ORDER). qkv: hk_matvec_int8_qkv's rows
 # (tests, then hk-bench beside the multi and hk_rope) and hk-run --bench with and without --form
 # rope-apart (needs gguf-py, as model). norm: the RMSNorm's two forms
 # (HK_RMSNORM_STAGED), alone and in the 8-layer steps. decode-plans: flash-decoding under a set of
@@ -191,6 +193,15 @@ sdpa 1x32x8 HK_SDPA_KB=4 HK_SDPA_GROUPS=256
 sdpa 1x32x8 HK_SDPA_KB=4 HK_SDPA_GROUPS=128
 sdpa 1x32x8 HK_SDPA_SINGLE_PASS=0
 PLANS
+fi
+if [[ " $steps " == *" attention "* ]]; then
+    for shapes in 1x32x8 1x32x4 512x32x8,2048x32x8; do
+        ./hk-bench --only sdpa --shapes "$shapes" 2>&1 | grep -E "^sdpa|copy"
+    done | tee "$OUT/attention.log"
+    for order in heaviest zigzag; do
+        HK_FLASH_ORDER=$order ./hk-bench --only sdpa --shapes 512x32x8,2048x32x8 2>&1 | grep "^sdpa" |
+            sed -e "s/^/$order: /"
+    done | tee -a "$OUT/attention.log"
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 tar czf "$ARCHIVE" -C "$OUT" .
