@@ -1190,9 +1190,10 @@ HK_API hk_status hk_sdpa_blk(hk_context *context, hk_stream *stream, const hk_sd
  * (no workgroup barrier per chunk).
  *  - Matrix cores: Q.K^T and P.V on KHR cooperative matrices (16x16x16, f16 x f16 -> f32) where
  *    the device lists that shape at subgroup scope and has shaderFloat16, subgroup size control
- *    (subgroups of 16 to 64 invocations) and the shared memory for a tile (the default takes
- *    27 KiB at head_dim 128, 19 KiB at 64; smaller tiles serve larger heads and smaller
- *    devices, down to 28 KiB at head_dim 256). scale * q, K, V and the softmax weights are
+ *    (subgroups of 16 to 64 invocations) and the shared memory for a tile (the defaults take
+ *    23 to 46 KiB at head_dim 128 and 15 to 38 KiB at 64, by the prompt's length and where
+ *    the softmax runs; smaller tiles serve larger heads and smaller devices, down to 28 KiB at
+ *    head_dim 256). scale * q, K, V and the softmax weights are
  *    rounded to f16 (about 1e-3 of the output scale for logits of a few units, more for larger
  *    logits; |scale * q * log2(e)| and the K and V values of f32 and Q8_0 caches must stay
  *    within f16's 65504); sums are f32.
