@@ -194,41 +194,65 @@ static uint32_t coop_subgroup(const hk_context *context)
 #endif
 }
 
+/* A hook of two values: -1 where var is unset or empty, 0 for first, 1 for second, 2 for anything
+ * else, which is recorded in p->bad_env (the call then fails). */
+static int env_choice(const char *var, const char *first, const char *second, flash_plan *p)
+{
+    const char *env = getenv(var);
+    if (!env || !*env)
+        return -1;
+    if (!strcmp(env, first) || !strcmp(env, second))
+        return strcmp(env, first) != 0;
+    snprintf(p->bad_env, sizeof p->bad_env, "%s=\"%.40s\" is not %s or %s", var, env, first, second);
+    return 2;
+}
+
+/* Workgroups that fill the device at two a multiprocessor (of 4 schedulers); 0 where the driver
+ * does not tell its count. */
+static uint64_t two_a_multiprocessor(const hk_context *context) { return context->profile.schedulers / 2; }
+
+static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
 /* FLAGS bit 4 (the register softmax) where the accumulators hold the quad layout (the device
  * profile; the emulated arm's by construction), unless HK_FLASH_SOFTMAX="shared". */
 static uint32_t softmax_flag(const hk_context *context, int emulated, flash_plan *p)
 {
     int quads = emulated || context->profile.coopmat_quads;
-    const char *env = getenv("HK_FLASH_SOFTMAX");
-    if (!env || !*env)
-        return quads ? 16u : 0u;
-    if (!strcmp(env, "shared"))
-        return 0;
-    if (!strcmp(env, "registers") && quads)
-        return 16;
-    snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_SOFTMAX=\"%.40s\" is not %s", env,
-             quads ? "registers or shared" : "shared (the accumulators here do not hold the quad layout)");
-    return 0;
+    int choice = env_choice("HK_FLASH_SOFTMAX", "shared", "registers", p);
+    if (choice == 1 && !quads)
+        snprintf(p->bad_env, sizeof p->bad_env,
+                 "HK_FLASH_SOFTMAX=\"registers\" is refused: the accumulators here do not hold the quad layout");
+    return quads && (choice < 0 || choice == 1) ? 16u : 0u;
 }
 
-/* The matrix-core arm's tile for this head_dim, if the device can run it: HK_FLASH_TILE, or the
- * first default that fits. few_rows: 8 subgroups' row tiles would not fill the device twice. */
-static int plan_coop(const hk_context *context, uint32_t d, int few_rows, flash_plan *p)
+#ifdef HK_HAVE_SHADER_FLASH_COOP_F16
+/* A default tile into the plan, where it fits the device and this head_dim */
+static int take_default(const hk_context *context, uint32_t d, const flash_tile *t, uint32_t sg, uint32_t extra,
+                        flash_plan *p)
+{
+    if (coop_tile_problem(context, d, t, sg, 0, extra & 16) || coop_registers(d, t, sg) > 224)
+        return 0;
+    set_tile(p, t, sg);
+    p->subgroup = sg;
+    p->flags |= extra;
+    return 1;
+}
+#endif
+
+/* The matrix-core arm's tile for this shape, if the device can run it: HK_FLASH_TILE, or the
+ * first default that fits, coop_few_rows first where the first default's row tiles would not fill
+ * the device at two workgroups a multiprocessor. */
+static int plan_coop(const hk_context *context, const hk_sdpa_desc *desc, flash_plan *p)
 {
 #ifdef HK_HAVE_SHADER_FLASH_COOP_F16
-    uint32_t sg = coop_subgroup(context);
+    uint32_t sg = coop_subgroup(context), d = desc->head_dim;
     if (!sg)
         return 0;
     /* diagnostic: units synchronised by workgroup barriers, no unit-level skips (the emulation's
      * way, on the matrix cores) */
-    const char *sync = getenv("HK_FLASH_WORKGROUP_SYNC");
     uint32_t extra = softmax_flag(context, 0, p);
-    if (sync && *sync && strcmp(sync, "0")) {
-        if (!strcmp(sync, "1"))
-            extra |= 8;
-        else
-            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_WORKGROUP_SYNC=\"%.40s\" is not 0 or 1", sync);
-    }
+    if (env_choice("HK_FLASH_WORKGROUP_SYNC", "0", "1", p) == 1)
+        extra |= 8;
     flash_tile t;
     int e = env_tile("HK_FLASH_TILE", &t, p);
     if (e > 0) {
@@ -244,21 +268,18 @@ static int plan_coop(const hk_context *context, uint32_t d, int few_rows, flash_
     }
     /* the defaults (also under a refused HK_FLASH_TILE: the call then fails, but the plan's sizes
      * stay those of a real tile) */
-    size_t count = sizeof coop_defaults / sizeof coop_defaults[0];
-    for (size_t i = few_rows ? 0 : 1; i <= count; i++) {
-        t = i == 0 ? coop_few_rows : coop_defaults[i - 1];
-        if (!coop_tile_problem(context, d, &t, sg, 0, extra & 16) && coop_registers(d, &t, sg) <= 224) {
-            set_tile(p, &t, sg);
-            p->subgroup = sg;
-            p->flags |= extra;
-            p->few_rows_tile = i == 0;
-            return 1;
-        }
+    uint64_t rows = 16ull * coop_defaults[0].mr * coop_defaults[0].nsg;
+    uint64_t tiles = div_up((uint64_t)desc->n_q * (desc->n_heads / desc->n_kv_heads), rows) * desc->n_kv_heads;
+    if (tiles < two_a_multiprocessor(context) && take_default(context, d, &coop_few_rows, sg, extra, p)) {
+        p->few_rows_tile = 1;
+        return 1;
     }
+    for (size_t i = 0; i < sizeof coop_defaults / sizeof coop_defaults[0]; i++)
+        if (take_default(context, d, &coop_defaults[i], sg, extra, p))
+            return 1;
 #else
     (void)context;
-    (void)d;
-    (void)few_rows;
+    (void)desc;
     (void)p;
 #endif
     return 0;
@@ -316,8 +337,6 @@ static int plan_twin(const hk_context *context, uint32_t d, flash_plan *p)
     }
     return 0;
 }
-
-static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 /* An autotuner schedule's tile on the arm this device runs (the matrix cores, else the twin; the
  * emulated arm takes none): 1 with the tile set, else 0 and why. */
@@ -389,17 +408,12 @@ static int sched_tile(const hk_context *context, const hk_sdpa_desc *desc, const
  * ("zigzag" or "heaviest") replaces the default's choice. */
 static void set_order(const hk_context *context, int causal, const hk__sched *sched, flash_plan *p)
 {
-    uint32_t schedulers = context->profile.schedulers;
-    int zigzag = causal && p->few_rows_tile && schedulers && p->groups <= schedulers / 2;
-    const char *env = sched ? NULL : getenv("HK_FLASH_ORDER");
+    int zigzag = causal && p->few_rows_tile && p->groups <= two_a_multiprocessor(context);
+    int choice = sched ? -1 : env_choice("HK_FLASH_ORDER", "heaviest", "zigzag", p);
     if (sched)
         zigzag = sched->v[FL_ORDER] != 0;
-    else if (env && *env) {
-        if (!strcmp(env, "zigzag") || !strcmp(env, "heaviest"))
-            zigzag = env[0] == 'z';
-        else
-            snprintf(p->bad_env, sizeof p->bad_env, "HK_FLASH_ORDER=\"%.40s\" is not zigzag or heaviest", env);
-    }
+    else if (choice == 0 || choice == 1)
+        zigzag = choice;
     if (zigzag)
         p->flags |= FLASH_ZIGZAG;
 }
@@ -423,11 +437,7 @@ static int plan_with(const hk_context *context, const hk_sdpa_desc *desc, const 
             return 0;
         target = sched->v[FL_GROUPS] ? sched->v[FL_GROUPS] : 1;
     } else {
-        /* the 8-subgroup tiles (128 rows) under two workgroups a multiprocessor (of 4 schedulers),
-         * where the device tells its count */
-        uint64_t tiles8 = div_up((uint64_t)desc->n_q * (desc->n_heads / desc->n_kv_heads), 8 * 16) * desc->n_kv_heads;
-        int few_rows = context->profile.schedulers && tiles8 < context->profile.schedulers / 2;
-        if (plan_coop(context, d, few_rows, p)) {
+        if (plan_coop(context, desc, p)) {
             p->shader = flash_types[desc->kv.type].coop;
         } else if (!plan_emulated(context, desc, p)) {
             if (!plan_twin(context, d, p))
