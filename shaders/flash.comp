@@ -345,6 +345,23 @@ void store_tile(uint j, uint seen)
 // out[row][c], v as computed, for a row whose keys end at lim: NaN where V was not finite
 float v_checked(float v, uint c, uint lim) { return vbad[c] < lim ? uintBitsToFloat(0x7FC00000u) : v; }
 
+// The epilogue's stores. Output row orow's (m, l) for the combine pass, after every split's O
+void put_ml(uint split, uint orow, float m, float l)
+{
+    uint nr = pc.n_q * pc.n_heads, i = pc.view_offset[4] / 4u + pc.n_split * nr * D + (split * nr + orow) * 2u;
+    ws[i] = m;
+    ws[i + 1u] = l;
+}
+
+// Value col of output row orow: the split's partial O where the keys are split, else the output
+void put_out(uint split, uint orow, uint col, float v)
+{
+    if (pc.n_split > 1u)
+        ws[pc.view_offset[4] / 4u + (split * pc.n_q * pc.n_heads + orow) * D + col] = v;
+    else
+        o[pc.view_offset[3] / 4u + orow * D + col] = v;
+}
+
 #ifdef HK_COOPMAT
 // S of the unit's rows for chunk c of the staged tile, into sacc: each K matrix loaded once
 // serves MR row blocks.
@@ -693,8 +710,6 @@ void main()
     }
 
     // epilogue: l over the row's invocations; normalise, or hand (O, m, l) to the combine pass
-    uint nr = pc.n_q * pc.n_heads;
-    uint ws0 = pc.view_offset[4] / 4u;
     bool split_out = pc.n_split > 1u;
 #ifdef HK_COOPMAT
     if (RSM) {
@@ -704,11 +719,8 @@ void main()
                 float l = rsm_l[mr][h] + cm_xor(rsm_l[mr][h], 1u);
                 l += cm_xor(l, 2u);
                 uint rr = urow0 + mr * 16u + rsm_row(4u * h);
-                if (split_out && (LANE & 3u) == 0u && rr < n_rows) {
-                    uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(rr, kvh)) * 2u;
-                    ws[i] = rsm_m[mr][h];
-                    ws[i + 1u] = l;
-                }
+                if (split_out && (LANE & 3u) == 0u && rr < n_rows)
+                    put_ml(split, hk_out_row(rr, kvh), rsm_m[mr][h], l);
                 f[mr][h] = split_out ? 1.0 : 1.0 / l;
             }
         // each lane writes its elements where they go
@@ -716,15 +728,9 @@ void main()
             CM_UNROLL for (uint dt = 0; dt < D / 16; dt++)
                 [[unroll]] for (uint e = 0; e < 8u; e++) {
                     uint rr = urow0 + mr * 16u + rsm_row(e), col = dt * 16u + rsm_col(e);
-                    if (rr < n_rows) {
-                        uint orow = hk_out_row(rr, kvh);
-                        float v = CM_EL(oacc[mr][dt], e) * f[mr][rsm_half(e)];
-                        v = v_checked(v, col, rsm_lim[mr][rsm_half(e)]);
-                        if (split_out)
-                            ws[ws0 + (split * nr + orow) * D + col] = v;
-                        else
-                            o[pc.view_offset[3] / 4u + orow * D + col] = v;
-                    }
+                    if (rr < n_rows)
+                        put_out(split, hk_out_row(rr, kvh), col,
+                                v_checked(CM_EL(oacc[mr][dt], e) * f[mr][rsm_half(e)], col, rsm_lim[mr][rsm_half(e)]));
                 }
         return;
     }
@@ -736,11 +742,8 @@ void main()
         for (uint k = 0; k < TPR; k++)
             l_run += hk_partial[u * UT + r * TPR + k];
     }
-    if (split_out && part == 0u && urow0 + r < n_rows) {
-        uint i = ws0 + pc.n_split * nr * D + (split * nr + hk_out_row(urow0 + r, kvh)) * 2u;
-        ws[i] = m_run;
-        ws[i + 1u] = l_run;
-    }
+    if (split_out && part == 0u && urow0 + r < n_rows)
+        put_ml(split, hk_out_row(urow0 + r, kvh), m_run, l_run);
     // without a split every row saw key 0, and its largest P is at least 1: l >= 1
     float f = split_out ? 1.0 : 1.0 / l_run;
 #ifdef HK_COOPMAT
@@ -759,38 +762,20 @@ void main()
         SYNC_UNIT();
         for (uint e = lane; e < UR * BC; e += UT) {
             uint rr = e / BC, cc = e % BC, col = g * BC + cc;
-            if (col < D && urow0 + rr < n_rows) {
-                uint orow = hk_out_row(urow0 + rr, kvh);
-                float v = v_checked(uintBitsToFloat(sm[ub + (rr * SSTR + cc) / 4u][cc % 4u]), col,
-                                    row_lim(urow0 + rr, sk));
-                if (split_out)
-                    ws[ws0 + (split * nr + orow) * D + col] = v;
-                else
-                    o[pc.view_offset[3] / 4u + orow * D + col] = v;
-            }
+            if (col < D && urow0 + rr < n_rows)
+                put_out(split, hk_out_row(urow0 + rr, kvh), col,
+                        v_checked(uintBitsToFloat(sm[ub + (rr * SSTR + cc) / 4u][cc % 4u]), col, row_lim(urow0 + rr, sk)));
         }
         SYNC_UNIT();
     }
 #else
     if (urow0 + r < n_rows) {
         uint orow = hk_out_row(urow0 + r, kvh);
-        uint base = split_out ? ws0 + (split * nr + orow) * D : pc.view_offset[3] / 4u + orow * D;
         [[unroll]] for (uint i = 0; i < D / 4 / TPR; i++) {
             vec4 v = oreg[i] * f;
             uint c = 4u * (part + TPR * i);
             for (uint e = 0; e < 4u; e++)
-                v[e] = v_checked(v[e], c + e, lim);
-            if (split_out) {
-                ws[base + c] = v.x;
-                ws[base + c + 1u] = v.y;
-                ws[base + c + 2u] = v.z;
-                ws[base + c + 3u] = v.w;
-            } else {
-                o[base + c] = v.x;
-                o[base + c + 1u] = v.y;
-                o[base + c + 2u] = v.z;
-                o[base + c + 3u] = v.w;
-            }
+                put_out(split, orow, c + e, v_checked(v[e], c + e, lim));
         }
     }
 #endif
